@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/roles/agent"
+	"github.com/edgeplat/edgeplat/roles/api"
+	"github.com/edgeplat/edgeplat/roles/broker"
+	"github.com/edgeplat/edgeplat/roles/ingest"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func newAllInOneCmd() *cobra.Command {
+	spec := roleSpec{
+		role: config.RoleAllInOne,
+		flagKeys: map[string]string{
+			"data-dir":    "all_in_one.data_dir",
+			"api-port":    "api.port",
+			"ingest-port": "ingest.port",
+			"agent-port":  "agent.port",
+			"mqtt-port":   "all_in_one.mqtt_port",
+		},
+		build: buildAllInOne,
+	}
+	return roleCommand("all-in-one", "Run every role in one process with an embedded MQTT broker",
+		`Run the embedded MQTT broker and every role in one process, on embedded
+defaults only: SQLite files and agent state under --data-dir, an in-process
+stream store, and the broker on --mqtt-port. Needs no external service; meant
+for laptops, demos and trials. Ctrl-C stops it cleanly.`,
+		spec, func(fs *pflag.FlagSet) {
+			role := config.RoleAllInOne
+			addKeyFlag(fs, "data-dir", "all_in_one.data_dir", role, "directory for SQLite files and agent state")
+			addKeyFlag(fs, "api-port", "api.port", role, "Cloud API port")
+			addKeyFlag(fs, "ingest-port", "ingest.port", role, "ingestion service port")
+			addKeyFlag(fs, "agent-port", "agent.port", role, "agent API port")
+			addKeyFlag(fs, "mqtt-port", "all_in_one.mqtt_port", role, "embedded MQTT broker port")
+		})
+}
+
+// buildAllInOne lists the services in start order: the data directory, then
+// the broker, which must own its port before anything dials it, then each
+// role. They stop in reverse order.
+func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
+	dataDir := &lifecycle.Funcs{
+		ServiceName: "data-dir",
+		StartFunc: func(context.Context) error {
+			if err := os.MkdirAll(cfg.AllInOne.DataDir, 0o700); err != nil {
+				return fmt.Errorf("create data directory (--data-dir): %w", err)
+			}
+			return nil
+		},
+	}
+	brk, err := broker.New(broker.Options{Bind: cfg.AllInOne.MQTTBind, Port: cfg.AllInOne.MQTTPort, PortHint: "--mqtt-port"}, r)
+	if err != nil {
+		return nil, err
+	}
+	services := []lifecycle.Service{dataDir, brk}
+
+	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port"})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	ingestSvcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "--ingest-port"})
+	if err != nil {
+		return nil, fmt.Errorf("ingest: %w", err)
+	}
+	agentSvcs, err := agent.New(cfg, r, agent.Options{PortHint: "--agent-port"})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	services = append(services, apiSvcs...)
+	services = append(services, ingestSvcs...)
+	services = append(services, agentSvcs...)
+	return services, nil
+}

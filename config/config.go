@@ -1,0 +1,215 @@
+// Package config is edgeplat's typed configuration: one struct per section,
+// built-in defaults, the table binding every key to its environment variable,
+// loading with viper, and validation that reports every problem at once.
+//
+// Precedence, low to high: built-in default < ingestion profile < config
+// file < environment < command-line flag.
+package config
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Config is the whole effective configuration of one process.
+type Config struct {
+	Sections
+	// Role is the subcommand this configuration was loaded for.
+	Role string
+
+	values  map[string]any
+	sources map[string]Source
+}
+
+// Sections holds one typed struct per section; it is embedded in Config so
+// callers write cfg.DB.Host.
+type Sections struct {
+	Log         Log         `mapstructure:"log"`
+	Lifecycle   Lifecycle   `mapstructure:"lifecycle"`
+	DB          DB          `mapstructure:"db"`
+	StreamStore StreamStore `mapstructure:"streamstore"`
+	MQTT        MQTT        `mapstructure:"mqtt"`
+	JWT         JWT         `mapstructure:"jwt"`
+	IDP         IDP         `mapstructure:"idp"`
+	API         API         `mapstructure:"api"`
+	Spool       Spool       `mapstructure:"spool"`
+	Ingest      Ingest      `mapstructure:"ingest"`
+	Agent       Agent       `mapstructure:"agent"`
+	AllInOne    AllInOne    `mapstructure:"all_in_one"`
+}
+
+// SourceOf reports where the value of key came from.
+func (c *Config) SourceOf(key string) Source { return c.sources[key] }
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `mapstructure:"level"`
+	Format string `mapstructure:"format"`
+}
+
+// Lifecycle configures start and stop.
+type Lifecycle struct {
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+}
+
+// DB configures the cloud database.
+type DB struct {
+	Driver             string `mapstructure:"driver"`
+	Host               string `mapstructure:"host"`
+	Port               int    `mapstructure:"port"`
+	Name               string `mapstructure:"name"`
+	User               string `mapstructure:"user"`
+	Password           Secret `mapstructure:"password"`
+	SSL                string `mapstructure:"ssl"`
+	PoolSize           int    `mapstructure:"pool_size"`
+	StatementTimeoutMS int    `mapstructure:"statement_timeout_ms"`
+	SQLitePath         string `mapstructure:"sqlite_path"`
+}
+
+// StreamStore configures the stream store.
+type StreamStore struct {
+	Driver                  string `mapstructure:"driver"`
+	Host                    string `mapstructure:"host"`
+	Port                    int    `mapstructure:"port"`
+	Password                Secret `mapstructure:"password"`
+	DB                      int    `mapstructure:"db"`
+	TLS                     bool   `mapstructure:"tls"`
+	IngestionStreamMaxLen   int    `mapstructure:"ingestion_stream_maxlen"`
+	PipelineFlushIntervalMS int    `mapstructure:"pipeline_flush_interval_ms"`
+}
+
+// MQTT configures the Cloud API's broker client.
+type MQTT struct {
+	BrokerURL               string `mapstructure:"broker_url"`
+	Username                string `mapstructure:"username"`
+	Password                Secret `mapstructure:"password"`
+	ClientID                string `mapstructure:"client_id"`
+	QoS                     int    `mapstructure:"qos"`
+	SharedSubscriptionGroup string `mapstructure:"shared_subscription_group"`
+	MaxReconnectAttempts    int    `mapstructure:"max_reconnect_attempts"`
+	FatalRecoveryCooldownMS int    `mapstructure:"fatal_recovery_cooldown_ms"`
+	PersistToDB             bool   `mapstructure:"persist_to_db"`
+	AuthCacheTTLSeconds     int    `mapstructure:"auth_cache_ttl_seconds"`
+	CAFile                  string `mapstructure:"ca_file"`
+	CertFile                string `mapstructure:"cert_file"`
+	KeyFile                 string `mapstructure:"key_file"`
+}
+
+// JWT configures token signing.
+type JWT struct {
+	Secret             Secret        `mapstructure:"secret"`
+	PrivateKey         Secret        `mapstructure:"private_key"`
+	PublicKey          string        `mapstructure:"public_key"`
+	AccessTokenExpiry  time.Duration `mapstructure:"access_token_expiry"`
+	RefreshTokenExpiry time.Duration `mapstructure:"refresh_token_expiry"`
+}
+
+// IDP configures the optional external identity provider.
+type IDP struct {
+	Enabled  bool   `mapstructure:"enabled"`
+	Domain   string `mapstructure:"domain"`
+	Audience string `mapstructure:"audience"`
+	Issuer   string `mapstructure:"issuer"`
+}
+
+// API configures the Cloud API's HTTP server.
+type API struct {
+	Port         int    `mapstructure:"port"`
+	Bind         string `mapstructure:"bind"`
+	MaxBodyBytes int    `mapstructure:"max_body_bytes"`
+}
+
+// Spool configures the disk spool used while a backend is failing.
+type Spool struct {
+	Enabled   bool   `mapstructure:"enabled"`
+	Path      string `mapstructure:"path"`
+	MaxSizeMB int    `mapstructure:"max_size_mb"`
+}
+
+// Ingest configures the ingestion service.
+type Ingest struct {
+	Port                         int       `mapstructure:"port"`
+	Bind                         string    `mapstructure:"bind"`
+	Profile                      string    `mapstructure:"profile"`
+	WorkerCount                  int       `mapstructure:"worker_count"`
+	BatchSize                    int       `mapstructure:"batch_size"`
+	MaxRetries                   int       `mapstructure:"max_retries"`
+	FlushIntervalMS              int       `mapstructure:"flush_interval_ms"`
+	ReclaimIdleMS                int       `mapstructure:"reclaim_idle_ms"`
+	InsertMode                   string    `mapstructure:"insert_mode"`
+	CopyMinRows                  int       `mapstructure:"copy_min_rows"`
+	RealtimeMaxRows              int       `mapstructure:"realtime_max_rows"`
+	RealtimeRowsPerInsert        int       `mapstructure:"realtime_rows_per_insert"`
+	DBSaturationHighWatermarkPct int       `mapstructure:"db_saturation_high_watermark_pct"`
+	DBBackpressureSleepMS        int       `mapstructure:"db_backpressure_sleep_ms"`
+	Autoscale                    Autoscale `mapstructure:"autoscale"`
+}
+
+// Autoscale configures the ingestion worker autoscaler.
+type Autoscale struct {
+	MinWorkers            int `mapstructure:"min_workers"`
+	MaxWorkers            int `mapstructure:"max_workers"`
+	LagTargetMS           int `mapstructure:"lag_target_ms"`
+	LagScaleUpMS          int `mapstructure:"lag_scale_up_ms"`
+	LagCriticalMS         int `mapstructure:"lag_critical_ms"`
+	ScaleDownStableChecks int `mapstructure:"scale_down_stable_checks"`
+	CooldownMS            int `mapstructure:"cooldown_ms"`
+	DBBlockPct            int `mapstructure:"db_block_pct"`
+}
+
+// Agent configures the edge agent.
+type Agent struct {
+	Port           int    `mapstructure:"port"`
+	SecurityMode   string `mapstructure:"security_mode"`
+	APIKey         Secret `mapstructure:"api_key"`
+	EnableAuth     bool   `mapstructure:"enable_auth"`
+	DataDir        string `mapstructure:"data_dir"`
+	SimulationMode bool   `mapstructure:"simulation_mode"`
+	AdminUsername  string `mapstructure:"admin_username"`
+	AdminPassword  Secret `mapstructure:"admin_password"`
+}
+
+// AllInOne configures the single-process mode.
+type AllInOne struct {
+	DataDir  string `mapstructure:"data_dir"`
+	MQTTPort int    `mapstructure:"mqtt_port"`
+	MQTTBind string `mapstructure:"mqtt_bind"`
+}
+
+// Millis converts a millisecond setting to a Duration.
+func Millis(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// applyRole derives settings that follow from the role. all-in-one keeps
+// everything under its data directory and talks to its own broker, unless
+// the operator set a value explicitly.
+func applyRole(role string, values map[string]any, sources map[string]Source) {
+	if role != RoleAllInOne {
+		return
+	}
+	dir := values["all_in_one.data_dir"].(string)
+	bind := values["all_in_one.mqtt_bind"].(string)
+	port := values["all_in_one.mqtt_port"].(int)
+	derived := map[string]any{
+		"db.sqlite_path":  filepath.Join(dir, "edgeplat.db"),
+		"agent.data_dir":  filepath.Join(dir, "agent"),
+		"spool.path":      filepath.Join(dir, "spool"),
+		"mqtt.broker_url": "tcp://" + net.JoinHostPort(loopbackFor(bind), strconv.Itoa(port)),
+	}
+	for key, val := range derived {
+		if sources[key].Layer == "default" {
+			values[key] = val
+			sources[key] = Source{Layer: "derived", Detail: "from all_in_one settings"}
+		}
+	}
+}
+
+// loopbackFor returns an address a local client can dial to reach a
+// listener bound to bind.
+func loopbackFor(bind string) string {
+	if bind == "" || bind == "0.0.0.0" || bind == "::" {
+		return "127.0.0.1"
+	}
+	return bind
+}

@@ -1,0 +1,233 @@
+package config
+
+import "strings"
+
+// Kind is the type a key's value is parsed as. Parsing is done here, not by
+// viper's weak typing, so a bad value is reported with its key and env name.
+type Kind int
+
+// Kinds of configuration values.
+const (
+	String Kind = iota
+	Int
+	Bool
+	Float
+	Duration // Go duration ("90s", "15m") or whole days ("7d")
+)
+
+func (k Kind) String() string {
+	return [...]string{"string", "integer", "boolean", "number", "duration"}[k]
+}
+
+// Role names, as the subcommands spell them.
+const (
+	RoleAPI      = "serve-api"
+	RoleIngest   = "ingest"
+	RoleAgent    = "agent"
+	RoleAllInOne = "all-in-one"
+)
+
+// Key is one configuration setting: its dotted name (the YAML path), its
+// environment variable, its built-in default and its documentation. Keys is
+// the single source for defaults, env binding, validation messages and
+// docs/configuration.md.
+type Key struct {
+	Name string
+	// Env is the primary environment variable; Aliases are read when Env is
+	// unset (the spec names some settings twice).
+	Env     string
+	Aliases []string
+	Kind    Kind
+	Default any
+	// RoleDefaults replaces Default for the listed roles: all-in-one runs on
+	// embedded components, and the API and ingest pools differ in size.
+	RoleDefaults map[string]any
+	// EnvRoles restricts the env binding to these roles. PORT means the API
+	// port to serve-api and the ingest port to ingest; all-in-one serves both,
+	// so it reads neither from PORT.
+	EnvRoles []string
+	Secret   bool
+	Doc      string
+}
+
+func init() {
+	for i := range Keys {
+		if Keys[i].Env == "" {
+			Keys[i].Env = "EDGEPLAT_" + strings.ToUpper(strings.NewReplacer(".", "_").Replace(Keys[i].Name))
+		}
+	}
+}
+
+// Keys lists every setting. Keys without a name in the spec read
+// EDGEPLAT_<KEY> (db.sqlite_path: EDGEPLAT_DB_SQLITE_PATH). Sections (the part of Name before the first dot)
+// map to the typed structs in config.go.
+var Keys = []Key{
+	// log
+	{Name: "log.level", Kind: String, Default: "info", Doc: "Log level: debug, info, warn or error."},
+	{Name: "log.format", Kind: String, Default: "auto", Doc: "Log format: auto (text on a terminal, JSON otherwise), text or json."},
+
+	// lifecycle
+	{Name: "lifecycle.shutdown_grace", Kind: Duration, Default: "10s", Doc: "How long services may take to stop after SIGINT/SIGTERM before the process exits anyway."},
+
+	// db
+	{Name: "db.driver", Kind: String, Default: "postgres", RoleDefaults: map[string]any{RoleAllInOne: "sqlite"}, Doc: "Cloud database: postgres, or sqlite for a single node."},
+	{Name: "db.host", Env: "DB_HOST", Kind: String, Default: "localhost", Doc: "PostgreSQL host."},
+	{Name: "db.port", Env: "DB_PORT", Kind: Int, Default: 5432, Doc: "PostgreSQL port."},
+	{Name: "db.name", Env: "DB_NAME", Kind: String, Default: "edgeplat", Doc: "PostgreSQL database name."},
+	{Name: "db.user", Env: "DB_USER", Kind: String, Default: "edgeplat", Doc: "PostgreSQL user."},
+	{Name: "db.password", Env: "DB_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "PostgreSQL password."},
+	{Name: "db.ssl", Env: "DB_SSL", Kind: String, Default: "disable", Doc: "PostgreSQL TLS mode: disable, prefer, require, verify-ca or verify-full (true means require, false disable)."},
+	{Name: "db.pool_size", Env: "DB_POOL_SIZE", Kind: Int, Default: 20, RoleDefaults: map[string]any{RoleIngest: 50}, Doc: "Maximum open database connections (API 20, ingest 50; the ingestion profile sets its own)."},
+	{Name: "db.statement_timeout_ms", Env: "DB_STATEMENT_TIMEOUT_MS", Kind: Int, Default: 45000, Doc: "Statement timeout in milliseconds; 0 disables."},
+	{Name: "db.sqlite_path", Kind: String, Default: "edgeplat.db", Doc: "SQLite file when db.driver is sqlite; all-in-one puts it under --data-dir."},
+
+	// streamstore
+	{Name: "streamstore.driver", Kind: String, Default: "redis", RoleDefaults: map[string]any{RoleAllInOne: "memory"}, Doc: "Stream store: redis, or memory (in-process, single node)."},
+	{Name: "streamstore.host", Env: "STREAMSTORE_HOST", Kind: String, Default: "localhost", Doc: "Stream store host; a comma-separated list selects Sentinel or Cluster."},
+	{Name: "streamstore.port", Env: "STREAMSTORE_PORT", Kind: Int, Default: 6379, Doc: "Stream store port."},
+	{Name: "streamstore.password", Env: "STREAMSTORE_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "Stream store password."},
+	{Name: "streamstore.db", Env: "STREAMSTORE_DB", Kind: Int, Default: 0, Doc: "Stream store logical database number."},
+	{Name: "streamstore.tls", Kind: Bool, Default: false, Doc: "Connect to the stream store over TLS."},
+	{Name: "streamstore.ingestion_stream_maxlen", Env: "STREAMSTORE_INGESTION_STREAM_MAXLEN", Kind: Int, Default: 10000, Doc: "Length at which an ingestion stream counts as full (back-pressure, never trimming unprocessed entries)."},
+	{Name: "streamstore.pipeline_flush_interval_ms", Env: "STREAMSTORE_PIPELINE_FLUSH_INTERVAL_MS", Kind: Int, Default: 10, Doc: "How long writes may wait to share one pipelined round-trip; 0 sends at once."},
+
+	// mqtt
+	{Name: "mqtt.broker_url", Env: "MQTT_BROKER_URL", Kind: String, Default: "tcp://localhost:1883", Doc: "Broker URL: tcp://, ssl:// or tls://, ws:// or wss://. all-in-one points it at its embedded broker."},
+	{Name: "mqtt.username", Kind: String, Default: "", Doc: "Broker username."},
+	{Name: "mqtt.password", Kind: String, Default: "", Secret: true, Doc: "Broker password."},
+	{Name: "mqtt.client_id", Kind: String, Default: "", Doc: "Client id; empty derives a stable one from the host name so the persistent session survives restarts."},
+	{Name: "mqtt.qos", Env: "MQTT_QOS", Kind: Int, Default: 1, Doc: "QoS for subscriptions and publishes: 0, 1 or 2."},
+	{Name: "mqtt.shared_subscription_group", Env: "MQTT_SHARED_SUBSCRIPTION_GROUP", Kind: String, Default: "", Doc: "Subscribe through $share/<group>/ so API replicas split the telemetry load."},
+	{Name: "mqtt.max_reconnect_attempts", Env: "MQTT_MAX_RECONNECT_ATTEMPTS", Kind: Int, Default: 20, Doc: "Consecutive failed reconnects before the client turns fatal; 0 is unlimited."},
+	{Name: "mqtt.fatal_recovery_cooldown_ms", Env: "MQTT_FATAL_RECOVERY_COOLDOWN_MS", Kind: Int, Default: 60000, Doc: "Wait in the fatal state before reconnecting again, in milliseconds."},
+	{Name: "mqtt.persist_to_db", Env: "MQTT_PERSIST_TO_DB", Kind: Bool, Default: true, Doc: "Persist state and metrics messages to the database."},
+	{Name: "mqtt.auth_cache_ttl_seconds", Env: "MQTT_AUTH_CACHE_TTL_SECONDS", Kind: Int, Default: 300, Doc: "How long broker auth-callback answers are cached, in seconds."},
+	{Name: "mqtt.ca_file", Kind: String, Default: "", Doc: "PEM file of CAs trusted for the broker's certificate."},
+	{Name: "mqtt.cert_file", Kind: String, Default: "", Doc: "PEM client certificate for mutual TLS."},
+	{Name: "mqtt.key_file", Kind: String, Default: "", Doc: "PEM private key of the client certificate."},
+
+	// jwt
+	{Name: "jwt.secret", Env: "JWT_SECRET", Kind: String, Default: "", Secret: true, Doc: "HS256 signing secret, at least 32 bytes."},
+	{Name: "jwt.private_key", Env: "JWT_PRIVATE_KEY", Kind: String, Default: "", Secret: true, Doc: "RS256 private key (PEM text or file path); selects RS256."},
+	{Name: "jwt.public_key", Env: "JWT_PUBLIC_KEY", Kind: String, Default: "", Doc: "RS256 public key (PEM text or file path)."},
+	{Name: "jwt.access_token_expiry", Env: "JWT_ACCESS_TOKEN_EXPIRY", Kind: Duration, Default: "15m", Doc: "Access token lifetime."},
+	{Name: "jwt.refresh_token_expiry", Env: "JWT_REFRESH_TOKEN_EXPIRY", Kind: Duration, Default: "7d", Doc: "Refresh token lifetime."},
+
+	// idp
+	{Name: "idp.enabled", Env: "IDP_ENABLED", Kind: Bool, Default: false, Doc: "Accept identity-provider tokens and enable /auth/idp-exchange."},
+	{Name: "idp.domain", Env: "IDP_DOMAIN", Kind: String, Default: "", Doc: "Identity provider domain."},
+	{Name: "idp.audience", Env: "IDP_AUDIENCE", Kind: String, Default: "", Doc: "Expected audience of identity-provider tokens."},
+	{Name: "idp.issuer", Env: "IDP_ISSUER", Kind: String, Default: "", Doc: "Expected issuer of identity-provider tokens."},
+
+	// api
+	{Name: "api.port", Env: "PORT", EnvRoles: []string{RoleAPI}, Kind: Int, Default: 3002, Doc: "Cloud API HTTP port (PORT is read by serve-api only)."},
+	{Name: "api.bind", Kind: String, Default: "0.0.0.0", RoleDefaults: map[string]any{RoleAllInOne: "127.0.0.1"}, Doc: "Address the Cloud API listens on."},
+	{Name: "api.max_body_bytes", Kind: Int, Default: 1 << 20, Doc: "Largest accepted request body, in bytes."},
+
+	// spool
+	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},
+	{Name: "spool.path", Env: "DISK_SPOOL_PATH", Kind: String, Default: "/tmp/service-spool", Doc: "Spool directory."},
+	{Name: "spool.max_size_mb", Env: "DISK_SPOOL_MAX_SIZE_MB", Kind: Int, Default: 500, Doc: "Spool size cap in MB; the oldest file is deleted past it."},
+
+	// ingest
+	{Name: "ingest.port", Env: "PORT", EnvRoles: []string{RoleIngest}, Kind: Int, Default: 3003, Doc: "Ingestion service HTTP port for /health and /metrics (PORT is read by ingest only)."},
+	{Name: "ingest.bind", Kind: String, Default: "0.0.0.0", RoleDefaults: map[string]any{RoleAllInOne: "127.0.0.1"}, Doc: "Address the ingestion service listens on."},
+	{Name: "ingest.profile", Env: "INGESTION_PROFILE", Kind: String, Default: "balanced", Doc: "Ingestion profile: batch, balanced, streaming, benchmark, hp, or none for the plain defaults."},
+	{Name: "ingest.worker_count", Env: "WORKER_COUNT", Kind: Int, Default: 2, Doc: "Initial number of stream workers."},
+	{Name: "ingest.batch_size", Env: "BATCH_SIZE", Kind: Int, Default: 100, Doc: "Stream entries read per batch."},
+	{Name: "ingest.max_retries", Env: "MAX_RETRIES", Kind: Int, Default: 3, Doc: "Insert attempts before a batch goes to the dead-letter stream."},
+	{Name: "ingest.flush_interval_ms", Env: "FLUSH_INTERVAL_MS", Kind: Int, Default: 500, Doc: "Longest wait for a batch to fill, in milliseconds."},
+	{Name: "ingest.reclaim_idle_ms", Env: "RECLAIM_IDLE_MS", Kind: Int, Default: 60000, Doc: "Pending entries idle this long (ms) are reclaimed from a crashed worker."},
+	{Name: "ingest.insert_mode", Env: "READINGS_BULK_INSERT_MODE", Aliases: []string{"DB_INSERT_METHOD"}, Kind: String, Default: "copy", Doc: "copy (binary COPY from copy_min_rows rows), insert, or realtime (small parameterised inserts)."},
+	{Name: "ingest.copy_min_rows", Env: "READINGS_COPY_MIN_ROWS", Kind: Int, Default: 1000, Doc: "Rows in a batch from which copy mode uses COPY."},
+	{Name: "ingest.realtime_max_rows", Env: "READINGS_REALTIME_MAX_ROWS", Kind: Int, Default: 100, Doc: "Largest batch written in realtime mode."},
+	{Name: "ingest.realtime_rows_per_insert", Env: "READINGS_REALTIME_ROWS_PER_INSERT", Kind: Int, Default: 10, Doc: "Rows per INSERT statement in realtime and insert modes."},
+	{Name: "ingest.db_saturation_high_watermark_pct", Env: "DB_SATURATION_HIGH_WATERMARK_PCT", Kind: Int, Default: 80, Doc: "Pool use (%) above which workers back off."},
+	{Name: "ingest.db_backpressure_sleep_ms", Env: "DB_BACKPRESSURE_SLEEP_MS", Kind: Int, Default: 250, Doc: "Back-off sleep while the pool is saturated, in milliseconds."},
+	{Name: "ingest.autoscale.min_workers", Env: "AUTOSCALE_MIN_WORKERS", Kind: Int, Default: 1, Doc: "Fewest workers the autoscaler keeps."},
+	{Name: "ingest.autoscale.max_workers", Env: "AUTOSCALE_MAX_WORKERS", Kind: Int, Default: 20, Doc: "Most workers the autoscaler starts."},
+	{Name: "ingest.autoscale.lag_target_ms", Env: "AUTOSCALE_LAG_TARGET_MS", Kind: Int, Default: 5000, Doc: "Consumer lag the autoscaler aims for, in milliseconds."},
+	{Name: "ingest.autoscale.lag_scale_up_ms", Env: "AUTOSCALE_LAG_SCALE_UP_MS", Kind: Int, Default: 5000, Doc: "Lag above which a worker is added, in milliseconds."},
+	{Name: "ingest.autoscale.lag_critical_ms", Env: "AUTOSCALE_LAG_CRITICAL_MS", Kind: Int, Default: 10000, Doc: "Lag treated as critical, in milliseconds."},
+	{Name: "ingest.autoscale.scale_down_stable_checks", Env: "AUTOSCALE_SCALE_DOWN_STABLE_CHECKS", Kind: Int, Default: 6, Doc: "Consecutive calm samples before a worker is removed."},
+	{Name: "ingest.autoscale.cooldown_ms", Env: "AUTOSCALE_COOLDOWN_MS", Kind: Int, Default: 3000, Doc: "Least time between two scaling steps, in milliseconds."},
+	{Name: "ingest.autoscale.db_block_pct", Env: "AUTOSCALE_DB_BLOCK_PCT", Kind: Int, Default: 80, Doc: "Pool use (%) above which no worker is added."},
+
+	// agent
+	{Name: "agent.port", Env: "DEVICE_API_PORT", Kind: Int, Default: 48484, Doc: "Agent local API port."},
+	{Name: "agent.security_mode", Env: "API_SECURITY_MODE", Kind: String, Default: "LOCALHOST_ONLY", Doc: "LOCALHOST_ONLY (bind 127.0.0.1, no key) or API_KEY (bind 0.0.0.0, X-Api-Key required)."},
+	{Name: "agent.api_key", Env: "API_KEY", Kind: String, Default: "", Secret: true, Doc: "Key required in API_KEY mode."},
+	{Name: "agent.enable_auth", Env: "ENABLE_AUTH", Kind: Bool, Default: false, Doc: "With API_KEY set, also selects key mode."},
+	{Name: "agent.data_dir", Env: "AGENT_DATA_DIR", Kind: String, Default: "/var/lib/edgeplat/agent", Doc: "Agent state directory (mode 0700); all-in-one puts it under --data-dir."},
+	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Kind: Bool, Default: false, Doc: "Enable the /v1/simulation endpoints."},
+	{Name: "agent.admin_username", Env: "AGENT_ADMIN_USERNAME", Kind: String, Default: "", Doc: "First admin UI user, created at start when no admin exists."},
+	{Name: "agent.admin_password", Env: "AGENT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "Password of agent.admin_username (at least 6 characters)."},
+
+	// all_in_one
+	{Name: "all_in_one.data_dir", Kind: String, Default: "./edgeplat-data", Doc: "all-in-one: directory for the SQLite files and agent state."},
+	{Name: "all_in_one.mqtt_port", Kind: Int, Default: 1883, Doc: "all-in-one: embedded MQTT broker TCP port."},
+	{Name: "all_in_one.mqtt_bind", Kind: String, Default: "127.0.0.1", Doc: "all-in-one: address the embedded broker listens on."},
+}
+
+// roleSections lists the sections each role reads; --print-config shows and
+// Validate checks only these.
+var roleSections = map[string][]string{
+	RoleAPI:      {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "api", "spool"},
+	RoleIngest:   {"log", "lifecycle", "db", "streamstore", "ingest", "spool"},
+	RoleAgent:    {"log", "lifecycle", "agent"},
+	RoleAllInOne: {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "api", "spool", "ingest", "agent", "all_in_one"},
+}
+
+// Roles lists the role names Load accepts.
+func Roles() []string { return []string{RoleAPI, RoleIngest, RoleAgent, RoleAllInOne} }
+
+// KeyByName finds a key in Keys.
+func KeyByName(name string) (Key, bool) {
+	for _, k := range Keys {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+func (k Key) section() string {
+	for i := 0; i < len(k.Name); i++ {
+		if k.Name[i] == '.' {
+			return k.Name[:i]
+		}
+	}
+	return k.Name
+}
+
+func (k Key) defaultFor(role string) any {
+	if d, ok := k.RoleDefaults[role]; ok {
+		return d
+	}
+	return k.Default
+}
+
+func (k Key) envFor(role string) []string {
+	if len(k.EnvRoles) > 0 && !contains(k.EnvRoles, role) {
+		return nil
+	}
+	return append([]string{k.Env}, k.Aliases...)
+}
+
+// Label names a key and its env var the way every error message does:
+// "db.port (DB_PORT)".
+func (k Key) Label() string {
+	if k.Env == "" {
+		return k.Name
+	}
+	return k.Name + " (" + k.Env + ")"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// problems collects validation errors so they are all reported at once.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	k, ok := KeyByName(key)
+	if !ok {
+		panic("BUG: validation of unknown key " + key)
+	}
+	*p = append(*p, fmt.Errorf("%s %s", k.Label(), fmt.Sprintf(format, args...)))
+}
+
+func (p *problems) port(key string, v int) {
+	if v < 1 || v > 65535 {
+		p.add(key, "must be 1..65535, got %d", v)
+	}
+}
+
+func (p *problems) between(key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.add(key, "must be %d..%d, got %d", lo, hi, v)
+	}
+}
+
+func (p *problems) oneOf(key, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	p.add(key, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+}
+
+func (p *problems) notEmpty(key, v string) {
+	if strings.TrimSpace(v) == "" {
+		p.add(key, "must not be empty")
+	}
+}
+
+func (p *problems) bind(key, v string) {
+	if net.ParseIP(v) == nil && v != "localhost" {
+		p.add(key, "must be an IP address to listen on, got %q", v)
+	}
+}
+
+// Validate checks the sections the role reads and returns every problem in
+// one joined error.
+func (c *Config) Validate() error {
+	var p problems
+	for _, section := range roleSections[c.Role] {
+		switch section {
+		case "log":
+			p.oneOf("log.level", strings.ToLower(c.Log.Level), "debug", "info", "warn", "warning", "error")
+			p.oneOf("log.format", c.Log.Format, "auto", "text", "json")
+		case "lifecycle":
+			if d := c.Lifecycle.ShutdownGrace; d <= 0 || d.Minutes() > 10 {
+				p.add("lifecycle.shutdown_grace", "must be more than 0 and at most 10m, got %s", d)
+			}
+		case "db":
+			c.DB.validate(&p)
+		case "streamstore":
+			c.StreamStore.validate(&p)
+		case "mqtt":
+			c.MQTT.validate(&p)
+		case "jwt":
+			if c.JWT.Secret.IsSet() && len(c.JWT.Secret.Reveal()) < 32 {
+				p.add("jwt.secret", "must be at least 32 bytes, got %d", len(c.JWT.Secret.Reveal()))
+			}
+			if c.JWT.AccessTokenExpiry <= 0 {
+				p.add("jwt.access_token_expiry", "must be positive, got %s", c.JWT.AccessTokenExpiry)
+			}
+			if c.JWT.RefreshTokenExpiry <= c.JWT.AccessTokenExpiry {
+				p.add("jwt.refresh_token_expiry", "must be longer than jwt.access_token_expiry (%s), got %s", c.JWT.AccessTokenExpiry, c.JWT.RefreshTokenExpiry)
+			}
+		case "idp":
+			if c.IDP.Enabled {
+				p.notEmpty("idp.issuer", c.IDP.Issuer)
+				p.notEmpty("idp.audience", c.IDP.Audience)
+			}
+		case "api":
+			p.port("api.port", c.API.Port)
+			p.bind("api.bind", c.API.Bind)
+			p.between("api.max_body_bytes", c.API.MaxBodyBytes, 1024, 1<<30)
+		case "spool":
+			if c.Spool.Enabled {
+				p.notEmpty("spool.path", c.Spool.Path)
+			}
+			p.between("spool.max_size_mb", c.Spool.MaxSizeMB, 1, 1<<20)
+		case "ingest":
+			c.Ingest.validate(&p)
+		case "agent":
+			c.Agent.validate(&p)
+		case "all_in_one":
+			c.validateAllInOne(&p)
+		}
+	}
+	return errors.Join(p...)
+}
+
+func (d DB) validate(p *problems) {
+	p.oneOf("db.driver", d.Driver, "postgres", "sqlite")
+	switch d.Driver {
+	case "postgres":
+		p.notEmpty("db.host", d.Host)
+		p.port("db.port", d.Port)
+		p.notEmpty("db.name", d.Name)
+		p.notEmpty("db.user", d.User)
+		p.oneOf("db.ssl", d.SSL, "disable", "prefer", "require", "verify-ca", "verify-full", "true", "false")
+	case "sqlite":
+		p.notEmpty("db.sqlite_path", d.SQLitePath)
+	}
+	p.between("db.pool_size", d.PoolSize, 1, 1000)
+	p.between("db.statement_timeout_ms", d.StatementTimeoutMS, 0, 24*3600*1000)
+}
+
+func (s StreamStore) validate(p *problems) {
+	p.oneOf("streamstore.driver", s.Driver, "redis", "memory")
+	if s.Driver == "redis" {
+		p.notEmpty("streamstore.host", s.Host)
+		p.port("streamstore.port", s.Port)
+		p.between("streamstore.db", s.DB, 0, 1<<16)
+	}
+	p.between("streamstore.ingestion_stream_maxlen", s.IngestionStreamMaxLen, 1, 1<<30)
+	p.between("streamstore.pipeline_flush_interval_ms", s.PipelineFlushIntervalMS, 0, 60000)
+}
+
+func (m MQTT) validate(p *problems) {
+	u, err := url.Parse(m.BrokerURL)
+	switch {
+	case err != nil || u.Host == "":
+		p.add("mqtt.broker_url", "must be a URL such as tcp://host:1883, got %q", m.BrokerURL)
+	default:
+		p.oneOf("mqtt.broker_url", u.Scheme, "tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss")
+	}
+	p.between("mqtt.qos", m.QoS, 0, 2)
+	p.between("mqtt.max_reconnect_attempts", m.MaxReconnectAttempts, 0, 1<<20)
+	p.between("mqtt.fatal_recovery_cooldown_ms", m.FatalRecoveryCooldownMS, 0, 24*3600*1000)
+	p.between("mqtt.auth_cache_ttl_seconds", m.AuthCacheTTLSeconds, 0, 7*24*3600)
+	if (m.CertFile == "") != (m.KeyFile == "") {
+		p.add("mqtt.cert_file", "and mqtt.key_file (EDGEPLAT_MQTT_KEY_FILE) must be set together")
+	}
+	if strings.ContainsAny(m.SharedSubscriptionGroup, "/+#") {
+		p.add("mqtt.shared_subscription_group", "must not contain /, + or #, got %q", m.SharedSubscriptionGroup)
+	}
+}
+
+func (in Ingest) validate(p *problems) {
+	p.port("ingest.port", in.Port)
+	p.bind("ingest.bind", in.Bind)
+	p.between("ingest.worker_count", in.WorkerCount, 1, 256)
+	p.between("ingest.batch_size", in.BatchSize, 1, 100000)
+	p.between("ingest.max_retries", in.MaxRetries, 0, 100)
+	p.between("ingest.flush_interval_ms", in.FlushIntervalMS, 0, 600000)
+	p.between("ingest.reclaim_idle_ms", in.ReclaimIdleMS, 1000, 24*3600*1000)
+	p.oneOf("ingest.insert_mode", in.InsertMode, "copy", "insert", "realtime")
+	p.between("ingest.copy_min_rows", in.CopyMinRows, 1, 10000000)
+	p.between("ingest.realtime_max_rows", in.RealtimeMaxRows, 1, 100000)
+	p.between("ingest.realtime_rows_per_insert", in.RealtimeRowsPerInsert, 1, 10000)
+	p.between("ingest.db_saturation_high_watermark_pct", in.DBSaturationHighWatermarkPct, 1, 100)
+	p.between("ingest.db_backpressure_sleep_ms", in.DBBackpressureSleepMS, 0, 60000)
+	a := in.Autoscale
+	p.between("ingest.autoscale.min_workers", a.MinWorkers, 1, 256)
+	p.between("ingest.autoscale.max_workers", a.MaxWorkers, 1, 256)
+	if a.MinWorkers > a.MaxWorkers {
+		p.add("ingest.autoscale.min_workers", "must not exceed ingest.autoscale.max_workers (%d), got %d", a.MaxWorkers, a.MinWorkers)
+	}
+	p.between("ingest.autoscale.lag_target_ms", a.LagTargetMS, 1, 3600000)
+	p.between("ingest.autoscale.lag_scale_up_ms", a.LagScaleUpMS, 1, 3600000)
+	p.between("ingest.autoscale.lag_critical_ms", a.LagCriticalMS, 1, 3600000)
+	p.between("ingest.autoscale.scale_down_stable_checks", a.ScaleDownStableChecks, 1, 10000)
+	p.between("ingest.autoscale.cooldown_ms", a.CooldownMS, 0, 3600000)
+	p.between("ingest.autoscale.db_block_pct", a.DBBlockPct, 1, 100)
+}
+
+func (a Agent) validate(p *problems) {
+	p.port("agent.port", a.Port)
+	p.oneOf("agent.security_mode", a.SecurityMode, "LOCALHOST_ONLY", "API_KEY")
+	if a.SecurityMode == "API_KEY" && !a.APIKey.IsSet() {
+		p.add("agent.api_key", "must be set when agent.security_mode is API_KEY")
+	}
+	if a.EnableAuth && !a.APIKey.IsSet() {
+		p.add("agent.api_key", "must be set when agent.enable_auth is true")
+	}
+	p.notEmpty("agent.data_dir", a.DataDir)
+	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < 6 {
+		p.add("agent.admin_password", "must be at least 6 characters when agent.admin_username is set")
+	}
+}
+
+// KeyMode reports whether the agent API requires X-Api-Key: API_KEY mode,
+// or ENABLE_AUTH with a key.
+func (a Agent) KeyMode() bool {
+	return a.SecurityMode == "API_KEY" || (a.EnableAuth && a.APIKey.IsSet())
+}
+
+func (c *Config) validateAllInOne(p *problems) {
+	p.notEmpty("all_in_one.data_dir", c.AllInOne.DataDir)
+	p.port("all_in_one.mqtt_port", c.AllInOne.MQTTPort)
+	p.bind("all_in_one.mqtt_bind", c.AllInOne.MQTTBind)
+	seen := map[int]string{}
+	for _, kp := range []struct {
+		key  string
+		port int
+	}{{"api.port", c.API.Port}, {"ingest.port", c.Ingest.Port}, {"agent.port", c.Agent.Port}, {"all_in_one.mqtt_port", c.AllInOne.MQTTPort}} {
+		if other, dup := seen[kp.port]; dup {
+			p.add(kp.key, "must differ from %s, both are %d", other, kp.port)
+		}
+		seen[kp.port] = kp.key
+	}
+	if c.DB.Driver != "sqlite" {
+		p.add("db.driver", "must be sqlite in all-in-one, got %q", c.DB.Driver)
+	}
+	if c.StreamStore.Driver != "memory" {
+		p.add("streamstore.driver", "must be memory in all-in-one, got %q", c.StreamStore.Driver)
+	}
+}

@@ -1,0 +1,127 @@
+// Package broker runs an embedded MQTT broker (mochi-mqtt) as a lifecycle
+// service, so all-in-one needs no external broker. Agents and the Cloud API
+// connect to it like to any broker.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/logging"
+	"github.com/edgeplat/edgeplat/core/rt"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// Options configures the embedded broker.
+type Options struct {
+	Bind string
+	Port int
+	// PortHint names the flag that changes Port, for the port-in-use error.
+	PortHint string
+}
+
+// Broker is the embedded broker service.
+type Broker struct {
+	opts   Options
+	log    *slog.Logger
+	rt     *rt.Runtime
+	server *mqtt.Server
+	addr   string
+	closed atomic.Bool
+}
+
+// New validates opts; it does no I/O.
+func New(opts Options, r *rt.Runtime) (*Broker, error) {
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("broker port must be 0..65535, got %d", opts.Port)
+	}
+	if net.ParseIP(opts.Bind) == nil {
+		return nil, fmt.Errorf("broker bind address must be an IP, got %q", opts.Bind)
+	}
+	return &Broker{opts: opts, rt: r, log: r.Component("mqtt-broker")}, nil
+}
+
+// Name implements lifecycle.Service.
+func (b *Broker) Name() string { return "mqtt-broker" }
+
+// Addr is the listener's address once started.
+func (b *Broker) Addr() string { return b.addr }
+
+// Start implements lifecycle.Service: it binds the TCP listener.
+func (b *Broker) Start(ctx context.Context) error {
+	addr := net.JoinHostPort(b.opts.Bind, strconv.Itoa(b.opts.Port))
+	// Bind ourselves and hand mochi the listener: the error for a taken port
+	// then names the flag that changes it, and port 0 works in tests.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return httpx.ListenError(addr, b.opts.PortHint, err)
+	}
+	b.addr = ln.Addr().String()
+
+	// mochi logs every hook and listener at Info; keep that to Debug runs.
+	server := mqtt.New(&mqtt.Options{InlineClient: false, Logger: logging.AtLeast(b.log, slog.LevelWarn)})
+	// Until broker authentication lands, the embedded broker accepts every
+	// client; it listens on loopback by default for that reason.
+	if err := server.AddHook(new(auth.AllowHook), nil); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("add broker auth hook: %w", err)
+	}
+	if err := server.AddListener(listeners.NewNet("tcp", ln)); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("add broker listener %s: %w", b.addr, err)
+	}
+	if err := server.Serve(); err != nil {
+		_ = server.Close()
+		return fmt.Errorf("start broker: %w", err)
+	}
+	b.server = server
+	b.rt.Health.Register("mqtt-broker", b.check)
+	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", "anonymous allowed")
+	return nil
+}
+
+// check reports the in-process broker's state. Dialling it instead would
+// make the broker log a dropped connection on every probe.
+func (b *Broker) check(context.Context) error {
+	if b.closed.Load() {
+		return errors.New("broker is stopped")
+	}
+	return nil
+}
+
+// Run implements lifecycle.Service.
+func (b *Broker) Run(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Stop implements lifecycle.Service.
+func (b *Broker) Stop(ctx context.Context) error {
+	if b.server == nil {
+		return nil
+	}
+	b.closed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- b.server.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("close broker: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return errors.New("broker did not close within the grace period")
+	}
+}
+
+var _ lifecycle.Service = (*Broker)(nil)

@@ -1,0 +1,288 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/coretest"
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// syncBuffer lets a test read a command's output while it still runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = execute(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// clearEnv keeps the developer's shell out of command tests.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range config.Keys {
+		for _, env := range append([]string{k.Env}, k.Aliases...) {
+			if _, ok := os.LookupEnv(env); ok {
+				t.Setenv(env, "")
+				os.Unsetenv(env)
+			}
+		}
+	}
+}
+
+func TestHelpListsTheRoles(t *testing.T) {
+	code, out, _ := run(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, role := range []string{"serve-api", "ingest", "agent", "all-in-one", "version", "codec"} {
+		if !strings.Contains(out, "\n  "+role+" ") {
+			t.Errorf("--help does not list %s:\n%s", role, out)
+		}
+	}
+}
+
+func TestRoleHelpShowsFlagDefaults(t *testing.T) {
+	tests := map[string][]string{
+		"serve-api":  {"--port int", "(default 3002)", "--config string", "--print-config"},
+		"ingest":     {"--port int", "(default 3003)", `--profile string`, `(default "balanced")`},
+		"agent":      {"(default 48484)", `(default "LOCALHOST_ONLY")`},
+		"all-in-one": {"--data-dir string", `(default "./edgeplat-data")`, "--api-port int", "--ingest-port int", "(default 3003)", "--agent-port int", "--mqtt-port int", "(default 1883)"},
+	}
+	for role, wants := range tests {
+		t.Run(role, func(t *testing.T) {
+			code, out, _ := run(t, role, "--help")
+			if code != 0 {
+				t.Fatalf("exit %d", code)
+			}
+			for _, w := range wants {
+				if !strings.Contains(out, w) {
+					t.Errorf("%s --help lacks %q:\n%s", role, w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "edgeplat dev (commit ") {
+		t.Errorf("version = %d %q", code, out)
+	}
+	code, out, _ = run(t, "version", "--json")
+	if code != 0 || !strings.Contains(out, `"version": "dev"`) {
+		t.Errorf("version --json = %d %q", code, out)
+	}
+}
+
+func TestPrintConfig(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("DB_PASSWORD", "s3cr3t-value")
+	code, out, errOut := run(t, "serve-api", "--print-config", "--port", "4002")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"port: 4002  # flag --port", `password: "<redacted>"  # env DB_PASSWORD`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cr3t") {
+		t.Error("secret printed")
+	}
+
+	dir := t.TempDir()
+	code, out, _ = run(t, "all-in-one", "--print-config", "--data-dir", dir, "--mqtt-port", "1999")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("sqlite_path: %q  # derived", filepath.Join(dir, "edgeplat.db")),
+		`broker_url: "tcp://127.0.0.1:1999"  # derived`,
+		`driver: "memory"  # default`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("all-in-one output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBadInputExitsNonZeroWithClearMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{name: "port out of range", env: map[string]string{"DB_PORT": "70000"}, args: []string{"serve-api"},
+			want: []string{"edgeplat serve-api: invalid configuration: db.port (DB_PORT) must be 1..65535, got 70000"}},
+		{name: "every problem at once", env: map[string]string{"DB_PORT": "70000", "MQTT_QOS": "5"}, args: []string{"serve-api"},
+			want: []string{"invalid configuration (2 problems):", "  - db.port (DB_PORT) must be 1..65535, got 70000", "  - mqtt.qos (MQTT_QOS) must be 0..2, got 5"}},
+		{name: "bad flag value", args: []string{"serve-api", "--port", "x"},
+			want: []string{`invalid argument "x" for "--port" flag`}},
+		{name: "flag out of range", args: []string{"all-in-one", "--mqtt-port", "0", "--print-config"},
+			want: []string{"all_in_one.mqtt_port (EDGEPLAT_ALL_IN_ONE_MQTT_PORT) must be 1..65535, got 0"}},
+		{name: "unknown flag", args: []string{"ingest", "--nope"}, want: []string{"unknown flag: --nope"}},
+		{name: "missing config file", args: []string{"agent", "--config", "/nonexistent/agent.yaml"},
+			want: []string{"read config file /nonexistent/agent.yaml"}},
+		{name: "unknown command", args: []string{"serve"}, want: []string{`unknown command "serve"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			code, _, errOut := run(t, tt.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+}
+
+type aioPorts struct{ api, ingest, agent, mqtt int }
+
+func freeAIOPorts(t *testing.T) aioPorts {
+	return aioPorts{coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t)}
+}
+
+func (p aioPorts) args(dataDir string) []string {
+	return []string{"all-in-one", "--data-dir", dataDir, "--log-format", "json",
+		"--api-port", strconv.Itoa(p.api), "--ingest-port", strconv.Itoa(p.ingest),
+		"--agent-port", strconv.Itoa(p.agent), "--mqtt-port", strconv.Itoa(p.mqtt)}
+}
+
+func get(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// TestAllInOneSmoke runs all-in-one in-process the way the README's quick
+// start does: /health answers, a real MQTT client connects to the embedded
+// broker, every role's port answers, and cancelling (what SIGINT does)
+// shuts everything down with exit code 0.
+func TestAllInOneSmoke(t *testing.T) {
+	clearEnv(t)
+	p := freeAIOPorts(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
+
+	var health string
+	coretest.Eventually(t, 5*time.Second, "GET /health to answer 200", func() bool {
+		code, body, err := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api))
+		health = body
+		return err == nil && code == http.StatusOK
+	})
+	if !strings.Contains(health, `"status":"ok"`) || !strings.Contains(health, `"mqtt-broker":{"healthy":true}`) {
+		t.Errorf("health body = %s", health)
+	}
+
+	opts := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)).
+		SetClientID("aio-smoke").SetConnectTimeout(5 * time.Second)
+	client := paho.NewClient(opts)
+	if tok := client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("MQTT connect to the embedded broker: %v", tok.Error())
+	}
+	if tok := client.Publish("i/smoke/a/smoke/endpoints/test", 1, false, "x"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Errorf("publish: %v", tok.Error())
+	}
+	client.Disconnect(100)
+
+	for name, url := range map[string]string{
+		"agent ping":     fmt.Sprintf("http://127.0.0.1:%d/ping", p.agent),
+		"ingest health":  fmt.Sprintf("http://127.0.0.1:%d/health", p.ingest),
+		"ingest metrics": fmt.Sprintf("http://127.0.0.1:%d/metrics", p.ingest),
+		"api metrics":    fmt.Sprintf("http://127.0.0.1:%d/metrics", p.api),
+	} {
+		code, body, err := get(url)
+		if err != nil || code != http.StatusOK {
+			t.Errorf("%s: %d %v", name, code, err)
+		}
+		if strings.HasSuffix(name, "metrics") && !strings.Contains(body, "edgeplat_build_info") {
+			t.Errorf("%s lacks edgeplat_build_info", name)
+		}
+	}
+	if fi, err := os.Stat(dataDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data dir not created with 0700: %v %v", fi, err)
+	}
+
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Errorf("exit %d after clean shutdown; stderr:\n%s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("all-in-one did not stop within the grace period")
+	}
+	if !strings.Contains(stderr.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop logged:\n%s", stderr.String())
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestAllInOnePortInUseNamesTheFlag(t *testing.T) {
+	clearEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p := freeAIOPorts(t)
+	p.mqtt = ln.Addr().(*net.TCPAddr).Port
+	var stderr bytes.Buffer
+	code := execute(context.Background(), p.args(t.TempDir()), io.Discard, &stderr)
+	if code != exitFailure {
+		t.Errorf("exit %d, want %d", code, exitFailure)
+	}
+	want := fmt.Sprintf("127.0.0.1:%d is already in use; choose another port with --mqtt-port", p.mqtt)
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), `"level":"ERROR"`); n != 1 {
+		t.Errorf("want exactly one error line, got %d:\n%s", n, stderr.String())
+	}
+}

@@ -1,0 +1,74 @@
+// Package coretest holds helpers shared by tests: free ports, and finders
+// for the real services integration tests talk to. A finder skips the test
+// when its service is absent locally, and fails it under CI=true or
+// EDGEPLAT_REQUIRE_SERVICES=1, so a missing service can never turn a CI run
+// green by skipping.
+package coretest
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Tests
+// must not assume 1883 and friends are free: real services run there.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// RequireServices reports whether missing services must fail tests.
+func RequireServices() bool {
+	if v, _ := strconv.ParseBool(os.Getenv("EDGEPLAT_REQUIRE_SERVICES")); v {
+		return true
+	}
+	v, _ := strconv.ParseBool(os.Getenv("CI"))
+	return v
+}
+
+// Unavailable skips the test, or fails it when services are required.
+func Unavailable(t testing.TB, service, addr string, err error) {
+	t.Helper()
+	if RequireServices() {
+		t.Fatalf("%s required (CI or EDGEPLAT_REQUIRE_SERVICES) but not reachable at %s: %v", service, addr, err)
+	}
+	t.Skipf("%s not reachable at %s (%v); skipping integration test", service, addr, err)
+}
+
+// Addr returns the value of env, or def when unset.
+func Addr(env, def string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return def
+}
+
+// Dialable reports whether a TCP connection to addr succeeds quickly.
+func Dialable(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// Eventually polls cond every 10 ms until it returns true or timeout passes.
+// It bounds waits for asynchronous effects; it never asserts speed.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,44 @@
+# Developer entry points. `make test` is the test command CI runs (.ci/run).
+GO          ?= go
+STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
+FUZZTIME    ?= 20s
+VERSION     ?= dev
+LDFLAGS      = -s -w -X github.com/edgeplat/edgeplat/core/buildinfo.Version=$(VERSION)
+
+.PHONY: all build run test lint fuzz docs release-snapshot clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/edgeplat .
+
+# Everything on embedded defaults: SQLite, in-process stream store, embedded
+# broker (on 11883, since a system broker often holds 1883).
+run:
+	$(GO) run . all-in-one --mqtt-port 11883
+
+# Lint, a short fuzz run of every decoder of outside input, then all tests
+# with the race detector.
+test: lint fuzz
+	$(GO) test -race -count=1 ./...
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzParseMsgID$$' -fuzztime=5s ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeID$$' -fuzztime=5s ./core/codec
+
+# Regenerate docs/configuration.md from the key table in config/keys.go.
+docs:
+	$(GO) test ./config -run TestConfigurationDoc -update
+
+release-snapshot:
+	goreleaser release --snapshot --clean --skip=publish
+
+clean:
+	rm -rf build

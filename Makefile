@@ -31,7 +31,8 @@ lint:
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMsgID$$' -fuzztime=5s ./core/codec
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeID$$' -fuzztime=5s ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzTopicID$$' -fuzztime=5s ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzJSON$$' -fuzztime=5s ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=5s ./core/spool
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.

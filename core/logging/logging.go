@@ -39,7 +39,7 @@ func ParseLevel(s string) (slog.Level, error) {
 // New returns a logger writing to w. With FormatAuto it picks text when w is a
 // terminal and JSON otherwise.
 func New(w io.Writer, level slog.Level, format string) (*slog.Logger, error) {
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
 	switch format {
 	case FormatAuto, "":
 		if isTerminal(w) {
@@ -52,6 +52,15 @@ func New(w io.Writer, level slog.Level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
+}
+
+// durationsAsText renders durations as "1.5s" rather than slog's JSON
+// default of integer nanoseconds, which nobody reads correctly at a glance.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseLevel(t *testing.T) {
@@ -69,5 +70,14 @@ func TestAtLeast(t *testing.T) {
 	AtLeast(debug, slog.LevelWarn).Info("routine")
 	if !strings.Contains(buf.String(), "routine") {
 		t.Error("a debug run should see a library's info lines")
+	}
+}
+
+func TestDurationsReadable(t *testing.T) {
+	var buf bytes.Buffer
+	log, _ := New(&buf, slog.LevelInfo, FormatJSON)
+	log.Info("stopped", "ran", 1500*time.Millisecond)
+	if !strings.Contains(buf.String(), `"ran":"1.5s"`) {
+		t.Errorf("got %s", buf.String())
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
-	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
 // syncBuffer lets a test read a command's output while it still runs.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/rt"
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"go.uber.org/goleak"
 )
 

@@ -27,20 +27,14 @@ type Options struct {
 // every route but /ping needs the key.
 func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
 	log := r.Component("agent")
-	engine := httpx.NewEngine(httpx.EngineOptions{Logger: log, WriteError: WriteError})
-	engine.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
-	protected := engine.Group("/")
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {
 		bind = "0.0.0.0"
-		protected.Use(requireKey(cfg.Agent.APIKey.Reveal()))
 	}
-	protected.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
-
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "agent-http",
 		Addr:     net.JoinHostPort(bind, strconv.Itoa(cfg.Agent.Port)),
-		Handler:  engine,
+		Handler:  newEngine(cfg, r),
 		PortHint: opts.PortHint,
 		Logger:   log,
 	})
@@ -48,6 +42,17 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		return nil, err
 	}
 	return []lifecycle.Service{srv}, nil
+}
+
+func newEngine(cfg *config.Config, r *rt.Runtime) *gin.Engine {
+	engine := httpx.NewEngine(httpx.EngineOptions{Logger: r.Component("agent"), WriteError: WriteError})
+	engine.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
+	protected := engine.Group("/")
+	if cfg.Agent.KeyMode() {
+		protected.Use(requireKey(cfg.Agent.APIKey.Reveal()))
+	}
+	protected.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
+	return engine
 }
 
 // WriteError renders the agent API's error shape: {"error": "..."}.

@@ -1,0 +1,139 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+)
+
+const agent = "0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11"
+
+func TestParseMessage(t *testing.T) {
+	id, _ := codec.IDFromUUID(agent)
+	tests := []struct {
+		name    string
+		in      string
+		wantErr string
+	}{
+		{"iso timestamps", `{"agentUuid":"` + agent + `","deviceName":"plc1","protocol":"modbus","timestamp":"2026-11-22T10:00:00.250Z","readings":[{"name":"temp","value":21.5,"unit":"C","quality":"GOOD","timestamp":"2026-11-22T10:00:00Z"}]}`, ""},
+		{"unix ms timestamps", `{"agentUuid":"` + agent + `","deviceName":"plc1","timestamp":1763805600000,"readings":[{"name":"temp","value":1}]}`, ""},
+		{"topic-form agent id", `{"agentUuid":"` + id + `","deviceName":"plc1","readings":[{"name":"temp","value":1}]}`, ""},
+		{"bad read has null value", `{"agentUuid":"` + agent + `","deviceName":"plc1","readings":[{"name":"temp","value":null,"quality":"BAD"}]}`, ""},
+		{"unknown fields are tolerated", `{"agentUuid":"` + agent + `","deviceName":"d","extra":1,"readings":[{"name":"x","value":1,"qualityCode":"TIMEOUT"}]}`, ""},
+		{"not json", `hello`, "invalid telemetry message"},
+		{"bad agent", `{"agentUuid":"nope","deviceName":"plc1","readings":[{"name":"t","value":1}]}`, "agentUuid"},
+		{"no device", `{"agentUuid":"` + agent + `","deviceName":" ","readings":[{"name":"t","value":1}]}`, "deviceName is empty"},
+		{"no readings", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[]}`, "no readings"},
+		{"unnamed reading", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"value":1}]}`, "has no name"},
+		{"string value", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":"hot"}]}`, "invalid telemetry message"},
+		{"timestamp in seconds by mistake is fine, in ns is not", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":1763805600000000000,"readings":[{"name":"t","value":1}]}`, "out of range"},
+		{"garbage timestamp", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":"yesterday","readings":[{"name":"t","value":1}]}`, "not ISO 8601"},
+		{"trailing data", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":1}]} {}`, "trailing data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseMessage([]byte(tt.in))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("ParseMessage: %v", err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalid) || !contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParseMessage = %v, want an ErrInvalid containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestRowsTimestampFallbacks(t *testing.T) {
+	m, err := ParseMessage([]byte(`{"agentUuid":"` + agent + `","deviceName":"plc1","protocol":"modbus","timestamp":"2026-11-22T10:00:00Z",
+		"readings":[{"name":"own","value":1,"timestamp":1763805601234},{"name":"inherits","value":2}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	rows := m.Rows("tenant1", entry, nil)
+	if len(rows) != 2 {
+		t.Fatalf("rows = %d", len(rows))
+	}
+	if rows[0].MetricName != "plc1.own" || !rows[0].Time.Equal(time.UnixMilli(1763805601234)) {
+		t.Errorf("row 0 = %+v", rows[0])
+	}
+	if rows[1].MetricName != "plc1.inherits" || !rows[1].Time.Equal(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("row 1 = %+v", rows[1])
+	}
+	if rows[0].AgentUUID.String() != agent || rows[0].TenantID != "tenant1" || rows[0].Protocol != "modbus" {
+		t.Errorf("row fields = %+v", rows[0])
+	}
+
+	m.Timestamp = nil
+	m.Readings[0].Timestamp = nil
+	if rows = m.Rows("t", entry, nil); !rows[0].Time.Equal(entry) {
+		t.Errorf("message without timestamp should take the entry time, got %s", rows[0].Time)
+	}
+}
+
+func TestNormalizeLastWinsAndSorts(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, _ := codec.ParseUUID(agent)
+	b := a
+	b[0] = 0x00
+	val := func(v float64) *float64 { return &v }
+	rows := []Row{
+		{AgentUUID: a, MetricName: "d.t", Time: base, Value: val(1)},
+		{AgentUUID: a, MetricName: "d.a", Time: base, Value: val(2)},
+		{AgentUUID: b, MetricName: "d.t", Time: base, Value: val(3)},
+		{AgentUUID: a, MetricName: "d.t", Time: base, Value: val(4)}, // duplicate of the first: wins
+		{AgentUUID: a, MetricName: "d.t", Time: base.Add(time.Second), Value: val(5)},
+	}
+	got := Normalize(rows)
+	var desc []string
+	for _, r := range got {
+		desc = append(desc, fmt.Sprintf("%x %s %d %g", r.AgentUUID[0], r.MetricName, r.Time.Second(), *r.Value))
+	}
+	want := []string{"0 d.t 0 3", "b d.a 0 2", "b d.t 0 4", "b d.t 1 5"}
+	if fmt.Sprint(desc) != fmt.Sprint(want) {
+		t.Errorf("Normalize = %v, want %v", desc, want)
+	}
+}
+
+func TestTimestampJSONRoundTrip(t *testing.T) {
+	ts := TimestampOf(time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC))
+	b, _ := ts.MarshalJSON()
+	var back Timestamp
+	if err := back.UnmarshalJSON(b); err != nil || !back.Equal(ts.Time) {
+		t.Errorf("round trip %s -> %v, %v", b, back, err)
+	}
+}
+
+func FuzzParseMessage(f *testing.F) {
+	f.Add([]byte(`{"agentUuid":"` + agent + `","deviceName":"plc1","timestamp":1763805600000,"readings":[{"name":"temp","value":1}]}`))
+	f.Add([]byte(`{"agentUuid":"` + agent + `","deviceName":"plc1","timestamp":"2026-11-22T10:00:00Z","readings":[{"name":"t","value":null}]}`))
+	f.Add([]byte(`{"readings":[{}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseMessage(data)
+		if err != nil {
+			return
+		}
+		rows := m.Rows("t", time.Unix(0, 0), nil)
+		if len(rows) != len(m.Readings) {
+			t.Fatalf("%d rows for %d readings", len(rows), len(m.Readings))
+		}
+		Normalize(rows)
+	})
+}

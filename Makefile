@@ -34,6 +34,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzTopicID$$' -fuzztime=5s ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzJSON$$' -fuzztime=5s ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=5s ./core/spool
+	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=5s ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=5s ./core/streamstore
+	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=5s ./core/streamstore/memory
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

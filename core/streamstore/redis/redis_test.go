@@ -1,0 +1,234 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/core/streamstore/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newStore connects to the test Redis; every test gets its own client and
+// closes it at the end. Tests share the server and keep apart by names.
+func newStore(t testing.TB, opts Options) *Store {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs Redis")
+	}
+	opts.Addrs = []string{coretest.RedisAddr(t)}
+	st, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// uniqueName keeps concurrent runs against one Redis apart.
+func uniqueName(t testing.TB) string {
+	return "storetest-" + t.Name() + "-" + rand.Text()
+}
+
+func TestContractIntegration(t *testing.T) {
+	newStore(t, Options{}) // skip the whole suite at once when Redis is absent
+	storetest.Run(t, func(t *testing.T) streamstore.Store {
+		return newStore(t, Options{BlockSlice: 200 * time.Millisecond})
+	})
+}
+
+func BenchmarkAddReadAck(b *testing.B) {
+	storetest.BenchAddReadAck(b, newStore(b, Options{}))
+}
+
+func TestOptionsFromConfig(t *testing.T) {
+	tests := []struct {
+		host string
+		want []string
+	}{
+		{"redis", []string{"redis:6379"}},
+		{"redis:7000", []string{"redis:7000"}},
+		{"a, b:7001 ,c", []string{"a:6379", "b:7001", "c:6379"}},
+		{"::1", []string{"[::1]:6379"}},
+		{"[::1]", []string{"[::1]:6379"}},
+		{"[::1]:7000,10.0.0.1", []string{"[::1]:7000", "10.0.0.1:6379"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		o := OptionsFromConfig(config.StreamStore{Host: tt.host, Port: 6379, Password: "pw", DB: 2, TLS: true})
+		if !slices.Equal(o.Addrs, tt.want) {
+			t.Errorf("Host %q: Addrs %q, want %q", tt.host, o.Addrs, tt.want)
+		}
+		if o.Password != "pw" || o.DB != 2 || !o.TLS {
+			t.Errorf("Host %q: %+v lost password, db or tls", tt.host, o)
+		}
+	}
+}
+
+func TestNewValidatesWithoutIO(t *testing.T) {
+	bad := []Options{
+		{},
+		{Addrs: []string{"no-port"}},
+		{Addrs: []string{"h:0"}},
+		{Addrs: []string{":6379"}},
+		{Addrs: []string{"a:1", "b:2"}, DB: 1},
+		{Addrs: []string{"a:1"}, Cluster: true, MasterName: "m"},
+		{Addrs: []string{"a:1"}, ReadTimeout: -1},
+	}
+	for _, o := range bad {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted invalid options", o)
+		}
+	}
+	// Nothing listens on port 1; New must still succeed, and Ping fail.
+	st, err := New(Options{Addrs: []string{"127.0.0.1:1"}, DialTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("New did I/O or refused valid options: %v", err)
+	}
+	defer st.Close()
+	if err := st.Ping(t.Context()); err == nil {
+		t.Error("Ping of a closed port succeeded")
+	}
+}
+
+func TestClientShape(t *testing.T) {
+	tests := []struct {
+		opts Options
+		want string
+	}{
+		{Options{Addrs: []string{"a:1"}}, "*redis.Client"},
+		{Options{Addrs: []string{"a:1", "b:1"}}, "*redis.ClusterClient"},
+		{Options{Addrs: []string{"a:1"}, Cluster: true}, "*redis.ClusterClient"},
+		{Options{Addrs: []string{"s1:26379", "s2:26379"}, MasterName: "mymaster"}, "*redis.Client"}, // failover client
+	}
+	for _, tt := range tests {
+		st, err := New(tt.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		switch st.client.(type) {
+		case *goredis.Client:
+			got = "*redis.Client"
+		case *goredis.ClusterClient:
+			got = "*redis.ClusterClient"
+		}
+		if got != tt.want {
+			t.Errorf("%+v: client %T, want %s", tt.opts, st.client, tt.want)
+		}
+		_ = st.Close()
+	}
+	st, _ := New(Options{Addrs: []string{"cache.example.com:6380"}, TLS: true})
+	defer st.Close()
+	tc := st.client.(*goredis.Client).Options().TLSConfig
+	if tc == nil || tc.ServerName != "cache.example.com" || tc.MinVersion < 0x0303 {
+		t.Errorf("TLS config = %+v; want ServerName cache.example.com, TLS 1.2+", tc)
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	used, max, err := parseMemory("# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nmaxmemory:0\r\n")
+	if err != nil || used != 1048576 || max != 0 {
+		t.Errorf("parseMemory = %d, %d, %v", used, max, err)
+	}
+	if _, _, err := parseMemory("# Memory\r\n"); err == nil {
+		t.Error("parseMemory accepted a reply without the fields")
+	}
+}
+
+func TestErrorMappingIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	ctx := t.Context()
+	if _, err := st.Group(ctx, uniqueName(t), "g"); !errors.Is(err, streamstore.ErrNoGroup) {
+		t.Errorf("Group on a missing stream: %v", err)
+	}
+	_ = st.Close()
+	if err := st.Ping(ctx); !errors.Is(err, streamstore.ErrClosed) {
+		t.Errorf("Ping after Close: %v, want ErrClosed", err)
+	}
+	if _, err := st.Subscribe(ctx, "x"); !errors.Is(err, streamstore.ErrClosed) {
+		t.Errorf("Subscribe after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestCloseClosesSubscriptionsIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	sub, err := st.Subscribe(t.Context(), uniqueName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-sub.C():
+		if ok {
+			t.Error("a message after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscription still open after the store closed")
+	}
+	_ = sub.Close()
+}
+
+func TestCloseEndsBlockedReadIntegration(t *testing.T) {
+	st := newStore(t, Options{BlockSlice: time.Minute})
+	cleanup := newStore(t, Options{})
+	stream := uniqueName(t)
+	t.Cleanup(func() { _, _ = cleanup.Delete(context.Background(), stream) })
+	if err := st.EnsureGroup(t.Context(), stream, "g", "$"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.ReadGroup(t.Context(), stream, "g", "c", 1, time.Hour)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = st.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, streamstore.ErrClosed) {
+			t.Errorf("read blocked across Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end a blocked read")
+	}
+}
+
+func TestCancelledBlockingReadIsPromptIntegration(t *testing.T) {
+	// A cancelled read returns within about one BlockSlice, not after its
+	// block time (checked with a wide bound, not timed).
+	st := newStore(t, Options{BlockSlice: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	stream := uniqueName(t)
+	defer st.Delete(context.Background(), stream)
+	if err := st.EnsureGroup(ctx, stream, "g", "$"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.ReadGroup(ctx, stream, "g", "c", 1, time.Hour)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled blocking read did not return")
+	}
+}

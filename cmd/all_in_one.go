@@ -43,9 +43,10 @@ for laptops, demos and trials. Ctrl-C stops it cleanly.`,
 		})
 }
 
-// buildAllInOne lists the services in start order: the data directory, then
-// the broker, which must own its port before anything dials it, then each
-// role. They stop in reverse order.
+// buildAllInOne lists the services in start order: the data directory, the
+// broker, which must own its port before anything dials it, the shared
+// SQLite database and in-process stream store, then each role. They stop in
+// reverse order.
 func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
 	dataDir := &lifecycle.Funcs{
 		ServiceName: "data-dir",
@@ -60,7 +61,11 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, erro
 	if err != nil {
 		return nil, err
 	}
-	services := []lifecycle.Service{dataDir, brk}
+	back, err := newBackends(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	services := []lifecycle.Service{dataDir, brk, back}
 
 	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port"})
 	if err != nil {

@@ -14,7 +14,15 @@ func newIngestCmd() *cobra.Command {
 		role:     config.RoleIngest,
 		flagKeys: map[string]string{"port": "ingest.port", "bind": "ingest.bind", "profile": "ingest.profile"},
 		build: func(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
-			return ingest.New(cfg, r, ingest.Options{PortHint: "--port or PORT"})
+			b, err := newBackends(cfg, r)
+			if err != nil {
+				return nil, err
+			}
+			svcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "--port or PORT"})
+			if err != nil {
+				return nil, err
+			}
+			return append([]lifecycle.Service{b}, svcs...), nil
 		},
 	}
 	return roleCommand("ingest", "Run the ingestion service (stream store to readings table)",

@@ -49,7 +49,9 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0))
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {
@@ -136,4 +138,20 @@ func FuzzParseMessage(f *testing.F) {
 		}
 		Normalize(rows)
 	})
+}
+
+func TestStreamNames(t *testing.T) {
+	for _, s := range []string{IngestionStream("AbC_-x"), DLQStream("AbC_-x"), LogsStream("AbC_-x")} {
+		if got, err := TenantOfStream(s); err != nil || got != "AbC_-x" {
+			t.Errorf("TenantOfStream(%q) = %q, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"tenant::agent:logs", "foo", "tenant:x"} {
+		if _, err := TenantOfStream(bad); err == nil {
+			t.Errorf("TenantOfStream(%q) should fail", bad)
+		}
+	}
+	if WriterGroup("t1") != "t1:device-writers" || MetricsChannel("t", "a") != "tenant:t:device:a:metrics" {
+		t.Error("names changed")
+	}
 }

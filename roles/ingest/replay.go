@@ -1,0 +1,92 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/spool"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+)
+
+// replayLoop is the breaker's background poller: while the breaker is open
+// it probes the database, and once the database answers it drains the spool
+// oldest first and closes the breaker when the spool is empty. A spool left
+// over from an earlier run is drained too. Workers keep running meanwhile:
+// new batches go to the spool until the breaker closes, so replay never
+// blocks new telemetry.
+func (e *engine) replayLoop(ctx context.Context) {
+	open := !e.breaker.Allow()
+	if !open && (e.spool == nil || e.spool.Empty()) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := e.db.Ping(pctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	if e.spool != nil && !e.spool.Empty() {
+		n, err := e.spool.Replay(ctx, 50, e.replayBatch)
+		if n > 0 || err != nil {
+			st := e.spool.Stats()
+			e.log.Info("spool replay", "entries", n, "left_files", st.Files, "left_bytes", st.Bytes, "err", err)
+		}
+		if err != nil || !e.spool.Empty() {
+			return
+		}
+	}
+	if open {
+		e.breaker.Reset()
+	}
+}
+
+// replayBatch writes spooled entries. It talks to the writer directly: the
+// breaker is open while it runs, and this is how the database proves itself
+// healthy again.
+func (e *engine) replayBatch(ctx context.Context, entries []spool.Entry) error {
+	for _, en := range entries {
+		tenant, err := telemetry.TenantOfStream(en.Source)
+		if err != nil {
+			e.log.Warn("spool entry from an unknown source dropped", "source", en.Source)
+			continue
+		}
+		var msgs []telemetry.Message
+		if err := json.Unmarshal(en.Data, &msgs); err != nil {
+			e.log.Warn("unreadable spool entry dropped", "source", en.Source, "err", err)
+			continue
+		}
+		var rows []telemetry.Row
+		var dead []deadLetter
+		for i := range msgs {
+			m := &msgs[i]
+			if err := m.Validate(); err != nil || m.Timestamp == nil {
+				data, _ := json.Marshal(m)
+				dead = append(dead, deadLetter{id: "spool", payload: string(data), reason: fmt.Sprintf("invalid spooled message: %v", err)})
+				continue
+			}
+			rows = m.Rows(tenant, m.Timestamp.Time, rows)
+		}
+		rows = telemetry.Normalize(rows)
+		t0 := time.Now()
+		n, err := e.w.Write(ctx, rows)
+		e.m.insertP95.observe(time.Since(t0))
+		if err != nil {
+			if !isDataError(err) {
+				return fmt.Errorf("replay %d rows: %w", len(rows), err)
+			}
+			// Bad rows cannot block the spool forever: park them.
+			for i := range msgs {
+				data, _ := json.Marshal(msgs[i])
+				dead = append(dead, deadLetter{id: "spool", payload: string(data), reason: "replayed insert failed: " + err.Error()})
+			}
+		} else {
+			e.m.inserted.Add(float64(n))
+		}
+		if len(dead) > 0 && len(e.toDLQ(ctx, en.Source, dead)) < len(dead) {
+			return fmt.Errorf("dead-letter spooled messages of %s: stream store failing", en.Source)
+		}
+	}
+	return nil
+}

@@ -366,6 +366,10 @@ func (e *engine) write(ctx context.Context, rows []telemetry.Row) error {
 			if isDataError(err) {
 				return err
 			}
+			// Every attempt of this batch failed on the backend: that is
+			// evidence enough, whatever the window's ratio says after a
+			// long healthy stretch.
+			e.breaker.Trip()
 			return fmt.Errorf("%w: %w", errBackend, err)
 		}
 		e.m.insertRetries.Inc()

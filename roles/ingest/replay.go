@@ -22,7 +22,7 @@ func (e *engine) replayLoop(ctx context.Context) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := e.db.Ping(pctx)
+	err := e.w.Probe(pctx)
 	cancel()
 	if err != nil {
 		return

@@ -22,7 +22,13 @@ import (
 // batch delivered twice adds nothing.
 type writer interface {
 	Write(ctx context.Context, rows []telemetry.Row) (inserted int64, err error)
+	// Probe checks the write path (connection and table), which a plain
+	// ping does not: the breaker closes only when Probe succeeds.
+	Probe(ctx context.Context) error
 }
+
+// probeQuery touches the readings table without reading a row.
+const probeQuery = `SELECT 1 FROM readings WHERE false`
 
 var readingColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id"}
 
@@ -70,6 +76,11 @@ func (w *pgWriter) Write(ctx context.Context, rows []telemetry.Row) (int64, erro
 		return w.copyIgnoringExisting(ctx, rows)
 	}
 	return w.insert(ctx, rows)
+}
+
+func (w *pgWriter) Probe(ctx context.Context) error {
+	_, err := w.pool.Exec(ctx, probeQuery)
+	return err
 }
 
 func copySource(rows []telemetry.Row) pgx.CopyFromSource {
@@ -216,6 +227,11 @@ func (w *sqliteWriter) Write(ctx context.Context, rows []telemetry.Row) (int64, 
 		return 0, fmt.Errorf("commit: %w", err)
 	}
 	return inserted, nil
+}
+
+func (w *sqliteWriter) Probe(ctx context.Context) error {
+	_, err := w.db.ExecContext(ctx, probeQuery)
+	return err
 }
 
 func newWriter(d *db.DB, mode string, copyMin, rowsPerInsert int) writer {

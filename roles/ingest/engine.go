@@ -29,9 +29,14 @@ type intervals struct {
 	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
 	replay    time.Duration // probe the database and drain the spool
 	processTO time.Duration // bound on finishing a batch once shutdown began
+	// pattern selects the streams to ingest; tests narrow it to their own
+	// tenant so parallel tests sharing one Redis cannot take each other's
+	// entries.
+	pattern string
 }
 
-var defaultIntervals = intervals{discover: 5 * time.Second, maintain: time.Second, sample: 5 * time.Second, replay: time.Second, processTO: 8 * time.Second}
+var defaultIntervals = intervals{discover: 5 * time.Second, maintain: time.Second, sample: 5 * time.Second, replay: time.Second,
+	processTO: 8 * time.Second, pattern: telemetry.IngestionStreamPattern}
 
 // engine is the ingestion service proper: discovery of tenant streams, the
 // worker pool, maintenance (trim, reclaim), spool replay and autoscaling.
@@ -174,7 +179,7 @@ func (e *engine) Stop(context.Context) error {
 // discover finds tenant ingestion streams and makes sure each has the
 // writers' consumer group, so a new tenant is picked up without a restart.
 func (e *engine) discover(ctx context.Context) error {
-	found, err := e.store.Streams(ctx, telemetry.IngestionStreamPattern)
+	found, err := e.store.Streams(ctx, e.every.pattern)
 	if err != nil {
 		return fmt.Errorf("scan streams: %w", err)
 	}

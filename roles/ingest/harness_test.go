@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func newHarness(t *testing.T, dbc config.DB, store streamstore.Store) *harness {
 	h := &harness{
 		t: t, cfg: cfg, store: store, db: d,
 		rt: &rt.Runtime{
-			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger:  testLogger(),
 			Metrics: metrics.NewRegistry(), Health: health.New(time.Second), DB: d, Streams: store,
 		},
 		tenant: randomID(t),
@@ -120,6 +121,14 @@ func newHarness(t *testing.T, dbc config.DB, store streamstore.Store) *harness {
 		_ = d.Close()
 	})
 	return h
+}
+
+// testLogger discards logs unless EDGEPLAT_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("EDGEPLAT_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
 func randomID(t *testing.T) string {
@@ -141,7 +150,9 @@ func (h *harness) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rt.Metrics = metrics.NewRegistry() // a restart registers its metrics again
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{}, testIntervals)
+	every := testIntervals
+	every.pattern = h.stream()
+	svcs, err := newWithIntervals(h.cfg, h.rt, Options{}, every)
 	if err != nil {
 		h.t.Fatal(err)
 	}

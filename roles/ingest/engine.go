@@ -29,9 +29,7 @@ type intervals struct {
 	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
 	replay    time.Duration // probe the database and drain the spool
 	processTO time.Duration // bound on finishing a batch once shutdown began
-	// pattern selects the streams to ingest; tests narrow it to their own
-	// tenant so parallel tests sharing one Redis cannot take each other's
-	// entries.
+	// pattern selects the streams to ingest (Options.StreamPattern).
 	pattern string
 }
 

@@ -150,9 +150,9 @@ func (h *harness) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rt.Metrics = metrics.NewRegistry() // a restart registers its metrics again
-	every := testIntervals
-	every.pattern = h.stream()
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{}, every)
+	// Only this tenant's stream: parallel tests share one Redis and must
+	// not take each other's entries.
+	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream()}, testIntervals)
 	if err != nil {
 		h.t.Fatal(err)
 	}

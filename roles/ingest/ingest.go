@@ -30,6 +30,10 @@ import (
 // Options carries what cmd decides beyond the config.
 type Options struct {
 	PortHint string
+	// StreamPattern narrows the ingested streams to those matching this
+	// glob (for example one tenant's stream, as the benchmark does); empty
+	// means every tenant's ingestion stream.
+	StreamPattern string
 }
 
 // New builds the role's services without doing I/O: the HTTP server first,
@@ -41,6 +45,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 }
 
 func newWithIntervals(cfg *config.Config, r *rt.Runtime, opts Options, every intervals) ([]lifecycle.Service, error) {
+	if opts.StreamPattern != "" {
+		every.pattern = opts.StreamPattern
+	}
 	eng, err := newEngine(cfg, r, every)
 	if err != nil {
 		return nil, err

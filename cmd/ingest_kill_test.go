@@ -149,4 +149,3 @@ func buildBinary(t *testing.T) string {
 	}
 	return bin
 }
-

@@ -39,3 +39,9 @@ func TenantOfStream(stream string) (string, error) {
 	}
 	return "", fmt.Errorf("stream %q is not a tenant stream", stream)
 }
+
+// LogWriterGroup is the consumer group that writes a tenant's agent logs.
+func LogWriterGroup(tenant string) string { return tenant + ":log-writers" }
+
+// LogsStreamPattern matches every tenant's agent logs stream.
+const LogsStreamPattern = "tenant:*:agent:logs"

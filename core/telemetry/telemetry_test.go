@@ -155,3 +155,35 @@ func TestStreamNames(t *testing.T) {
 		t.Error("names changed")
 	}
 }
+
+func TestParseLogBatch(t *testing.T) {
+	good := `{"agentUuid":"` + agent + `","logs":[{"level":"INFO","message":"started","timestamp":1763805600000,"component":"manager","appId":7}]}`
+	b, err := ParseLogBatch([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Logs[0].Level != "info" || string(b.Logs[0].Extra) != `{"appId":7}` {
+		t.Errorf("parsed %+v extra %s", b.Logs[0], b.Logs[0].Extra)
+	}
+	for _, bad := range []string{
+		`{"agentUuid":"x","logs":[{"level":"info","message":"m","timestamp":1}]}`,
+		`{"agentUuid":"` + agent + `","logs":[]}`,
+		`{"agentUuid":"` + agent + `","logs":[{"level":"loud","message":"m","timestamp":1}]}`,
+		`{"agentUuid":"` + agent + `","logs":[{"level":"info","message":"m"}]}`,
+		`[]`,
+	} {
+		if _, err := ParseLogBatch([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseLogBatch(%s) = %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func FuzzParseLogBatch(f *testing.F) {
+	f.Add([]byte(`{"agentUuid":"` + agent + `","logs":[{"level":"info","message":"m","timestamp":1,"x":[1]}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := ParseLogBatch(data)
+		if err == nil && len(b.Logs) == 0 {
+			t.Fatal("accepted a batch without lines")
+		}
+	})
+}

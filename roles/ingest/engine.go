@@ -29,12 +29,13 @@ type intervals struct {
 	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
 	replay    time.Duration // probe the database and drain the spool
 	processTO time.Duration // bound on finishing a batch once shutdown began
-	// pattern selects the streams to ingest (Options.StreamPattern).
-	pattern string
+	// pattern and logsPattern select the streams to ingest
+	// (Options.StreamPattern, Options.LogStreamPattern).
+	pattern, logsPattern string
 }
 
 var defaultIntervals = intervals{discover: 5 * time.Second, maintain: time.Second, sample: 5 * time.Second, replay: time.Second,
-	processTO: 8 * time.Second, pattern: telemetry.IngestionStreamPattern}
+	processTO: 8 * time.Second, pattern: telemetry.IngestionStreamPattern, logsPattern: telemetry.LogsStreamPattern}
 
 // engine is the ingestion service proper: discovery of tenant streams, the
 // worker pool, maintenance (trim, reclaim), spool replay and autoscaling.
@@ -161,6 +162,11 @@ func (e *engine) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.logsLoop(ctx)
+	}()
 	<-ctx.Done()
 	wg.Wait()
 	e.workerWG.Wait()

@@ -152,7 +152,7 @@ func (h *harness) start() {
 	h.rt.Metrics = metrics.NewRegistry() // a restart registers its metrics again
 	// Only this tenant's stream: parallel tests share one Redis and must
 	// not take each other's entries.
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream()}, testIntervals)
+	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, testIntervals)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -34,6 +34,8 @@ type Options struct {
 	// glob (for example one tenant's stream, as the benchmark does); empty
 	// means every tenant's ingestion stream.
 	StreamPattern string
+	// LogStreamPattern does the same for agent log streams.
+	LogStreamPattern string
 }
 
 // New builds the role's services without doing I/O: the HTTP server first,
@@ -47,6 +49,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 func newWithIntervals(cfg *config.Config, r *rt.Runtime, opts Options, every intervals) ([]lifecycle.Service, error) {
 	if opts.StreamPattern != "" {
 		every.pattern = opts.StreamPattern
+	}
+	if opts.LogStreamPattern != "" {
+		every.logsPattern = opts.LogStreamPattern
 	}
 	eng, err := newEngine(cfg, r, every)
 	if err != nil {

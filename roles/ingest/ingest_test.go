@@ -214,3 +214,54 @@ func waitGauge(t *testing.T, h *harness, name string, want float64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAgentLogsIntegration: log batches land in agent_logs, a malformed one
+// in the dead-letter stream, and a pending batch left by a dead consumer is
+// taken over.
+func TestAgentLogsIntegration(t *testing.T) {
+	forEachPair(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		logs := telemetry.LogsStream(h.tenant)
+		defer h.store.Delete(ctx, logs)
+		add := func(data string) string {
+			id, err := h.store.Add(ctx, logs, map[string]string{telemetry.StreamField: data}, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		line := func(msg string) string {
+			return `{"level":"info","message":"` + msg + `","timestamp":1763805600000,"component":"manager","appId":3}`
+		}
+		if err := h.store.EnsureGroup(ctx, logs, telemetry.LogWriterGroup(h.tenant), "0"); err != nil {
+			t.Fatal(err)
+		}
+		add(`{"agentUuid":"` + h.agent + `","logs":[` + line("a") + `,` + line("b") + `]}`)
+		if _, err := h.store.ReadGroup(ctx, logs, telemetry.LogWriterGroup(h.tenant), "dead-consumer", 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		add(`{"agentUuid":"` + h.agent + `","logs":[` + line("c") + `]}`)
+		add(`{"logs":"not a batch"}`)
+		h.start()
+		defer h.stop()
+		count := func() int {
+			var n int
+			_ = h.db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM agent_logs WHERE tenant_id = $1`, h.tenant).Scan(&n)
+			return n
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for (count() < 3 || len(h.dlq()) < 1) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := count(); n != 3 {
+			t.Errorf("agent_logs rows = %d, want 3", n)
+		}
+		if d := h.dlq(); len(d) != 1 || !strings.Contains(d[0].Values["reason"], "agent log batch") {
+			t.Errorf("dead letters = %v", d)
+		}
+		var data string
+		if err := h.db.SQL().QueryRowContext(ctx, `SELECT data FROM agent_logs WHERE tenant_id = $1 AND message = 'c'`, h.tenant).Scan(&data); err != nil || !strings.Contains(data, `"appId"`) {
+			t.Errorf("extra fields not kept: %q %v", data, err)
+		}
+	})
+}

@@ -183,27 +183,9 @@ func (e *engine) Stop(context.Context) error {
 // discover finds tenant ingestion streams and makes sure each has the
 // writers' consumer group, so a new tenant is picked up without a restart.
 func (e *engine) discover(ctx context.Context) error {
-	found, err := e.store.Streams(ctx, e.every.pattern)
+	added, err := e.newStreams(ctx, e.every.pattern, e.snapshot(), telemetry.WriterGroup)
 	if err != nil {
-		return fmt.Errorf("scan streams: %w", err)
-	}
-	known := map[string]bool{}
-	for _, s := range e.snapshot() {
-		known[s] = true
-	}
-	var added []string
-	for _, s := range found {
-		if known[s] {
-			continue
-		}
-		tenant, err := telemetry.TenantOfStream(s)
-		if err != nil {
-			continue
-		}
-		if err := e.store.EnsureGroup(ctx, s, telemetry.WriterGroup(tenant), "0"); err != nil {
-			return fmt.Errorf("create consumer group on %s: %w", s, err)
-		}
-		added = append(added, s)
+		return err
 	}
 	if len(added) > 0 {
 		e.mu.Lock()
@@ -214,6 +196,36 @@ func (e *engine) discover(ctx context.Context) error {
 		e.log.Info("ingesting new tenant streams", "streams", added)
 	}
 	return nil
+}
+
+// newStreams scans for streams matching pattern that are not in known and
+// gives each its consumer group (named by group from the tenant), so a new
+// tenant is picked up without a restart. It returns those it set up before
+// the first failure.
+func (e *engine) newStreams(ctx context.Context, pattern string, known []string, group func(tenant string) string) ([]string, error) {
+	found, err := e.store.Streams(ctx, pattern)
+	if err != nil {
+		return nil, fmt.Errorf("scan streams %s: %w", pattern, err)
+	}
+	have := make(map[string]bool, len(known))
+	for _, s := range known {
+		have[s] = true
+	}
+	var added []string
+	for _, s := range found {
+		if have[s] {
+			continue
+		}
+		tenant, err := telemetry.TenantOfStream(s)
+		if err != nil {
+			continue
+		}
+		if err := e.store.EnsureGroup(ctx, s, group(tenant), "0"); err != nil {
+			return added, fmt.Errorf("create consumer group on %s: %w", s, err)
+		}
+		added = append(added, s)
+	}
+	return added, nil
 }
 
 func (e *engine) snapshot() []string {

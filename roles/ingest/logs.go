@@ -23,11 +23,11 @@ func (e *engine) logsLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		if time.Since(lastScan) >= e.every.discover {
 			lastScan = time.Now()
-			found, err := e.store.Streams(ctx, e.every.logsPattern)
+			added, err := e.newStreams(ctx, e.every.logsPattern, streams, telemetry.LogWriterGroup)
 			if err != nil && ctx.Err() == nil {
 				e.log.Warn("discover agent log streams", "err", err)
 			}
-			streams = e.ensureLogGroups(ctx, streams, found)
+			streams = append(streams, added...)
 		}
 		got := false
 		for _, s := range streams {
@@ -39,28 +39,6 @@ func (e *engine) logsLoop(ctx context.Context) {
 			sleep(ctx, e.idleBlock())
 		}
 	}
-}
-
-func (e *engine) ensureLogGroups(ctx context.Context, known, found []string) []string {
-	have := map[string]bool{}
-	for _, s := range known {
-		have[s] = true
-	}
-	for _, s := range found {
-		if have[s] {
-			continue
-		}
-		tenant, err := telemetry.TenantOfStream(s)
-		if err != nil {
-			continue
-		}
-		if err := e.store.EnsureGroup(ctx, s, telemetry.LogWriterGroup(tenant), "0"); err != nil {
-			e.log.Warn("create log consumer group", "stream", s, "err", err)
-			continue
-		}
-		known = append(known, s)
-	}
-	return known
 }
 
 // logsStream handles one read of one logs stream and reports whether it

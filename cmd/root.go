@@ -111,7 +111,7 @@ embedded MQTT broker (all-in-one).`,
 		c.GroupID = "roles"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd()} {
+	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newBenchCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

@@ -31,7 +31,7 @@ func TestParseMessage(t *testing.T) {
 		{"string value", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":"hot"}]}`, "invalid telemetry message"},
 		{"timestamp in seconds by mistake is fine, in ns is not", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":1763805600000000000,"readings":[{"name":"t","value":1}]}`, "out of range"},
 		{"garbage timestamp", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":"yesterday","readings":[{"name":"t","value":1}]}`, "not ISO 8601"},
-		{"trailing data", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":1}]} {}`, "trailing data"},
+		{"trailing data", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":1}]} {}`, "after top-level value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -356,13 +356,26 @@ func rowsOf(tenant string, msgs []parsed) []telemetry.Row {
 // errBackend marks a failure of the database rather than of the rows.
 var errBackend = errors.New("database unavailable")
 
-// write inserts rows, retrying. Backend failures feed the breaker and come
-// back wrapped in errBackend; data errors are retried up to MAX_RETRIES and
-// returned as they are.
+// write inserts rows. In realtime mode it commits at most
+// READINGS_REALTIME_MAX_ROWS rows per transaction, so small writes land at
+// once instead of waiting for one large commit.
 func (e *engine) write(ctx context.Context, rows []telemetry.Row) error {
-	if len(rows) == 0 {
-		return nil
+	step := len(rows)
+	if e.cfg.InsertMode == "realtime" {
+		step = max(1, e.cfg.RealtimeMaxRows)
 	}
+	for start := 0; start < len(rows); start += step {
+		if err := e.writeOnce(ctx, rows[start:min(start+step, len(rows))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOnce inserts rows, retrying. Backend failures feed the breaker and
+// come back wrapped in errBackend; data errors are retried up to MAX_RETRIES
+// and returned as they are.
+func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if !e.breaker.Allow() {

@@ -40,7 +40,7 @@ func nullable(s string) any {
 }
 
 // pgWriter writes to PostgreSQL. In copy mode a batch of at least copyMin
-// rows goes in with one binary COPY straight into readings: that is the
+// rows goes in with one binary COPY (copyBinary) straight into readings: the
 // ceiling of what PostgreSQL can take. COPY cannot skip rows that exist, so
 // when it hits one (a redelivered batch, rare after msgId de-duplication)
 // the batch is written again through a temporary table and INSERT ... ON
@@ -66,7 +66,7 @@ func (w *pgWriter) Write(ctx context.Context, rows []telemetry.Row) (int64, erro
 		return 0, nil
 	}
 	if w.copyMode && len(rows) >= w.copyMin {
-		n, err := w.pool.CopyFrom(ctx, pgx.Identifier{"readings"}, readingColumns, copySource(rows))
+		n, err := copyBinary(ctx, w.pool, rows)
 		if err == nil {
 			return n, nil
 		}

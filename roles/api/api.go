@@ -37,7 +37,6 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
-	engine.Group("/api/v1")
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "api-http",

@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=5s ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=5s ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=5s ./core/streamstore/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=5s ./core/mqttx
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

@@ -1,0 +1,362 @@
+package mqttx
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/url"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// errRedeliver ends a connection on purpose so the broker redelivers the
+// messages whose handlers failed.
+var errRedeliver = errors.New("reconnecting so the broker redelivers unacknowledged messages")
+
+// conn is one broker connection: a paho client made for it alone (never
+// reused: paho's own reconnect machinery is off, and a fresh client has no
+// state left from the last connection), the handler workers and the queue
+// flusher of that connection.
+type conn struct {
+	c  *Client
+	pc paho.Client
+
+	// ctx is the handlers' and the flusher's context; halt cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// closing is closed by halt: stop dispatching, handling and flushing.
+	closing  chan struct{}
+	haltOnce sync.Once
+	// ended is closed by fail: the connection is no longer usable.
+	ended   chan struct{}
+	endOnce sync.Once
+	endErr  error // set before ended is closed
+	// lost is set when paho reported the loss itself.
+	lost atomic.Bool
+
+	work    []chan paho.Message
+	wg      sync.WaitGroup // workers and flusher
+	unacked atomic.Int64
+
+	// subscribed holds the filters made on this connection; Run's
+	// goroutine only.
+	subscribed map[string]bool
+
+	// dialCancel unhooks the dial's context from the network connection
+	// once the CONNACK is in.
+	dialMu     sync.Mutex
+	dialCancel func() bool
+}
+
+// dial makes one connection attempt: it starts the handler workers (a
+// persistent session may deliver messages right after the CONNACK), connects,
+// and makes every subscription. On error nothing is left running.
+func (c *Client) dial(ctx context.Context) (*conn, error) {
+	hctx, cancel := context.WithCancel(ctx)
+	cn := &conn{
+		c: c, ctx: hctx, cancel: cancel,
+		closing:    make(chan struct{}),
+		ended:      make(chan struct{}),
+		subscribed: map[string]bool{},
+		work:       make([]chan paho.Message, c.opts.HandlerWorkers),
+	}
+	for i := range cn.work {
+		cn.work[i] = make(chan paho.Message, c.opts.HandlerBuffer)
+		cn.wg.Add(1)
+		go cn.worker(cn.work[i])
+	}
+	cn.pc = paho.NewClient(c.pahoOptions(ctx, cn))
+
+	tok := cn.pc.Connect()
+	<-tok.Done() // bounded: the dial follows ctx, the handshake ConnectTimeout
+	cn.unhookDial()
+	if err := tok.Error(); err != nil {
+		cn.halt()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("connect %s: %w", c.brokerURL.Redacted(), err)
+	}
+	if ct, ok := tok.(*paho.ConnectToken); ok {
+		c.log.Debug("mqtt connack", "session_present", ct.SessionPresent())
+	}
+	if err := c.subscribe(ctx, cn); err != nil {
+		cn.halt()
+		cn.close(c.quiesce(ctx))
+		return nil, err
+	}
+	return cn, nil
+}
+
+// pahoOptions configures paho for one connection: our state machine does
+// the reconnecting, our handlers acknowledge.
+func (c *Client) pahoOptions(ctx context.Context, cn *conn) *paho.ClientOptions {
+	o := c.opts
+	po := paho.NewClientOptions().
+		AddBroker(c.brokerURL.String()).
+		SetClientID(o.ClientID).
+		SetCleanSession(o.CleanSession).
+		SetProtocolVersion(4). // MQTT 3.1.1; no silent fallback to 3.1
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetResumeSubs(false).
+		SetOrderMatters(true). // our callback only hands off; see dispatch
+		SetAutoAckDisabled(true).
+		SetKeepAlive(o.KeepAlive).
+		SetConnectTimeout(o.ConnectTimeout).
+		SetWriteTimeout(o.WriteTimeout).
+		SetStore(paho.NewMemoryStore()).
+		SetDefaultPublishHandler(cn.dispatch).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			cn.lost.Store(true)
+			cn.fail(fmt.Errorf("connection lost: %w", err))
+		}).
+		SetCustomOpenConnectionFn(func(u *url.URL, _ paho.ClientOptions) (net.Conn, error) {
+			return cn.open(ctx, u)
+		})
+	if o.Username != "" {
+		po.SetUsername(o.Username)
+	}
+	if o.Password.IsSet() {
+		po.SetPassword(o.Password.Reveal())
+	}
+	c.mu.Lock()
+	if c.tlsConfig != nil {
+		po.SetTLSConfig(c.tlsConfig)
+	}
+	c.mu.Unlock()
+	if o.Will != nil {
+		po.SetBinaryWill(o.Will.Topic, o.Will.Payload, o.Will.QoS, o.Will.Retained)
+	}
+	return po
+}
+
+// open dials the broker following ctx, so that Stop does not wait out a
+// connect timeout; until the CONNACK, ctx ending closes the connection.
+func (cn *conn) open(ctx context.Context, u *url.URL) (net.Conn, error) {
+	o := cn.c.opts
+	d := &net.Dialer{Timeout: o.ConnectTimeout}
+	var nc net.Conn
+	var err error
+	switch u.Scheme {
+	case "tcp", "mqtt":
+		nc, err = d.DialContext(ctx, "tcp", u.Host)
+	case "ssl", "tls", "mqtts":
+		cn.c.mu.Lock()
+		cfg := cn.c.tlsConfig
+		cn.c.mu.Unlock()
+		td := &tls.Dialer{NetDialer: d, Config: cfg}
+		nc, err = td.DialContext(ctx, "tcp", u.Host)
+	case "ws", "wss":
+		wu := *u
+		wu.User = nil // gorilla refuses URLs with user info (paho #623)
+		var cfg *tls.Config
+		if u.Scheme == "wss" {
+			cn.c.mu.Lock()
+			cfg = cn.c.tlsConfig
+			cn.c.mu.Unlock()
+		}
+		// Bounded by the handshake timeout, not ctx: paho's WebSocket
+		// dialer takes none.
+		nc, err = paho.NewWebsocket(wu.String(), cfg, o.ConnectTimeout, nil, nil)
+	default:
+		err = fmt.Errorf("unsupported scheme %q", u.Scheme)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cn.dialMu.Lock()
+	cn.dialCancel = context.AfterFunc(ctx, func() { _ = nc.Close() })
+	cn.dialMu.Unlock()
+	return nc, nil
+}
+
+func (cn *conn) unhookDial() {
+	cn.dialMu.Lock()
+	defer cn.dialMu.Unlock()
+	if cn.dialCancel != nil {
+		cn.dialCancel()
+		cn.dialCancel = nil
+	}
+}
+
+// subscribe makes on cn every registered subscription not made there yet,
+// in one SUBSCRIBE, and fails if the broker refuses any.
+func (c *Client) subscribe(ctx context.Context, cn *conn) error {
+	filters := map[string]byte{}
+	var made []string
+	for _, s := range c.subscriptions() {
+		if !cn.subscribed[s.filter] {
+			filters[c.brokerFilter(s.filter)] = s.qos
+			made = append(made, s.filter)
+		}
+	}
+	if len(filters) == 0 {
+		return nil
+	}
+	tok := cn.pc.SubscribeMultiple(filters, nil)
+	if err := c.waitToken(ctx, cn, tok); err != nil {
+		return fmt.Errorf("subscribe %v: %w", made, err)
+	}
+	if st, ok := tok.(*paho.SubscribeToken); ok {
+		for f, code := range st.Result() {
+			if code == 0x80 {
+				return fmt.Errorf("subscribe %s: refused by the broker", f)
+			}
+		}
+	}
+	for _, f := range made {
+		cn.subscribed[f] = true
+	}
+	c.log.Debug("mqtt subscribed", "filters", made)
+	return nil
+}
+
+// waitToken waits for tok, bounded by AckTimeout, ctx and the connection.
+func (c *Client) waitToken(ctx context.Context, cn *conn, tok paho.Token) error {
+	t := time.NewTimer(c.opts.AckTimeout)
+	defer t.Stop()
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-cn.ended:
+		return cn.err()
+	case <-t.C:
+		return fmt.Errorf("no answer from the broker within %s", c.opts.AckTimeout)
+	}
+}
+
+// fail marks the connection unusable; Run's serve tears it down.
+func (cn *conn) fail(err error) {
+	cn.endOnce.Do(func() {
+		cn.endErr = err
+		close(cn.ended)
+	})
+}
+
+// err is why the connection ended; nil while it has not.
+func (cn *conn) err() error {
+	select {
+	case <-cn.ended:
+		return cn.endErr
+	default:
+		return nil
+	}
+}
+
+// halt stops dispatching, handling and flushing on cn and waits for its
+// workers and flusher. Handlers' contexts are cancelled: their acks could
+// not reach the broker on a dead connection anyway, and what they leave
+// unacknowledged is redelivered. Messages buffered for workers are dropped
+// unacknowledged for the same reason.
+func (cn *conn) halt() {
+	cn.haltOnce.Do(func() {
+		close(cn.closing)
+		cn.cancel()
+	})
+	cn.wg.Wait()
+}
+
+// close disconnects cleanly, unless paho already saw the connection go.
+func (cn *conn) close(quiesce time.Duration) {
+	cn.fail(errors.New("closed"))
+	if cn.lost.Load() || !cn.pc.IsConnectionOpen() {
+		return
+	}
+	cn.pc.Disconnect(uint(quiesce.Milliseconds()))
+}
+
+// dispatch is paho's handler for every message. paho calls it on its router
+// goroutine, in order (SetOrderMatters); it only hands the message to a
+// worker, so that a slow handler never holds up PUBACKs for our publishes,
+// which paho reads on the goroutine that feeds the router. When the worker's
+// buffer is full it blocks, which is the back-pressure to the broker.
+func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
+	cn.c.m.received.Inc()
+	ch := cn.work[0]
+	if n := len(cn.work); n > 1 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(pm.Topic()))
+		ch = cn.work[h.Sum32()%uint32(n)]
+	}
+	select {
+	case ch <- pm:
+	case <-cn.closing:
+	}
+}
+
+func (cn *conn) worker(ch <-chan paho.Message) {
+	defer cn.wg.Done()
+	for {
+		select {
+		case <-cn.closing:
+			return
+		case pm := <-ch:
+			if cn.ctx.Err() != nil {
+				return
+			}
+			cn.c.handle(cn, pm)
+		}
+	}
+}
+
+// handle runs the handlers matching pm and acknowledges it when all
+// returned nil.
+func (c *Client) handle(cn *conn, pm paho.Message) {
+	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), QoS: pm.Qos(), Retained: pm.Retained(),
+		Duplicate: pm.Duplicate(), MessageID: pm.MessageID()}
+	hs := c.handlersFor(m.Topic)
+	if len(hs) == 0 {
+		// A subscription left in the persistent session by an earlier
+		// run: nothing here can handle it, so it is dropped rather than
+		// held unacknowledged in the broker's inflight window forever.
+		c.m.unrouted.Inc()
+		pm.Ack()
+		return
+	}
+	var err error
+	for _, h := range hs {
+		if herr := callHandler(cn.ctx, h, m); herr != nil && err == nil {
+			err = herr
+		}
+	}
+	if err == nil {
+		pm.Ack()
+		return
+	}
+	if cn.ctx.Err() != nil {
+		return // torn down under the handler; redelivered, not a failure
+	}
+	c.m.handlerErrors.Inc()
+	if ok, held := c.handlerLog.allow(); ok {
+		c.log.Warn("mqtt handler failed; message left unacknowledged for redelivery",
+			"topic", m.Topic, "err", err, "similar_suppressed", held)
+	}
+	if m.QoS == 0 || c.opts.ReconnectAfterUnacked == 0 {
+		return
+	}
+	if n := cn.unacked.Add(1); n == int64(c.opts.ReconnectAfterUnacked) {
+		c.m.forcedReconn.Inc()
+		cn.fail(fmt.Errorf("%d messages unacknowledged: %w", n, errRedeliver))
+	}
+}
+
+// callHandler runs h, turning a panic into an error so that one bad message
+// cannot take the process down; the message stays unacknowledged.
+func callHandler(ctx context.Context, h Handler, m Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked on %s: %v\n%s", m.Topic, r, debug.Stack())
+		}
+	}()
+	return h(ctx, m)
+}

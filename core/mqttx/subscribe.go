@@ -1,0 +1,167 @@
+package mqttx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Message is one message delivered to a Handler.
+type Message struct {
+	Topic   string
+	Payload []byte
+	QoS     byte
+	// Retained is set for a retained message sent on subscribing.
+	Retained bool
+	// Duplicate is set when the broker redelivers a message it sent before
+	// (for example after a handler failed and the session resumed).
+	Duplicate bool
+	// MessageID is the packet id; 0 for QoS 0.
+	MessageID uint16
+}
+
+// Handler processes one message. Returning nil acknowledges it (PUBACK);
+// returning an error leaves it unacknowledged, so the broker redelivers it
+// when the session resumes. Return an error only for failures worth
+// retrying: a message that can never succeed (undecodable, invalid) should
+// be counted and acknowledged by returning nil, or it comes back forever.
+// ctx ends when the connection the message came on is torn down or the
+// client stops; a handler must honour it.
+type Handler func(ctx context.Context, m Message) error
+
+type subscription struct {
+	filter string // as given, used for routing
+	qos    byte
+	h      Handler
+}
+
+// Subscribe registers handler for messages matching filter. It may be called
+// before Start (preferred: a persistent session can deliver queued messages
+// right after connecting, and a message no registered filter matches is
+// acknowledged and counted as unrouted) or at any time after; the
+// subscription is (re)made on every connection. With SharedGroup set it is
+// made as $share/<group>/<filter>.
+func (c *Client) Subscribe(filter string, qos byte, handler Handler) error {
+	if err := validFilter(filter); err != nil {
+		return fmt.Errorf("subscribe %q: %w", filter, err)
+	}
+	if qos > 2 {
+		return fmt.Errorf("subscribe %q: qos must be 0..2, got %d", filter, qos)
+	}
+	if handler == nil {
+		return fmt.Errorf("subscribe %q: nil handler", filter)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return ErrStopped
+	}
+	old := c.subscriptions()
+	for _, s := range old {
+		if s.filter == filter {
+			return fmt.Errorf("subscribe %q: already subscribed", filter)
+		}
+	}
+	// Copy on write: the dispatch path reads the list without a lock.
+	subs := append(old[:len(old):len(old)], &subscription{filter: filter, qos: qos, h: handler})
+	c.subs.Store(&subs)
+	signal(c.subsChanged)
+	return nil
+}
+
+// brokerFilter is the filter sent to the broker.
+func (c *Client) brokerFilter(filter string) string {
+	if c.opts.SharedGroup == "" {
+		return filter
+	}
+	return "$share/" + c.opts.SharedGroup + "/" + filter
+}
+
+// subscriptions returns the registered subscriptions; do not modify.
+func (c *Client) subscriptions() []*subscription {
+	if p := c.subs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// handlersFor returns the handlers of every subscription matching topic.
+func (c *Client) handlersFor(topic string) []Handler {
+	var hs []Handler
+	for _, s := range c.subscriptions() {
+		if matchTopic(s.filter, topic) {
+			hs = append(hs, s.h)
+		}
+	}
+	return hs
+}
+
+// validTopic checks a topic name for publishing (MQTT 3.1.1 §4.7).
+func validTopic(topic string) error {
+	switch {
+	case topic == "":
+		return errors.New("empty topic")
+	case len(topic) > 65535:
+		return errors.New("topic longer than 65535 bytes")
+	case strings.ContainsAny(topic, "+#"):
+		return errors.New("wildcards are not allowed in a topic name")
+	case strings.ContainsRune(topic, 0):
+		return errors.New("NUL in topic")
+	}
+	return nil
+}
+
+// validFilter checks a topic filter (MQTT 3.1.1 §4.7.1). $share/ prefixes
+// are refused: sharing is the SharedGroup option, so routing can match the
+// plain filter.
+func validFilter(filter string) error {
+	switch {
+	case filter == "":
+		return errors.New("empty filter")
+	case len(filter) > 65535:
+		return errors.New("filter longer than 65535 bytes")
+	case strings.ContainsRune(filter, 0):
+		return errors.New("NUL in filter")
+	case strings.HasPrefix(filter, "$share/"):
+		return errors.New("use Options.SharedGroup instead of a $share/ prefix")
+	}
+	levels := strings.Split(filter, "/")
+	for i, l := range levels {
+		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
+			return errors.New("'#' must be a whole last level")
+		}
+		if strings.Contains(l, "+") && l != "+" {
+			return errors.New("'+' must be a whole level")
+		}
+	}
+	return nil
+}
+
+// matchTopic reports whether topic matches filter. Wildcards at the first
+// level do not match topics starting with '$' (MQTT 3.1.1 §4.7.2).
+func matchTopic(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	for {
+		fl, frest, fmore := strings.Cut(filter, "/")
+		if fl == "#" {
+			return true
+		}
+		tl, trest, tmore := strings.Cut(topic, "/")
+		if fl != "+" && fl != tl {
+			return false
+		}
+		switch {
+		case !fmore && !tmore:
+			return true
+		case !tmore:
+			// "a/#" matches "a": the rest of the filter must be just "#".
+			return frest == "#"
+		case !fmore:
+			return false
+		}
+		filter, topic = frest, trest
+	}
+}

@@ -102,6 +102,30 @@ type Subscription interface {
 	Close() error
 }
 
+// ProduceRequest is what the Cloud API writes for one MQTT message.
+type ProduceRequest struct {
+	// DedupKey, when set, makes the request a no-op if the key exists; it
+	// is set, with DedupTTL, once the entries are appended.
+	DedupKey string
+	DedupTTL time.Duration
+	Stream   string
+	// Entries are appended in order, all or nothing; with MaxLen > 0 the
+	// request fails with ErrStreamFull when they would take the stream past
+	// MaxLen.
+	Entries []map[string]string
+	MaxLen  int64
+	// Channel, when set, receives Payload after the append.
+	Channel string
+	Payload []byte
+}
+
+// ProduceResult reports what Produce did.
+type ProduceResult struct {
+	// Duplicate is true when DedupKey existed: nothing was written.
+	Duplicate bool
+	IDs       []string
+}
+
 // Store is a stream store. Implementations are safe for concurrent use.
 //
 // Ids are Redis stream ids, "ms-seq" (see ParseID). A count of zero or less
@@ -119,6 +143,17 @@ type Store interface {
 	// ErrStreamFull when it would take the stream past maxLen: all or
 	// nothing.
 	AddBatch(ctx context.Context, stream string, batch []map[string]string, maxLen int64) (ids []string, err error)
+	// Produce performs the Cloud API's writes for one MQTT message in one
+	// round trip: unless DedupKey exists, append Entries, then set DedupKey
+	// and publish Payload. The key is set only after the append succeeded,
+	// so a message whose append failed is not taken for a duplicate when the
+	// broker redelivers it. Where the backend allows it (one Redis server,
+	// Sentinel, the in-process store) the whole request is atomic; on a
+	// Redis Cluster, where the key and the stream live on different slots,
+	// the steps run in order, and two copies of one message arriving at the
+	// same instant may both be appended, which ingestion absorbs because
+	// rows are keyed.
+	Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error)
 	// EnsureGroup creates consumer group on stream (and the stream, when
 	// absent), delivering entries after startID: "0" for every entry, "$"
 	// for only entries added from now on; "" means "0", so entries appended

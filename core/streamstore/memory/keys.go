@@ -67,6 +67,11 @@ func (s *Store) SetNX(ctx context.Context, key, value string, ttl time.Duration)
 		return false, fmt.Errorf("set %s nx: %w", key, err)
 	}
 	defer s.mu.Unlock()
+	return s.setNXLocked(key, value, ttl)
+}
+
+// setNXLocked is SetNX with s.mu held.
+func (s *Store) setNXLocked(key, value string, ttl time.Duration) (bool, error) {
 	now := s.opts.Now()
 	if s.streams[key] != nil || s.liveKey(key, now) != nil {
 		return false, nil

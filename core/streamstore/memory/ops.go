@@ -40,6 +40,11 @@ func (s *Store) add(ctx context.Context, name string, batch []map[string]string,
 		return nil, fmt.Errorf("xadd %s: %w", name, err)
 	}
 	defer s.mu.Unlock()
+	return s.addLocked(name, batch, maxLen)
+}
+
+// addLocked appends a validated batch; the caller holds s.mu.
+func (s *Store) addLocked(name string, batch []map[string]string, maxLen int64) ([]string, error) {
 	now := s.opts.Now()
 	st := s.streams[name]
 	if st == nil && s.liveKey(name, now) != nil {
@@ -89,6 +94,47 @@ func (s *Store) add(ctx context.Context, name string, batch []map[string]string,
 		ids[i] = added[i].idStr
 	}
 	return ids, nil
+}
+
+// Produce runs the Cloud API's per-message writes atomically under the
+// store's lock; see streamstore.Store.
+func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (streamstore.ProduceResult, error) {
+	for _, values := range req.Entries {
+		if len(values) == 0 {
+			return streamstore.ProduceResult{}, fmt.Errorf("produce %s: an entry needs at least one field", req.Stream)
+		}
+	}
+	if err := s.lock(ctx); err != nil {
+		return streamstore.ProduceResult{}, fmt.Errorf("produce %s: %w", req.Stream, err)
+	}
+	if req.DedupKey != "" {
+		now := s.opts.Now()
+		if s.streams[req.DedupKey] != nil || s.liveKey(req.DedupKey, now) != nil {
+			s.mu.Unlock()
+			return streamstore.ProduceResult{Duplicate: true}, nil
+		}
+	}
+	var ids []string
+	if len(req.Entries) > 0 {
+		var err error
+		if ids, err = s.addLocked(req.Stream, req.Entries, req.MaxLen); err != nil {
+			s.mu.Unlock()
+			return streamstore.ProduceResult{}, fmt.Errorf("produce: %w", err)
+		}
+	}
+	if req.DedupKey != "" {
+		// Past the memory cap the key is not kept: a redelivery is then
+		// appended again, which ingestion absorbs; refusing here would lose
+		// nothing either, but the entries are already in.
+		_, _ = s.setNXLocked(req.DedupKey, "1", req.DedupTTL)
+	}
+	s.mu.Unlock()
+	if req.Channel != "" {
+		if err := s.Publish(ctx, req.Channel, req.Payload); err != nil {
+			return streamstore.ProduceResult{IDs: ids}, fmt.Errorf("produce: %w", err)
+		}
+	}
+	return streamstore.ProduceResult{IDs: ids}, nil
 }
 
 // EnsureGroup creates group unless it exists; see streamstore.Store.

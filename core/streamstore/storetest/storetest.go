@@ -56,6 +56,8 @@ func Run(t *testing.T, newStore func(t *testing.T) streamstore.Store) {
 		{"MaxLenRefuses", testMaxLenRefuses},
 		{"AddBatchAllOrNothing", testAddBatchAllOrNothing},
 		{"SetNXWithTTL", testSetNXWithTTL},
+		{"Produce", testProduce},
+		{"ProduceConcurrentDuplicates", testProduceConcurrentDuplicates},
 		{"PubSub", testPubSub},
 		{"StreamsDiscovery", testStreamsDiscovery},
 		{"Delete", testDelete},

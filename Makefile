@@ -39,6 +39,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=5s ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=5s ./core/streamstore/memory
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=5s ./core/mqttx
+	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=5s ./roles/api/envelope
+	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=5s ./roles/api/envelope
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

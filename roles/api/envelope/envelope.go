@@ -1,0 +1,266 @@
+// Package envelope turns what agents publish into what the Cloud API
+// appends: it parses telemetry topics (i/{tenant}/a/{agent}/...) and maps
+// the agent's custom payload format into one decoded telemetry message per
+// device, the stream entry contract of docs/stream-contract.md. It is pure
+// (no I/O), so the subscriber's hot path and its tests share it.
+package envelope
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+)
+
+// Kind is what a topic carries.
+type Kind int
+
+// Topic kinds (spec §6, agent to cloud).
+const (
+	Telemetry Kind = iota + 1 // i/{tenant}/a/{agent}/endpoints/{topic...}
+	State                     // i/{tenant}/a/{agent}/state
+	Metrics                   // i/{tenant}/a/{agent}/metrics
+)
+
+// Topic is a parsed agent topic.
+type Topic struct {
+	Kind Kind
+	// Tenant and Agent are the 22-character ids as they appear in the topic.
+	Tenant, Agent string
+	// AgentUUID is Agent in the hyphenated form the stream contract uses.
+	AgentUUID string
+	// Endpoint is what follows endpoints/ (may contain slashes).
+	Endpoint string
+}
+
+// ErrTopic marks a topic that is not an agent topic; such messages are
+// counted and dropped.
+var ErrTopic = errors.New("not an agent topic")
+
+// ParseTopic parses an agent topic, checking both ids are the 22-character
+// URL-safe Base64 form of a UUID.
+func ParseTopic(topic string) (Topic, error) {
+	parts := strings.SplitN(topic, "/", 6)
+	if len(parts) < 5 || parts[0] != "i" || parts[2] != "a" {
+		return Topic{}, fmt.Errorf("%w: %q", ErrTopic, truncate(topic))
+	}
+	t := Topic{Tenant: parts[1], Agent: parts[3]}
+	if _, err := codec.DecodeID(t.Tenant); err != nil {
+		return Topic{}, fmt.Errorf("%w: tenant: %v", ErrTopic, err)
+	}
+	agent, err := codec.DecodeID(t.Agent)
+	if err != nil {
+		return Topic{}, fmt.Errorf("%w: agent: %v", ErrTopic, err)
+	}
+	t.AgentUUID = agent.String()
+	switch {
+	case parts[4] == "endpoints" && len(parts) == 6 && parts[5] != "":
+		t.Kind, t.Endpoint = Telemetry, parts[5]
+	case parts[4] == "state" && len(parts) == 5:
+		t.Kind = State
+	case parts[4] == "metrics" && len(parts) == 5:
+		t.Kind = Metrics
+	default:
+		return Topic{}, fmt.Errorf("%w: unknown kind in %q", ErrTopic, truncate(topic))
+	}
+	return t, nil
+}
+
+// ErrPayload marks a decoded payload that is not a valid custom envelope.
+var ErrPayload = errors.New("invalid telemetry envelope")
+
+// Batch is one publish mapped to the stream contract.
+type Batch struct {
+	// MsgID is the envelope's msgId, "" when it carries none.
+	MsgID    string
+	Messages []telemetry.Message
+}
+
+// Map turns a decoded custom envelope ({timestamp, protocol, msgId,
+// messages[].readings[]}) into one message per device, in the order devices
+// first appear. Readings keep their own timestamps; the envelope's is the
+// default. A reading's value may be a number, a boolean (1 or 0), or null
+// for a failed read. The protocol is the envelope's, else the first segment
+// of the endpoint topic.
+func Map(t Topic, v any) (Batch, error) {
+	env, ok := v.(map[string]any)
+	if !ok {
+		return Batch{}, fmt.Errorf("%w: top level is %s, want an object", ErrPayload, typeName(v))
+	}
+	var b Batch
+	if id, ok := env["msgId"]; ok {
+		s, ok := id.(string)
+		if !ok {
+			return Batch{}, fmt.Errorf("%w: msgId is %s, want a string", ErrPayload, typeName(id))
+		}
+		if _, _, err := codec.ParseMsgID(s); err != nil {
+			return Batch{}, fmt.Errorf("%w: %v", ErrPayload, err)
+		}
+		b.MsgID = s
+	}
+	protocol, _ := env["protocol"].(string)
+	if protocol == "" {
+		protocol, _, _ = strings.Cut(t.Endpoint, "/")
+	}
+	var envTS *telemetry.Timestamp
+	if raw, ok := env["timestamp"]; ok {
+		ts, err := timestamp(raw)
+		if err != nil {
+			return Batch{}, fmt.Errorf("%w: timestamp: %v", ErrPayload, err)
+		}
+		envTS = ts
+	}
+	msgs, ok := env["messages"].([]any)
+	if !ok {
+		return Batch{}, fmt.Errorf("%w: messages is %s, want an array", ErrPayload, typeName(env["messages"]))
+	}
+	byDevice := map[string]int{}
+	for i, m := range msgs {
+		mo, ok := m.(map[string]any)
+		if !ok {
+			return Batch{}, fmt.Errorf("%w: messages[%d] is %s, want an object", ErrPayload, i, typeName(m))
+		}
+		readings, ok := mo["readings"].([]any)
+		if !ok {
+			return Batch{}, fmt.Errorf("%w: messages[%d].readings is %s, want an array", ErrPayload, i, typeName(mo["readings"]))
+		}
+		for j, r := range readings {
+			ro, ok := r.(map[string]any)
+			if !ok {
+				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d] is %s, want an object", ErrPayload, i, j, typeName(r))
+			}
+			dev, reading, err := mapReading(ro)
+			if err != nil {
+				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d]: %v", ErrPayload, i, j, err)
+			}
+			k, seen := byDevice[dev]
+			if !seen {
+				k = len(b.Messages)
+				byDevice[dev] = k
+				b.Messages = append(b.Messages, telemetry.Message{AgentUUID: t.AgentUUID, DeviceName: dev,
+					Protocol: protocol, Timestamp: envTS, MsgID: b.MsgID})
+			}
+			b.Messages[k].Readings = append(b.Messages[k].Readings, reading)
+		}
+	}
+	if len(b.Messages) == 0 {
+		return Batch{}, fmt.Errorf("%w: no readings", ErrPayload)
+	}
+	return b, nil
+}
+
+func mapReading(r map[string]any) (string, telemetry.Reading, error) {
+	dev, _ := r["deviceName"].(string)
+	if strings.TrimSpace(dev) == "" {
+		dev, _ = r["deviceId"].(string)
+	}
+	if strings.TrimSpace(dev) == "" {
+		return "", telemetry.Reading{}, errors.New("no deviceName")
+	}
+	name, _ := r["metric"].(string)
+	if strings.TrimSpace(name) == "" {
+		return "", telemetry.Reading{}, errors.New("no metric")
+	}
+	out := telemetry.Reading{Name: name}
+	out.Unit, _ = r["unit"].(string)
+	out.Quality, _ = r["quality"].(string)
+	switch v := r["value"].(type) {
+	case nil:
+	case float64:
+		out.Value = finite(v)
+	case int64:
+		f := float64(v)
+		out.Value = &f
+	case int:
+		f := float64(v)
+		out.Value = &f
+	case uint64:
+		f := float64(v)
+		out.Value = &f
+	case bool:
+		f := 0.0
+		if v {
+			f = 1
+		}
+		out.Value = &f
+	case string:
+		// Agents send numbers; a numeric string is accepted, anything else
+		// is not a reading the readings table can hold.
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s is not a number", truncate(v), name)
+		}
+		out.Value = finite(f)
+	default:
+		return "", telemetry.Reading{}, fmt.Errorf("value of %s is %s, want a number", name, typeName(v))
+	}
+	if out.Value == nil && out.Quality == "" {
+		out.Quality = "BAD"
+	}
+	if raw, ok := r["timestamp"]; ok && raw != nil {
+		ts, err := timestamp(raw)
+		if err != nil {
+			return "", telemetry.Reading{}, fmt.Errorf("timestamp of %s: %v", name, err)
+		}
+		out.Timestamp = ts
+	}
+	return dev, out, nil
+}
+
+// finite keeps NaN and infinities (which JSON cannot carry anyway) out of
+// the table as nulls.
+func finite(f float64) *float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil
+	}
+	return &f
+}
+
+// timestamp accepts ISO 8601 strings and Unix milliseconds.
+func timestamp(v any) (*telemetry.Timestamp, error) {
+	switch x := v.(type) {
+	case string:
+		t, err := time.Parse(time.RFC3339Nano, x)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not ISO 8601", truncate(x))
+		}
+		return telemetry.TimestampOf(t), nil
+	case float64, int64, uint64, int:
+		var ts telemetry.Timestamp
+		if err := ts.UnmarshalJSON([]byte(fmt.Sprint(x))); err != nil {
+			return nil, err
+		}
+		return &ts, nil
+	}
+	return nil, fmt.Errorf("is %s, want a string or Unix milliseconds", typeName(v))
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "missing or null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case float64, int64, uint64, int:
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

@@ -17,7 +17,9 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/db"
 )
 
 // syncBuffer lets a test read a command's output while it still runs.
@@ -216,8 +218,10 @@ func TestAllInOneSmoke(t *testing.T) {
 		health = body
 		return err == nil && code == http.StatusOK
 	})
-	if !strings.Contains(health, `"status":"ok"`) || !strings.Contains(health, `"mqtt-broker":{"healthy":true}`) {
-		t.Errorf("health body = %s", health)
+	for _, want := range []string{`"status":"ok"`, `"db":"up"`, `"streamstore":"up"`, `"mqtt":"up"`, `"mqtt-broker":"up"`} {
+		if !strings.Contains(health, want) {
+			t.Errorf("health body = %s, want %s", health, want)
+		}
 	}
 
 	opts := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)).
@@ -226,10 +230,46 @@ func TestAllInOneSmoke(t *testing.T) {
 	if tok := client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatalf("MQTT connect to the embedded broker: %v", tok.Error())
 	}
-	if tok := client.Publish("i/smoke/a/smoke/endpoints/test", 1, false, "x"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+	// Publish as an agent would: a custom envelope, msgpack+deflate, on a
+	// telemetry topic. It must come out as rows in the SQLite file.
+	tenant, _ := codec.IDFromUUID("5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a")
+	agent, _ := codec.IDFromUUID("0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11")
+	payload, err := codec.Encode(map[string]any{
+		"timestamp": "2026-11-22T10:00:00Z", "protocol": "modbus", "msgId": "v2_Ab12Cd34_1",
+		"messages": []any{map[string]any{"readings": []any{
+			map[string]any{"deviceName": "plc1", "metric": "temp", "value": 21.5, "unit": "C", "quality": "GOOD"},
+			map[string]any{"deviceName": "plc1", "metric": "rpm", "value": 1500, "quality": "GOOD"},
+		}}},
+	}, codec.EncodeOptions{Format: codec.FormatMsgpackDeflate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := "i/" + tenant + "/a/" + agent + "/endpoints/modbus"
+	for range 2 { // the second copy is a duplicate msgId and adds nothing
+		if tok := client.Publish(topic, 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish: %v", tok.Error())
+		}
+	}
+	if tok := client.Publish("i/not/a/topic", 1, false, "x"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Errorf("publish: %v", tok.Error())
 	}
 	client.Disconnect(100)
+	dbc := coretest.SQLite(t)
+	dbc.SQLitePath = filepath.Join(dataDir, "edgeplat.db")
+	rdb, err := db.Open(ctx, dbc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	var rows int
+	coretest.Eventually(t, 15*time.Second, "the published readings to become rows", func() bool {
+		return rdb.ReadSQL().QueryRowContext(ctx, `SELECT count(*) FROM readings WHERE tenant_id = $1`, tenant).Scan(&rows) == nil && rows >= 2
+	})
+	time.Sleep(300 * time.Millisecond)
+	_ = rdb.ReadSQL().QueryRowContext(ctx, `SELECT count(*) FROM readings WHERE tenant_id = $1`, tenant).Scan(&rows)
+	if rows != 2 {
+		t.Errorf("rows = %d, want 2 (the duplicate must add nothing)", rows)
+	}
 
 	for name, url := range map[string]string{
 		"agent ping":     fmt.Sprintf("http://127.0.0.1:%d/ping", p.agent),

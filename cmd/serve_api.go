@@ -14,7 +14,15 @@ func newServeAPICmd() *cobra.Command {
 		role:     config.RoleAPI,
 		flagKeys: map[string]string{"port": "api.port", "bind": "api.bind"},
 		build: func(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
-			return api.New(cfg, r, api.Options{PortHint: "--port or PORT"})
+			b, err := newBackends(cfg, r)
+			if err != nil {
+				return nil, err
+			}
+			svcs, err := api.New(cfg, r, api.Options{PortHint: "--port or PORT"})
+			if err != nil {
+				return nil, err
+			}
+			return append([]lifecycle.Service{b}, svcs...), nil
 		},
 	}
 	return roleCommand("serve-api", "Run the Cloud API (REST under /api/v1, health, metrics)",

@@ -1,19 +1,24 @@
-// Package api is the serve-api role: the Cloud API's REST server under
-// /api/v1, its health and metrics endpoints, and (as they land) the MQTT
-// telemetry pipeline and authentication. It imports core and config only;
+// Package api is the serve-api role: the Cloud API's MQTT telemetry pipeline
+// (subscriber, decoding, de-duplication, stream append, spool), its health
+// and metrics endpoints, and (as they land) the REST API under /api/v1 and
+// authentication. It imports core and config only;
 // cmd composes it with the other roles.
 package api
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/buildinfo"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/gin-gonic/gin"
 )
@@ -28,15 +33,33 @@ type Options struct {
 // first so it stops last and drains in-flight requests.
 func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
 	log := r.Component("api")
+	pipe, err := newPipeline(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	mo := mqttx.OptionsFromConfig(cfg.MQTT, mqttx.DefaultClientID("edgeplat-api"))
+	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Component("api-mqtt"), r.Metrics
+	client, err := mqttx.New(mo)
+	if err != nil {
+		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
+	}
+	for _, f := range telemetryFilters {
+		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), pipe.handle); err != nil {
+			return nil, err
+		}
+	}
+	r.Health.Register("mqtt", client.Check)
 	engine := httpx.NewEngine(httpx.EngineOptions{
 		Logger:       log,
 		WriteError:   WriteError,
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes),
 	})
-	h := &handlers{rt: r}
+	h := &handlers{rt: r, pipe: pipe}
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
+	v1 := engine.Group("/api/v1")
+	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "api-http",
@@ -48,7 +71,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err != nil {
 		return nil, err
 	}
-	return []lifecycle.Service{srv}, nil
+	// The subscriber starts last, once the pipeline can take messages, and
+	// stops first, so no message arrives after the spool is closed.
+	return []lifecycle.Service{srv, pipe, client}, nil
 }
 
 // WriteError renders the Cloud API's one error shape:
@@ -58,7 +83,8 @@ func WriteError(c *gin.Context, status int, code, message string) {
 }
 
 type handlers struct {
-	rt *rt.Runtime
+	rt   *rt.Runtime
+	pipe *pipeline
 }
 
 func (h *handlers) info(c *gin.Context) {
@@ -66,18 +92,41 @@ func (h *handlers) info(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"service": "edgeplat-api", "version": bi.Version, "commit": bi.Commit, "apiBase": "/api/v1"})
 }
 
-// health answers liveness probes: 200 when every registered dependency
-// answers, 503 otherwise, with each dependency's state.
+// health answers liveness probes with spec §2's health response: status,
+// uptime and the state of the three dependencies; 200 when all are up, 503
+// otherwise.
 func (h *handlers) health(c *gin.Context) {
 	rep := h.rt.Health.Report(c.Request.Context())
 	status, code := "ok", http.StatusOK
 	if !rep.Healthy {
 		status, code = "error", http.StatusServiceUnavailable
 	}
-	c.JSON(code, gin.H{
-		"status":     status,
-		"uptime":     rep.Uptime.Seconds(),
-		"version":    buildinfo.Get().Version,
-		"components": rep.Components,
-	})
+	body := gin.H{"status": status, "uptime": rep.Uptime.Seconds(), "version": buildinfo.Get().Version}
+	errs := gin.H{}
+	for name, st := range rep.Components {
+		state := "up"
+		if !st.Healthy {
+			state = "down"
+			errs[name] = st.Error
+		}
+		body[name] = state
+	}
+	if len(errs) > 0 {
+		body["errors"] = errs
+	}
+	c.JSON(code, body)
+}
+
+// ingestionHealth is spec §2's ingestion status of the write path.
+func (h *handlers) ingestionHealth(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+	defer cancel()
+	connected := h.rt.Streams != nil && h.rt.Streams.Ping(ctx) == nil
+	body := gin.H{"streamStoreConnected": connected, "circuitBreaker": h.pipe.breaker.State().String(),
+		"spoolFileCount": 0, "spoolSizeMb": 0.0}
+	if h.pipe.spool != nil {
+		st := h.pipe.spool.Stats()
+		body["spoolFileCount"], body["spoolSizeMb"] = st.Files, float64(st.Bytes)/(1<<20)
+	}
+	c.JSON(http.StatusOK, body)
 }

@@ -1,0 +1,321 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/breaker"
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/mqttx"
+	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/spool"
+	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api/envelope"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Agent topics the API subscribes to (spec §6).
+var telemetryFilters = []string{"i/+/a/+/endpoints/#", "i/+/a/+/state", "i/+/a/+/metrics"}
+
+// pipeline takes each agent MQTT message from topic to stream: parse the
+// topic, decode the payload (any codec layers), map it to one message per
+// device, and Produce it (de-duplicate on msgId, append, publish live
+// values) in one atomic step. When the stream store fails, the write-path
+// breaker opens and messages go to the disk spool; without a spool they are
+// not acknowledged, so the broker redelivers them. Either way nothing is
+// acknowledged before it is durable.
+type pipeline struct {
+	rt      *rt.Runtime
+	log     *slog.Logger
+	m       *pipelineMetrics
+	breaker *breaker.Breaker
+	spoolOp *spool.Options
+	spool   *spool.Spool
+	maxLen  int64
+	ttl     time.Duration
+	limits  codec.Limits
+	every   time.Duration
+}
+
+func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
+	p := &pipeline{
+		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
+		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: 24 * time.Hour,
+		every: time.Second,
+	}
+	b, err := breaker.New(breaker.Options{OnChange: func(_, to breaker.State) {
+		if to == breaker.Open {
+			p.m.breakerOpen.Set(1)
+			p.log.Warn("write-path circuit breaker opened: stream store failing", "spool", p.spoolOp != nil)
+		} else {
+			p.m.breakerOpen.Set(0)
+			p.log.Info("write-path circuit breaker closed: stream store healthy")
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	p.breaker = b
+	if cfg.Spool.Enabled {
+		p.spoolOp = &spool.Options{Dir: cfg.Spool.Path, MaxBytes: int64(cfg.Spool.MaxSizeMB) << 20, Logger: p.log}
+	}
+	return p, nil
+}
+
+func (p *pipeline) Name() string { return "api-pipeline" }
+
+func (p *pipeline) Start(context.Context) error {
+	if p.rt.Streams == nil {
+		panic("BUG: api pipeline started before the backends")
+	}
+	if p.spoolOp != nil {
+		sp, err := spool.Open(*p.spoolOp)
+		if err != nil {
+			return fmt.Errorf("open spool (spool.path, DISK_SPOOL_PATH): %w", err)
+		}
+		p.spool = sp
+	}
+	return nil
+}
+
+// Run is the breaker's background poller and the spool replayer.
+func (p *pipeline) Run(ctx context.Context) error {
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			p.recover(ctx)
+		}
+	}
+}
+
+func (p *pipeline) Stop(context.Context) error {
+	if p.spool != nil {
+		return p.spool.Close()
+	}
+	return nil
+}
+
+// handle is the MQTT handler. A nil return acknowledges the message.
+// Messages that can never be processed (bad topic, undecodable payload) are
+// counted, logged at debug and acknowledged: redelivery cannot fix them.
+func (p *pipeline) handle(ctx context.Context, msg mqttx.Message) error {
+	t, err := envelope.ParseTopic(msg.Topic)
+	if err != nil {
+		p.m.dropped.WithLabelValues("topic").Inc()
+		p.log.Debug("message on a malformed topic dropped", "topic", msg.Topic, "err", err)
+		return nil
+	}
+	p.m.received.WithLabelValues(kindLabel(t.Kind)).Inc()
+	if t.Kind != envelope.Telemetry {
+		// State and system-metrics reports update the agent registry, which
+		// does not exist yet; they are counted only.
+		return nil
+	}
+	dec, err := codec.Decode(msg.Payload, p.limits)
+	if err != nil {
+		p.m.dropped.WithLabelValues(decodeReason(err)).Inc()
+		p.log.Debug("undecodable payload dropped", "topic", msg.Topic, "err", err)
+		return nil
+	}
+	b, err := envelope.Map(t, dec.Value)
+	if err != nil {
+		p.m.dropped.WithLabelValues("envelope").Inc()
+		p.log.Debug("invalid telemetry envelope dropped", "topic", msg.Topic, "err", err)
+		return nil
+	}
+	p.m.decoded.Inc()
+	return p.produce(ctx, msg.Topic, t, b, false)
+}
+
+// produce appends one mapped batch, or spools it when the store fails.
+func (p *pipeline) produce(ctx context.Context, source string, t envelope.Topic, b envelope.Batch, replay bool) error {
+	req, err := p.request(t, b)
+	if err != nil {
+		return err
+	}
+	if !replay && !p.breaker.Allow() {
+		return p.spoolBatch(source, b, errors.New("circuit breaker open"))
+	}
+	res, err := p.rt.Streams.Produce(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.breaker.Record(err)
+		}
+		if replay {
+			return err
+		}
+		return p.spoolBatch(source, b, err)
+	}
+	p.breaker.Record(nil)
+	if res.Duplicate {
+		p.m.duplicates.Inc()
+		return nil
+	}
+	p.m.appended.Add(float64(len(res.IDs)))
+	return nil
+}
+
+func (p *pipeline) request(t envelope.Topic, b envelope.Batch) (streamstore.ProduceRequest, error) {
+	entries := make([]map[string]string, len(b.Messages))
+	for i := range b.Messages {
+		data, err := json.Marshal(b.Messages[i])
+		if err != nil {
+			return streamstore.ProduceRequest{}, fmt.Errorf("encode message: %w", err)
+		}
+		entries[i] = map[string]string{telemetry.StreamField: string(data)}
+	}
+	live, err := json.Marshal(b.Messages)
+	if err != nil {
+		return streamstore.ProduceRequest{}, fmt.Errorf("encode live values: %w", err)
+	}
+	req := streamstore.ProduceRequest{
+		Stream: telemetry.IngestionStream(t.Tenant), Entries: entries, MaxLen: p.maxLen,
+		Channel: telemetry.MetricsChannel(t.Tenant, t.AgentUUID), Payload: live,
+	}
+	if b.MsgID != "" {
+		// Scoped by tenant and agent: another tenant's message with the same
+		// msgId is a different message.
+		req.DedupKey = "tenant:" + t.Tenant + ":agent:" + t.Agent + ":msgid:" + b.MsgID
+		req.DedupTTL = p.ttl
+	}
+	return req, nil
+}
+
+// spoolBatch keeps a batch the store could not take. Without a spool the
+// error goes back to the MQTT client, which leaves the message
+// unacknowledged for the broker to redeliver.
+func (p *pipeline) spoolBatch(source string, b envelope.Batch, cause error) error {
+	if p.spool == nil {
+		p.m.unacked.Inc()
+		return fmt.Errorf("stream store: %w", cause)
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		return fmt.Errorf("encode spool entry: %w", err)
+	}
+	if err := p.spool.Append(spool.Entry{Source: source, Data: data}); err != nil {
+		return fmt.Errorf("spool after %v: %w", cause, err)
+	}
+	p.m.spooled.Inc()
+	return nil
+}
+
+// recover closes the breaker once the store answers and the spool is
+// drained, replaying the spool oldest first in the background meanwhile.
+func (p *pipeline) recover(ctx context.Context) {
+	open := !p.breaker.Allow()
+	if !open && (p.spool == nil || p.spool.Empty()) {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := p.rt.Streams.Ping(pctx)
+	cancel()
+	if err != nil {
+		return
+	}
+	if p.spool != nil && !p.spool.Empty() {
+		n, err := p.spool.Replay(ctx, 100, p.replay)
+		if n > 0 || err != nil {
+			st := p.spool.Stats()
+			p.log.Info("spool replay", "entries", n, "left_files", st.Files, "left_bytes", st.Bytes, "err", err)
+		}
+		if err != nil || !p.spool.Empty() {
+			return
+		}
+	}
+	if open {
+		p.breaker.Reset()
+	}
+}
+
+func (p *pipeline) replay(ctx context.Context, entries []spool.Entry) error {
+	for _, en := range entries {
+		t, err := envelope.ParseTopic(en.Source)
+		if err != nil {
+			p.log.Warn("spool entry with an unknown topic dropped", "source", en.Source)
+			continue
+		}
+		var b envelope.Batch
+		if err := json.Unmarshal(en.Data, &b); err != nil {
+			p.log.Warn("unreadable spool entry dropped", "source", en.Source, "err", err)
+			continue
+		}
+		if err := p.produce(ctx, en.Source, t, b, true); err != nil {
+			return err
+		}
+		p.m.replayed.Inc()
+	}
+	return nil
+}
+
+func kindLabel(k envelope.Kind) string {
+	switch k {
+	case envelope.State:
+		return "state"
+	case envelope.Metrics:
+		return "metrics"
+	}
+	return "telemetry"
+}
+
+func decodeReason(err error) string {
+	switch {
+	case errors.Is(err, codec.ErrTooLarge):
+		return "too_large"
+	case errors.Is(err, codec.ErrTooDeep):
+		return "too_deep"
+	case errors.Is(err, codec.ErrUnknownIndex):
+		return "unknown_key_index"
+	}
+	return "malformed"
+}
+
+type pipelineMetrics struct {
+	received    *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+	decoded     prometheus.Counter
+	duplicates  prometheus.Counter
+	appended    prometheus.Counter
+	spooled     prometheus.Counter
+	replayed    prometheus.Counter
+	unacked     prometheus.Counter
+	breakerOpen prometheus.Gauge
+}
+
+func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
+	m := &pipelineMetrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "api_mqtt_messages_received_total",
+			Help: "Agent MQTT messages received, by kind (telemetry, state, metrics)."}, []string{"kind"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "api_mqtt_messages_dropped_total",
+			Help: "Messages dropped because they can never be processed, by reason."}, []string{"reason"}),
+		decoded: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_decoded_total",
+			Help: "Telemetry payloads decoded and mapped."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_duplicates_total",
+			Help: "Telemetry payloads dropped as repeats of a msgId seen within the TTL."}),
+		appended: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_appended_total",
+			Help: "Device messages appended to ingestion streams."}),
+		spooled: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_spooled_total",
+			Help: "Telemetry payloads written to the disk spool."}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_replayed_total",
+			Help: "Spooled telemetry payloads replayed into the stream store."}),
+		unacked: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_unacknowledged_total",
+			Help: "Telemetry payloads left unacknowledged because the store failed and no spool is configured."}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_write_circuit_breaker_open",
+			Help: "1 while the write-path circuit breaker is open."}),
+	}
+	reg.MustRegister(m.received, m.dropped, m.decoded, m.duplicates, m.appended, m.spooled, m.replayed, m.unacked, m.breakerOpen)
+	return m
+}
+
+var _ lifecycle.Service = (*pipeline)(nil)

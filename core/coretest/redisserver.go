@@ -68,4 +68,3 @@ func (s *RedisServer) Stop() {
 	}
 	s.cmd = nil
 }
-

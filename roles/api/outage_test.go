@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
@@ -24,7 +25,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/gin-gonic/gin"
 )
 

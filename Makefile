@@ -41,6 +41,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=5s ./core/mqttx
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=5s ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=5s ./roles/api/envelope
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=5s ./roles/api/query
+	$(GO) test -run='^$$' -fuzz='^FuzzTranslate$$' -fuzztime=5s ./roles/api/query
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

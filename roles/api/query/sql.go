@@ -1,0 +1,166 @@
+package query
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/edgeplat/edgeplat/core/db"
+)
+
+// The SQL text of a query is assembled from the constant fragments in this
+// file, the column expressions of the label whitelist below, the
+// dialect's time bucket expression (whose only variable part is the bucket
+// width, an integer formatted by core/db) and $n placeholders. Nothing the
+// query text contains (label values, regular expressions) is ever written
+// into it: those go into the argument list. The label names a query uses
+// only select which whitelisted column expression is written. FuzzTranslate
+// checks all of this for arbitrary queries.
+
+// seriesSelect is the five series label columns, NULL read as "".
+const seriesSelect = "agent_uuid, metric_name, COALESCE(device_name, '') AS device_name, COALESCE(protocol, '') AS protocol, COALESCE(unit, '') AS unit"
+
+// seriesKey is the grouping and partition key of a series.
+const seriesKey = "agent_uuid, metric_name, device_name, protocol, unit"
+
+// matchColumn is the whitelist from a label to the SQL expression a
+// matcher compares: valueExpr for = and !=, textExpr for regular
+// expressions (PostgreSQL's uuid column must become text for ~).
+func matchColumn(label string, d db.Dialect) (valueExpr, textExpr string) {
+	switch label {
+	case LabelAgentUUID:
+		if d.Engine == db.Postgres {
+			return "agent_uuid", "CAST(agent_uuid AS text)"
+		}
+		return "agent_uuid", "agent_uuid"
+	case LabelMetricName:
+		return "metric_name", "metric_name"
+	case LabelDeviceName:
+		return "COALESCE(device_name, '')", "COALESCE(device_name, '')"
+	case LabelProtocol:
+		return "COALESCE(protocol, '')", "COALESCE(protocol, '')"
+	case LabelUnit:
+		return "COALESCE(unit, '')", "COALESCE(unit, '')"
+	case AttrQuality:
+		return "COALESCE(quality, '')", "COALESCE(quality, '')"
+	}
+	panic(fmt.Sprintf("BUG: label %q passed the parser's whitelist but has no column", label))
+}
+
+// sqlBuilder collects SQL text and its arguments.
+type sqlBuilder struct {
+	d    db.Dialect
+	b    strings.Builder
+	args []any
+}
+
+// arg appends v to the arguments and returns its placeholder.
+func (s *sqlBuilder) arg(v any) string {
+	s.args = append(s.args, v)
+	return "$" + strconv.Itoa(len(s.args))
+}
+
+func (s *sqlBuilder) write(parts ...string) {
+	for _, p := range parts {
+		s.b.WriteString(p)
+	}
+}
+
+// where writes the WHERE clause: the tenant, the time range (hiOp is "<"
+// or "<="), value IS NOT NULL (a BAD read has no value) and the matchers.
+func (s *sqlBuilder) where(tenant string, lo, hi any, hiOp string, ms []Matcher) error {
+	s.write("\nWHERE tenant_id = ", s.arg(tenant),
+		"\n  AND time >= ", s.arg(lo),
+		"\n  AND time ", hiOp, " ", s.arg(hi),
+		"\n  AND value IS NOT NULL")
+	for _, m := range ms {
+		valueExpr, textExpr := matchColumn(m.Label, s.d)
+		s.write("\n  AND ")
+		switch m.Op {
+		case MatchEqual:
+			s.write(valueExpr, " = ", s.arg(m.Value))
+		case MatchNotEqual:
+			s.write(valueExpr, " <> ", s.arg(m.Value))
+		case MatchRegexp, MatchNotRegexp:
+			if err := s.regexp(textExpr, m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *sqlBuilder) regexp(textExpr string, m Matcher) error {
+	not := m.Op == MatchNotRegexp
+	switch s.d.Engine {
+	case db.Postgres:
+		re, err := pgRegex(m.Value)
+		if err != nil {
+			return err
+		}
+		op := " ~ "
+		if not {
+			op = " !~ "
+		}
+		s.write(textExpr, op, s.arg(re))
+	case db.SQLite:
+		if not {
+			s.write("NOT ")
+		}
+		s.write(sqliteRegexpFunc, "(", s.arg(anchored(m.Value)), ", ", textExpr, ")")
+	}
+	return nil
+}
+
+// rawSQL selects the samples of sel in [lo, hi], ordered by series and
+// time.
+func rawSQL(d db.Dialect, tenant string, sel *Selector, lo, hi any, limit int64) (string, []any, error) {
+	s := &sqlBuilder{d: d}
+	s.write("SELECT ", seriesSelect, ", time, value\nFROM readings")
+	if err := s.where(tenant, lo, hi, "<=", sel.Matchers); err != nil {
+		return "", nil, err
+	}
+	s.write("\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
+	return s.b.String(), s.args, nil
+}
+
+// bucketSQL selects, per series and bucket of [lo, hi): count, sum, min,
+// max, first and last sample time. With counter, it adds the first and
+// last value and the bucket's increase with counter resets (a decrease
+// counts the new value, as if from zero), computed with window functions
+// ordered by time within the bucket.
+func bucketSQL(d db.Dialect, tenant string, sel *Selector, bucket string, counter bool, lo, hi any, limit int64) (string, []any, error) {
+	s := &sqlBuilder{d: d}
+	if !counter {
+		s.write("SELECT ", seriesSelect, ", ", bucket, " AS b,",
+			"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time)",
+			"\nFROM readings")
+		if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
+			return "", nil, err
+		}
+		s.write("\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
+		return s.b.String(), s.args, nil
+	}
+	s.write("SELECT ", seriesKey, ", b,",
+		"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time),",
+		"\n  MAX(CASE WHEN rn = 1 THEN value END),",
+		"\n  MAX(CASE WHEN rn = n THEN value END),",
+		"\n  SUM(CASE WHEN d IS NULL THEN 0 WHEN d < 0 THEN value ELSE d END)",
+		"\nFROM (",
+		"\nSELECT ", seriesKey, ", b, time, value,",
+		"\n  value - LAG(value) OVER w AS d,",
+		"\n  ROW_NUMBER() OVER w AS rn,",
+		"\n  COUNT(*) OVER p AS n",
+		"\nFROM (",
+		"\nSELECT ", seriesSelect, ", ", bucket, " AS b, time, value",
+		"\nFROM readings")
+	if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
+		return "", nil, err
+	}
+	s.write("\n) AS r",
+		"\nWINDOW p AS (PARTITION BY ", seriesKey, ", b),",
+		"\n  w AS (PARTITION BY ", seriesKey, ", b ORDER BY time)",
+		"\n) AS s",
+		"\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
+	return s.b.String(), s.args, nil
+}

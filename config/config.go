@@ -116,9 +116,10 @@ type IDP struct {
 
 // API configures the Cloud API's HTTP server.
 type API struct {
-	Port         int    `mapstructure:"port"`
-	Bind         string `mapstructure:"bind"`
-	MaxBodyBytes int    `mapstructure:"max_body_bytes"`
+	Port         int           `mapstructure:"port"`
+	Bind         string        `mapstructure:"bind"`
+	DedupTTL     time.Duration `mapstructure:"dedup_ttl"`
+	MaxBodyBytes int           `mapstructure:"max_body_bytes"`
 }
 
 // Spool configures the disk spool used while a backend is failing.

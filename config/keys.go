@@ -122,6 +122,7 @@ var Keys = []Key{
 	// api
 	{Name: "api.port", Env: "PORT", EnvRoles: []string{RoleAPI}, Kind: Int, Default: 3002, Doc: "Cloud API HTTP port (PORT is read by serve-api only)."},
 	{Name: "api.bind", Kind: String, Default: "0.0.0.0", RoleDefaults: map[string]any{RoleAllInOne: "127.0.0.1"}, Doc: "Address the Cloud API listens on."},
+	{Name: "api.dedup_ttl", Env: "DEDUP_TTL", Kind: Duration, Default: "24h", Doc: "How long a telemetry msgId is remembered to drop repeats (scoped by tenant and agent)."},
 	{Name: "api.max_body_bytes", Kind: Int, Default: 1 << 20, Doc: "Largest accepted request body, in bytes."},
 
 	// spool

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // problems collects validation errors so they are all reported at once.
@@ -90,6 +91,9 @@ func (c *Config) Validate() error {
 			p.port("api.port", c.API.Port)
 			p.bind("api.bind", c.API.Bind)
 			p.between("api.max_body_bytes", c.API.MaxBodyBytes, 1024, 1<<30)
+			if d := c.API.DedupTTL; d < time.Second || d > 30*24*time.Hour {
+				p.add("api.dedup_ttl", "must be between 1s and 30d, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

@@ -47,7 +47,7 @@ type pipeline struct {
 func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 	p := &pipeline{
 		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
-		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: 24 * time.Hour,
+		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL,
 		every: time.Second,
 	}
 	b, err := breaker.New(breaker.Options{OnChange: func(_, to breaker.State) {

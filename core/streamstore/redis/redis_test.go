@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newStore(t testing.TB, opts Options) *Store {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("integration test: needs Redis")
+		t.Skip("integration test needs Redis; skipped in -short mode")
 	}
 	opts.Addrs = []string{coretest.RedisAddr(t)}
 	st, err := New(opts)

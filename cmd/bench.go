@@ -71,6 +71,7 @@ tenant and tables and remove them afterwards.`,
 		Args: cobra.NoArgs,
 	}
 	c.AddCommand(newBenchIngestCmd())
+	c.AddCommand(newBenchPipelineCmd())
 	return c
 }
 

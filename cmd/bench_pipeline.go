@@ -1,0 +1,913 @@
+package cmd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/spf13/cobra"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/rt"
+	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api"
+	"github.com/edgeplat/edgeplat/roles/ingest"
+)
+
+// Pipeline bench sizes.
+const (
+	pipelineWindow      = 64 // unacknowledged QoS 1 publishes per publisher
+	pipelineDevices     = 4  // devices per publishing agent
+	pipelineProbePoll   = 2 * time.Millisecond
+	pipelineProbeExpire = 30 * time.Second
+)
+
+type benchPipelineOptions struct {
+	publishers, messages, readings int
+	format                         string
+	rate                           float64
+	probeEvery                     time.Duration
+	noIngestOnly                   bool
+	keep, asJSON                   bool
+	timeout                        time.Duration
+	cpuProfile                     string
+}
+
+func newBenchPipelineCmd() *cobra.Command {
+	var o benchPipelineOptions
+	c := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Readings/s from MQTT publishers through serve-api and ingest to committed rows",
+		Long: `Measure the whole telemetry write path on the real Mosquitto, Redis and
+PostgreSQL: publishers -> broker -> serve-api pipeline -> ingestion stream ->
+ingest -> rows.
+
+On a fresh random tenant:
+  1. run the serve-api role (HTTP server, pipeline, MQTT subscriber with a
+     unique client id and no shared-subscription group) and the ingest role
+     (discovering only the bench tenant's streams) in this process, sharing
+     one Runtime, both HTTP servers on free ports of 127.0.0.1;
+  2. encode --publishers x --messages custom envelopes of --readings
+     readings each (one device per message, every (agent, metric, time) key
+     distinct, msgId v2_<kid>_<seq>) in --format, before timing;
+  3. publish them at QoS 1 to i/{tenant}/a/{agent}/endpoints/modbus from
+     --publishers MQTT clients, one agent each, at --rate messages/s in
+     total (0: as fast as the broker acknowledges);
+  4. meanwhile a latency probe publishes one one-reading message every
+     --probe-interval and polls PostgreSQL until its row is visible;
+  5. time from the first publish until every row is committed (the ingest
+     role has inserted them all and the consumer group has nothing
+     undelivered or pending), then check the table holds exactly the rows
+     published.
+Messages/s and readings/s are end to end. The backlog is the bench stream's
+undelivered plus unacknowledged entries, sampled every second; "drain" is
+the time from the last publish acknowledgement to the last commit: a
+backlog that grows while publishing shows up as a long drain. Probe latency
+is publish -> row visible to a query, p50/p99; run with --rate at half the
+measured maximum for the latency target.
+
+Unless --no-ingest-only, the same run first measures the ingestion-only
+rate as "edgeplat bench ingest" does (same rows preloaded into another fresh
+tenant's stream, same ingest profile) and prints ratio = end-to-end /
+ingestion-only readings/s.
+
+The serve-api MQTT client subscribes to every tenant's agent topics
+(i/+/a/+/...), as serve-api does; other tenants' traffic on the broker is
+decoded and appended to their own streams as serve-api would, and is not
+counted. Run it against a broker and Redis database of its own. The bench
+tenants' streams, msgId de-duplication keys, rows and the subscriber's
+broker session are removed at the end unless --keep. Progress goes to
+stderr, results to stdout. See docs/benchmarks.md.`,
+		Example: `  export DB_HOST=127.0.0.1 DB_USER=postgres DB_NAME=edgeplat_bench STREAMSTORE_HOST=127.0.0.1 STREAMSTORE_DB=5 MQTT_BROKER_URL=tcp://127.0.0.1:1883
+  edgeplat bench pipeline --publishers 4 --messages 5000 --profile benchmark
+  edgeplat bench pipeline --messages 5000 --rate 1500 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchPipeline(cmd, o)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.publishers, "publishers", 4, "MQTT publishers, one agent each")
+	f.IntVar(&o.messages, "messages", 2000, "messages per publisher")
+	f.IntVar(&o.readings, "readings", 50, "readings per message")
+	f.StringVar(&o.format, "format", string(codec.FormatMsgpackDeflate), "payload format: json, msgpack, json+deflate, msgpack+deflate")
+	f.Float64Var(&o.rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
+	f.DurationVar(&o.probeEvery, "probe-interval", 100*time.Millisecond, "interval of the latency probe's messages")
+	f.BoolVar(&o.noIngestOnly, "no-ingest-only", false, "skip the ingestion-only measurement")
+	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest role")
+	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
+	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the pipeline run (both roles and the publishers) to this file")
+	return c
+}
+
+func (o benchPipelineOptions) validate() error {
+	if _, err := codec.ParseFormat(o.format); err != nil {
+		return fmt.Errorf("--format: %w", err)
+	}
+	switch {
+	case o.publishers < 1 || o.publishers > 1000:
+		return fmt.Errorf("--publishers must be 1..1000, got %d", o.publishers)
+	case o.messages < 1:
+		return fmt.Errorf("--messages must be at least 1, got %d", o.messages)
+	case o.readings < 1 || o.readings > 10_000:
+		return fmt.Errorf("--readings must be 1..10000, got %d", o.readings)
+	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
+		return fmt.Errorf("--rate must be 0 or positive, got %v", o.rate)
+	case o.probeEvery < 10*time.Millisecond:
+		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.probeEvery)
+	case o.timeout <= 0:
+		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	}
+	return nil
+}
+
+// pipelineReport is the outcome of one run; --json prints it as is.
+type pipelineReport struct {
+	Publishers         int       `json:"publishers"`
+	MessagesPerPub     int       `json:"messagesPerPublisher"`
+	ReadingsPerMessage int       `json:"readingsPerMessage"`
+	Format             string    `json:"format"`
+	PayloadBytes       float64   `json:"payloadBytesAvg"`
+	TargetRate         float64   `json:"targetRate"` // messages/s, 0 = unbounded
+	Profile            string    `json:"profile"`
+	Host               benchHost `json:"host"`
+	Broker             string    `json:"broker"`
+	Tenant             string    `json:"tenant"`
+
+	Messages       int     `json:"messages"`
+	Rows           int64   `json:"rows"` // bench rows, probes excluded
+	PublishSeconds float64 `json:"publishSeconds"`
+	PublishRate    float64 `json:"publishMessagesPerSec"`
+	ElapsedSeconds float64 `json:"elapsedSeconds"` // first publish -> all committed
+	DrainSeconds   float64 `json:"drainSeconds"`   // last publish ack -> all committed
+	MessagesPerSec float64 `json:"messagesPerSec"`
+	ReadingsPerSec float64 `json:"readingsPerSec"`
+
+	BacklogStart int64          `json:"backlogStart"` // stream entries undelivered or pending, 1 s into publishing
+	BacklogEnd   int64          `json:"backlogEndOfPublishing"`
+	BacklogMax   int64          `json:"backlogMax"`
+	BacklogGrew  bool           `json:"backlogGrew"`
+	StreamLenEnd int64          `json:"streamLengthEndOfPublishing"`
+	Duplicates   int64          `json:"duplicates"`
+	Dropped      int64          `json:"dropped"`
+	WorkersMax   int            `json:"workersMax"`
+	ProbesOK     int            `json:"probes"`
+	ProbesLost   int            `json:"probesLost"`
+	LatencyP50Ms float64        `json:"latencyP50Ms"`
+	LatencyP99Ms float64        `json:"latencyP99Ms"`
+	LatencyMaxMs float64        `json:"latencyMaxMs"`
+	CPUSeconds   float64        `json:"cpuSeconds"`
+	PeakRSSMB    float64        `json:"peakRssMb"`
+	IngestOnly   *profileResult `json:"ingestOnly,omitempty"`
+	Ratio        float64        `json:"ratio,omitempty"` // readingsPerSec / ingestOnly.readingsPerSec
+}
+
+func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
+	if err := o.validate(); err != nil {
+		return &usageError{err}
+	}
+	cfg, err := benchConfig(cmd, "")
+	if err != nil {
+		return err
+	}
+	apiCfg, err := pipelineAPIConfig(cmd)
+	if err != nil {
+		return err
+	}
+	if pc, _ := cmd.Flags().GetBool("print-config"); pc {
+		if err := apiCfg.WritePrintable(cmd.OutOrStdout()); err != nil {
+			return err
+		}
+		return cfg.WritePrintable(cmd.OutOrStdout())
+	}
+	log, err := benchLogger(cmd.ErrOrStderr(), cfg.Log)
+	if err != nil {
+		return &configError{role: "bench pipeline", err: err}
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	total := o.publishers * o.messages
+	b := &bench{o: benchIngestOptions{messages: total, readings: o.readings, agents: o.publishers, devices: pipelineDevices,
+		keep: o.keep, timeout: o.timeout}, log: log, progress: cmd.ErrOrStderr()}
+	if err := b.open(ctx, cfg); err != nil {
+		return err
+	}
+	defer b.close()
+	if err := pipelinePingBroker(apiCfg.MQTT); err != nil {
+		return err
+	}
+
+	rep := pipelineReport{Publishers: o.publishers, MessagesPerPub: o.messages, ReadingsPerMessage: o.readings,
+		Format: o.format, TargetRate: o.rate, Profile: cfg.Ingest.Profile, Host: b.host, Broker: apiCfg.MQTT.BrokerURL,
+		Messages: total}
+	if !o.noIngestOnly {
+		icfg, err := benchConfig(cmd, "")
+		if err != nil {
+			return err
+		}
+		res, err := b.runProfile(ctx, icfg, "")
+		if err != nil {
+			return fmt.Errorf("ingestion-only: %w", err)
+		}
+		rep.IngestOnly = &res
+	}
+	p := &pipelineRun{b: b, o: o, cfg: cfg, apiCfg: apiCfg, rep: &rep}
+	if err := p.run(ctx); err != nil {
+		return err
+	}
+	if rep.IngestOnly != nil && rep.IngestOnly.ReadingsPerSec > 0 {
+		rep.Ratio = rep.ReadingsPerSec / rep.IngestOnly.ReadingsPerSec
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	rep.write(cmd.OutOrStdout())
+	return nil
+}
+
+// pipelineAPIConfig loads the serve-api role's configuration (mqtt, api,
+// spool sections) from the same flags, environment and file.
+func pipelineAPIConfig(cmd *cobra.Command) (*config.Config, error) {
+	file, _ := cmd.Flags().GetString("config")
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI, File: file, Flags: cmd.Flags(), FlagKeys: maps.Clone(persistentFlagKeys)})
+	if err != nil {
+		return nil, &configError{role: "bench pipeline", err: err}
+	}
+	return cfg, nil
+}
+
+// pipelinePingBroker fails with one line when the broker is out of reach.
+func pipelinePingBroker(m config.MQTT) error {
+	c, err := pipelineConnect(m, "edgeplat-bench-ping-"+randomHex(4), true)
+	if err != nil {
+		return err
+	}
+	c.Disconnect(100)
+	return nil
+}
+
+func pipelineConnect(m config.MQTT, clientID string, clean bool) (paho.Client, error) {
+	po := paho.NewClientOptions().AddBroker(m.BrokerURL).SetClientID(clientID).SetCleanSession(clean).
+		SetAutoReconnect(false).SetConnectRetry(false).SetOrderMatters(false).SetConnectTimeout(10 * time.Second).
+		SetKeepAlive(30 * time.Second).SetWriteTimeout(10 * time.Second)
+	if m.Username != "" {
+		po.SetUsername(m.Username)
+		po.SetPassword(m.Password.Reveal())
+	}
+	c := paho.NewClient(po)
+	tok := c.Connect()
+	if !tok.WaitTimeout(15*time.Second) || tok.Error() != nil {
+		err := tok.Error()
+		if err == nil {
+			err = errors.New("timed out")
+		}
+		return nil, fmt.Errorf("cannot connect to the MQTT broker at %s (MQTT_BROKER_URL): %s", m.BrokerURL, benchOneLine(err))
+	}
+	return c, nil
+}
+
+// pipelineRun is one measurement of the whole path.
+type pipelineRun struct {
+	b           *bench
+	o           benchPipelineOptions
+	cfg, apiCfg *config.Config
+	rep         *pipelineReport
+
+	tenant   string
+	agents   []string // 22-character ids of the publishers' agents
+	probe    string   // the latency probe's agent
+	kid      string
+	payloads [][][]byte // [publisher][message]
+
+	published atomic.Int64 // acknowledged by the broker
+	probeRows atomic.Int64
+	latMu     sync.Mutex
+	latencies []time.Duration
+}
+
+func (p *pipelineRun) run(ctx context.Context) (err error) {
+	p.tenant = newTenantID()
+	p.kid = randomAlnum(codec.KidLen)
+	for range p.o.publishers {
+		p.agents = append(p.agents, newTenantID()) // a random UUID in its 22-character form
+	}
+	p.probe = newTenantID()
+	p.rep.Tenant = p.tenant
+	if !p.o.keep {
+		defer func() {
+			if cerr := p.cleanup(ctx); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}()
+	}
+	if err := p.encode(); err != nil {
+		return err
+	}
+
+	cfg, apiCfg := p.cfg, p.apiCfg
+	rdb, err := db.Open(ctx, cfg.DB, p.b.log)
+	if err != nil {
+		return fmt.Errorf("open database for the ingest role: %w", err)
+	}
+	defer rdb.Close()
+	rstore, err := redisstore.New(redisstore.OptionsFromConfig(cfg.StreamStore))
+	if err != nil {
+		return err
+	}
+	defer rstore.Close()
+	r := &rt.Runtime{Logger: p.b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second), DB: rdb, Streams: rstore}
+	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
+	apiCfg.API.Bind, apiCfg.API.Port = "127.0.0.1", 0
+	// A subscriber of its own: a unique client id (its session is removed
+	// afterwards) and no shared group, so no serve-api replica takes a share.
+	apiClientID := "edgeplat-bench-api-" + randomHex(6)
+	apiCfg.MQTT.ClientID, apiCfg.MQTT.SharedSubscriptionGroup = apiClientID, ""
+	apiCfg.API.DedupTTL = min(apiCfg.API.DedupTTL, time.Hour)
+	for _, c := range []*config.Config{cfg, apiCfg} {
+		if c.Spool.Enabled {
+			dir, err := os.MkdirTemp("", "edgeplat-bench-spool-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			c.Spool.Path = dir
+		}
+	}
+	isvcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "bench",
+		StreamPattern: telemetry.IngestionStream(p.tenant), LogStreamPattern: telemetry.LogsStream(p.tenant)})
+	if err != nil {
+		return err
+	}
+	asvcs, err := api.New(apiCfg, r, api.Options{PortHint: "bench"})
+	if err != nil {
+		return err
+	}
+	defer pipelineForgetSession(apiCfg.MQTT, apiClientID)
+
+	// The stream and its writers' group exist before the ingest role starts,
+	// so its first discovery finds them instead of one up to 5 s later.
+	if err := p.b.store.EnsureGroup(ctx, telemetry.IngestionStream(p.tenant), telemetry.WriterGroup(p.tenant), "0"); err != nil {
+		return fmt.Errorf("create the bench stream: %w", err)
+	}
+
+	runCtx, stopRoles := context.WithCancel(ctx)
+	defer stopRoles()
+	done := make(chan error, 1)
+	go func() {
+		done <- lifecycle.Run(runCtx, lifecycle.Options{Logger: p.b.log, GracePeriod: cfg.Lifecycle.ShutdownGrace}, slices.Concat(isvcs, asvcs)...)
+	}()
+	err = p.measure(ctx, r, done)
+	stopRoles()
+	select {
+	case rerr := <-done:
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("roles: %w", rerr)
+		}
+	case <-time.After(cfg.Lifecycle.ShutdownGrace + 5*time.Second):
+		if err == nil {
+			err = errors.New("roles did not stop within the shutdown grace period")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	want := int64(p.o.publishers * p.o.messages * p.o.readings)
+	var got, probes int64
+	if err := p.b.db.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_uuid <> $3::uuid), count(*) FILTER (WHERE agent_uuid = $3::uuid)
+		FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDs(true), p.tenant, pipelineUUID(p.probe)).Scan(&got, &probes); err != nil {
+		return fmt.Errorf("count bench rows: %w", err)
+	}
+	if got != want || probes != p.probeRows.Load() {
+		return fmt.Errorf("pipeline finished with %d rows of %d (and %d probe rows of %d) in the table (%d duplicates, %d dropped)",
+			got, want, probes, p.probeRows.Load(), p.rep.Duplicates, p.rep.Dropped)
+	}
+	p.rep.Rows = got
+	return nil
+}
+
+// encode builds every publisher's payloads before the clock starts: the
+// agents' encoding cost is not the pipeline's.
+func (p *pipelineRun) encode() error {
+	t0 := time.Now()
+	format := codec.Format(p.o.format)
+	base := time.Now().UTC().Truncate(time.Second).Add(-time.Duration(p.o.messages/pipelineDevices+1) * time.Second)
+	names := make([]string, p.o.readings)
+	units := make([]string, p.o.readings)
+	for r := range names {
+		k := benchKinds[r%len(benchKinds)]
+		names[r], units[r] = fmt.Sprintf("%s_%d", k.name, r/len(benchKinds)+1), k.unit
+	}
+	var bytes int64
+	p.payloads = make([][][]byte, p.o.publishers)
+	for pub := range p.o.publishers {
+		p.payloads[pub] = make([][]byte, p.o.messages)
+		for i := range p.o.messages {
+			ts := base.Add(time.Duration(i/pipelineDevices) * time.Second).UnixMilli()
+			dev := fmt.Sprintf("plc-%02d", i%pipelineDevices+1)
+			readings := make([]any, p.o.readings)
+			for r := range readings {
+				readings[r] = map[string]any{"deviceName": dev, "metric": names[r], "unit": units[r], "quality": "GOOD",
+					"timestamp": ts, "value": float64((pub*7919+i*104729+r*31)%100_000) / 100}
+			}
+			data, err := p.envelope(format, uint64(i+1), ts, readings)
+			if err != nil {
+				return err
+			}
+			bytes += int64(len(data))
+			p.payloads[pub][i] = data
+		}
+	}
+	p.rep.PayloadBytes = float64(bytes) / float64(p.o.publishers*p.o.messages)
+	fmt.Fprintf(p.b.progress, "encode: %d messages of %d readings in %s, %.0f bytes each on average (%s)\n",
+		p.o.publishers*p.o.messages, p.o.readings, p.o.format, p.rep.PayloadBytes, benchRound(time.Since(t0)))
+	return nil
+}
+
+func (p *pipelineRun) envelope(format codec.Format, seq uint64, ts int64, readings []any) ([]byte, error) {
+	id, err := codec.FormatMsgID(p.kid, seq)
+	if err != nil {
+		panic("BUG: bench msgId: " + err.Error())
+	}
+	env := map[string]any{"timestamp": ts, "protocol": "modbus", "msgId": id,
+		"messages": []any{map[string]any{"readings": readings}}}
+	data, err := codec.Encode(env, codec.EncodeOptions{Format: format})
+	if err != nil {
+		return nil, fmt.Errorf("encode bench message: %w", err)
+	}
+	return data, nil
+}
+
+func (p *pipelineRun) topic(agent string) string {
+	return "i/" + p.tenant + "/a/" + agent + "/endpoints/modbus"
+}
+
+// measure waits for the subscriber, publishes, probes and waits for the
+// last commit.
+func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan error) error {
+	m := p.apiCfg.MQTT
+	clients := make([]paho.Client, p.o.publishers)
+	defer func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Disconnect(100)
+			}
+		}
+	}()
+	for i := range clients {
+		c, err := pipelineConnect(m, fmt.Sprintf("edgeplat-bench-pub-%s-%d", randomHex(4), i), true)
+		if err != nil {
+			return err
+		}
+		clients[i] = c
+	}
+	probeClient, err := pipelineConnect(m, "edgeplat-bench-probe-"+randomHex(4), true)
+	if err != nil {
+		return err
+	}
+	defer probeClient.Disconnect(100)
+	if err := p.waitSubscribed(ctx, r, probeClient, done); err != nil {
+		return err
+	}
+
+	stream, group := telemetry.IngestionStream(p.tenant), telemetry.WriterGroup(p.tenant)
+	backlog := func() int64 {
+		gi, err := p.b.store.Group(ctx, stream, group)
+		if err != nil {
+			n, _ := p.b.store.Len(ctx, stream)
+			return n
+		}
+		if gi.Lag < 0 {
+			n, _ := p.b.store.Len(ctx, stream)
+			return n
+		}
+		return gi.Lag + gi.Pending
+	}
+
+	if p.o.cpuProfile != "" {
+		f, err := os.Create(p.o.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	resetPeakRSS()
+	cpu0 := cpuTime()
+	pubCtx, cancelPub := context.WithCancel(ctx)
+	defer cancelPub()
+	pubErr := make(chan error, len(clients))
+	probeStop := make(chan struct{})
+	probeDone := make(chan struct{})
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { pubErr <- p.publish(pubCtx, c, i, t0) })
+	}
+	go func() {
+		defer close(probeDone)
+		p.runProbe(pubCtx, probeClient, probeStop)
+	}()
+	allPublished := make(chan struct{})
+	go func() { wg.Wait(); close(allPublished) }()
+
+	total := float64(p.o.publishers * p.o.messages)
+	want := int64(p.o.publishers * p.o.messages * p.o.readings)
+	pt := newBenchTicker(p.b.progress, "pipeline")
+	poll := time.NewTicker(benchPollEvery)
+	defer poll.Stop()
+	deadline := time.NewTimer(p.o.timeout)
+	defer deadline.Stop()
+	var tPub time.Time
+	sampled := false
+	publishing := true
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		case err := <-done:
+			return fmt.Errorf("roles stopped early: %v", err)
+		case err := <-pubErr:
+			if err != nil {
+				return err
+			}
+			continue
+		case <-deadline.C:
+			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			return fmt.Errorf("not finished after --timeout %s: %d of %.0f messages published, %.0f of %d rows written",
+				p.o.timeout, p.published.Load(), total, inserted, want)
+		case <-allPublished:
+			allPublished = nil
+			publishing = false
+			tPub = time.Now()
+			p.rep.PublishSeconds = tPub.Sub(t0).Seconds()
+			p.rep.PublishRate = total / p.rep.PublishSeconds
+			p.rep.BacklogEnd = backlog()
+			p.rep.BacklogMax = max(p.rep.BacklogMax, p.rep.BacklogEnd)
+			p.rep.StreamLenEnd, _ = p.b.store.Len(ctx, stream)
+			if !sampled {
+				p.rep.BacklogStart = p.rep.BacklogEnd
+			}
+			close(probeStop)
+			<-probeDone
+			continue
+		case <-poll.C:
+		}
+		if !publishing {
+			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			if int64(inserted) >= want+p.probeRows.Load() {
+				gi, err := p.b.store.Group(ctx, stream, group)
+				if err == nil && gi.Pending == 0 && gi.Lag == 0 {
+					end := time.Now()
+					elapsed := end.Sub(t0)
+					p.rep.ElapsedSeconds = elapsed.Seconds()
+					p.rep.DrainSeconds = end.Sub(tPub).Seconds()
+					p.rep.MessagesPerSec = total / elapsed.Seconds()
+					p.rep.ReadingsPerSec = float64(want) / elapsed.Seconds()
+					p.rep.CPUSeconds = (cpuTime() - cpu0).Seconds()
+					p.rep.PeakRSSMB = float64(peakRSS()) / (1 << 20)
+					p.finish(r)
+					pt.done(fmt.Sprintf("%d rows in %s: %s messages/s, %s readings/s end to end",
+						want, benchRound(elapsed), benchHuman(p.rep.MessagesPerSec), benchHuman(p.rep.ReadingsPerSec)))
+					return nil
+				}
+			}
+		}
+		pt.maybe(func() string {
+			bl := backlog()
+			if publishing {
+				if !sampled {
+					p.rep.BacklogStart, sampled = bl, true
+				}
+				p.rep.BacklogMax = max(p.rep.BacklogMax, bl)
+			}
+			if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+				p.rep.WorkersMax = max(p.rep.WorkersMax, int(w))
+			}
+			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			el := time.Since(t0).Seconds()
+			return fmt.Sprintf("%d/%.0f published (%s msg/s), %.0f/%d rows committed (%.0f%%, %s rows/s), backlog %d entries, %d probes",
+				p.published.Load(), total, benchHuman(float64(p.published.Load())/el), inserted, want, 100*inserted/float64(want),
+				benchHuman(inserted/el), bl, len(p.probeLatencies()))
+		})
+	}
+}
+
+// finish fills in the counters and the latency quantiles.
+func (p *pipelineRun) finish(r *rt.Runtime) {
+	if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+		p.rep.WorkersMax = max(p.rep.WorkersMax, int(w))
+	}
+	dup, _ := roleMetric(r, "api_telemetry_duplicates_total")
+	p.rep.Duplicates = int64(dup)
+	p.rep.Dropped = int64(pipelineMetricSum(r, "api_mqtt_messages_dropped_total"))
+	g := p.rep.BacklogStart
+	p.rep.BacklogGrew = p.rep.BacklogEnd > max(2*g, g+100)
+	lat := p.probeLatencies()
+	slices.Sort(lat)
+	p.rep.ProbesOK = len(lat)
+	if len(lat) > 0 {
+		q := func(f float64) float64 {
+			i := min(len(lat)-1, int(math.Ceil(f*float64(len(lat))))-1)
+			return float64(lat[max(0, i)]) / float64(time.Millisecond)
+		}
+		p.rep.LatencyP50Ms, p.rep.LatencyP99Ms, p.rep.LatencyMaxMs = q(0.5), q(0.99), q(1)
+	}
+}
+
+// waitSubscribed publishes a state report of the probe agent (counted by
+// serve-api, never stored) until the subscriber has received one: only
+// then do telemetry publishes have a subscriber to reach.
+func (p *pipelineRun) waitSubscribed(ctx context.Context, r *rt.Runtime, c paho.Client, done <-chan error) error {
+	topic := "i/" + p.tenant + "/a/" + p.probe + "/state"
+	base := pipelineMetricLabel(r, "api_mqtt_messages_received_total", "kind", "state")
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c.Publish(topic, 1, false, []byte(`{}`)).WaitTimeout(2 * time.Second)
+		for range 20 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case err := <-done:
+				return fmt.Errorf("roles stopped early: %v", err)
+			case <-time.After(10 * time.Millisecond):
+			}
+			if pipelineMetricLabel(r, "api_mqtt_messages_received_total", "kind", "state") > base {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the serve-api subscriber received nothing from the broker at %s within 30s", p.apiCfg.MQTT.BrokerURL)
+}
+
+// publish sends one publisher's messages at QoS 1 with up to
+// pipelineWindow unacknowledged, paced when --rate is set.
+func (p *pipelineRun) publish(ctx context.Context, c paho.Client, pub int, t0 time.Time) error {
+	topic := p.topic(p.agents[pub])
+	var interval time.Duration
+	if p.o.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(p.o.publishers) / p.o.rate)
+	}
+	window := make([]paho.Token, 0, pipelineWindow)
+	wait := func(tok paho.Token) error {
+		if !tok.WaitTimeout(30 * time.Second) {
+			return fmt.Errorf("publisher %d: no PUBACK within 30s", pub)
+		}
+		if err := tok.Error(); err != nil {
+			return fmt.Errorf("publisher %d: %s", pub, benchOneLine(err))
+		}
+		p.published.Add(1)
+		return nil
+	}
+	for i, payload := range p.payloads[pub] {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if interval > 0 {
+			if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		if len(window) == pipelineWindow {
+			if err := wait(window[0]); err != nil {
+				return err
+			}
+			window = append(window[:0], window[1:]...)
+		}
+		window = append(window, c.Publish(topic, 1, false, payload))
+	}
+	for _, tok := range window {
+		if err := wait(tok); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runProbe publishes one single-reading message every --probe-interval and
+// polls PostgreSQL until its row is visible, recording publish -> visible.
+func (p *pipelineRun) runProbe(ctx context.Context, c paho.Client, stop <-chan struct{}) {
+	topic := p.topic(p.probe)
+	agent := pipelineUUID(p.probe)
+	kid := randomAlnum(codec.KidLen)
+	format := codec.Format(p.o.format)
+	tick := time.NewTicker(p.o.probeEvery)
+	defer tick.Stop()
+	var last int64
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		ts := max(time.Now().UnixMilli(), last+1)
+		last = ts
+		id, _ := codec.FormatMsgID(kid, seq)
+		env := map[string]any{"timestamp": ts, "protocol": "modbus", "msgId": id, "messages": []any{map[string]any{"readings": []any{
+			map[string]any{"deviceName": "probe", "metric": "latency", "value": float64(seq), "quality": "GOOD", "timestamp": ts}}}}}
+		data, err := codec.Encode(env, codec.EncodeOptions{Format: format})
+		if err != nil {
+			panic("BUG: probe message does not encode: " + err.Error())
+		}
+		t0 := time.Now()
+		tok := c.Publish(topic, 1, false, data)
+		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			p.rep.ProbesLost++
+			continue
+		}
+		p.probeRows.Add(1)
+		at := time.UnixMilli(ts)
+		for {
+			var ok bool
+			err := p.b.db.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM readings WHERE agent_uuid = $1::uuid AND metric_name = 'probe.latency' AND time = $2 AND tenant_id = $3)`,
+				agent, at, p.tenant).Scan(&ok)
+			if err == nil && ok {
+				p.latMu.Lock()
+				p.latencies = append(p.latencies, time.Since(t0))
+				p.latMu.Unlock()
+				break
+			}
+			if ctx.Err() != nil || time.Since(t0) > pipelineProbeExpire {
+				p.rep.ProbesLost++
+				break
+			}
+			time.Sleep(pipelineProbePoll)
+		}
+	}
+}
+
+func (p *pipelineRun) probeLatencies() []time.Duration {
+	p.latMu.Lock()
+	defer p.latMu.Unlock()
+	return slices.Clone(p.latencies)
+}
+
+// agentUUIDs returns the publishers' agents (and the probe's) as UUID strings.
+func (p *pipelineRun) agentUUIDs(withProbe bool) []string {
+	var out []string
+	for _, a := range p.agents {
+		out = append(out, pipelineUUID(a))
+	}
+	if withProbe {
+		out = append(out, pipelineUUID(p.probe))
+	}
+	return out
+}
+
+func pipelineUUID(id22 string) string {
+	u, err := codec.DecodeID(id22)
+	if err != nil {
+		panic("BUG: bench agent id: " + err.Error())
+	}
+	return u.String()
+}
+
+// cleanup removes the bench tenant's streams, its msgId de-duplication keys
+// (as serve-api names them) and its rows.
+func (p *pipelineRun) cleanup(ctx context.Context) error {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	_, serr := p.b.store.Delete(cctx, telemetry.IngestionStream(p.tenant), telemetry.DLQStream(p.tenant), telemetry.LogsStream(p.tenant))
+	var kerr error
+	keys := make([]string, 0, 1000)
+	flush := func() {
+		if len(keys) > 0 && kerr == nil {
+			_, kerr = p.b.store.Delete(cctx, keys...)
+		}
+		keys = keys[:0]
+	}
+	for _, a := range p.agents {
+		for i := range p.o.messages {
+			id, _ := codec.FormatMsgID(p.kid, uint64(i+1))
+			keys = append(keys, "tenant:"+p.tenant+":agent:"+a+":msgid:"+id)
+			if len(keys) == cap(keys) {
+				flush()
+			}
+		}
+	}
+	flush()
+	// The probe's keys expire with the capped TTL (at most an hour).
+	_, derr := p.b.db.Pool().Exec(cctx, `DELETE FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDs(true), p.tenant)
+	if err := errors.Join(serr, kerr, derr); err != nil {
+		return fmt.Errorf("clean up bench tenant %s: %w", p.tenant, err)
+	}
+	return nil
+}
+
+// pipelineForgetSession removes the subscriber's persistent session from
+// the broker: connecting with a clean session discards it, so the broker
+// stops queueing other tenants' traffic for a client that never returns.
+func pipelineForgetSession(m config.MQTT, clientID string) {
+	if c, err := pipelineConnect(m, clientID, true); err == nil {
+		c.Disconnect(100)
+	}
+}
+
+// pipelineMetricLabel reads one labelled counter of the registry.
+func pipelineMetricLabel(r *rt.Runtime, name, label, value string) float64 {
+	mfs, err := r.Metrics.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value && m.GetCounter() != nil {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// pipelineMetricSum sums every series of one counter.
+func pipelineMetricSum(r *rt.Runtime, name string) float64 {
+	mfs, err := r.Metrics.Gather()
+	if err != nil {
+		return 0
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+func randomAlnum(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b)
+}
+
+func (rep pipelineReport) write(w io.Writer) {
+	h := rep.Host
+	fmt.Fprintf(w, "%d publishers x %d messages x %d readings = %d rows, %s (%.0f bytes/message), rate %s; %d CPUs\n",
+		rep.Publishers, rep.MessagesPerPub, rep.ReadingsPerMessage, rep.Messages*rep.ReadingsPerMessage, rep.Format, rep.PayloadBytes,
+		pipelineRate(rep.TargetRate), h.CPUs)
+	fmt.Fprintf(w, "broker %s; PostgreSQL %s at %s; Redis %s db %d; ingest profile %s, up to %d workers\n",
+		rep.Broker, h.Postgres, h.PostgresAt, h.Redis, h.RedisDatabase, rep.Profile, rep.WorkersMax)
+	fmt.Fprintf(w, "end to end:     %d rows in %.2fs: %.0f messages/s, %.0f readings/s (publishing took %.2fs at %.0f messages/s; drain after it %.2fs)\n",
+		rep.Rows, rep.ElapsedSeconds, rep.MessagesPerSec, rep.ReadingsPerSec, rep.PublishSeconds, rep.PublishRate, rep.DrainSeconds)
+	grew := "no"
+	if rep.BacklogGrew {
+		grew = "yes"
+	}
+	fmt.Fprintf(w, "backlog grew:   %s (%d entries 1 s in, %d at end of publishing, max %d; stream length %d)\n",
+		grew, rep.BacklogStart, rep.BacklogEnd, rep.BacklogMax, rep.StreamLenEnd)
+	fmt.Fprintf(w, "latency:        p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d probes (%d lost)\n",
+		rep.LatencyP50Ms, rep.LatencyP99Ms, rep.LatencyMaxMs, rep.ProbesOK, rep.ProbesLost)
+	if rep.IngestOnly != nil {
+		fmt.Fprintf(w, "ingestion-only: %d rows in %.2fs: %.0f readings/s\n", rep.IngestOnly.Rows, rep.IngestOnly.ElapsedSeconds, rep.IngestOnly.ReadingsPerSec)
+		fmt.Fprintf(w, "ratio:          %.2f (end to end / ingestion-only)\n", rep.Ratio)
+	}
+	fmt.Fprintf(w, "process:        %.1f CPU s, peak RSS %.0f MB; %d duplicates, %d dropped\n", rep.CPUSeconds, rep.PeakRSSMB, rep.Duplicates, rep.Dropped)
+}
+
+func pipelineRate(r float64) string {
+	if r == 0 {
+		return "unbounded"
+	}
+	return fmt.Sprintf("%.0f messages/s", r)
+}

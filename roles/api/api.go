@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -39,6 +40,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	}
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, mqttx.DefaultClientID("edgeplat-api"))
 	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Component("api-mqtt"), r.Metrics
+	// Handlers spend most of their time waiting on the stream store, and a
+	// subscriber that falls behind makes the broker drop its queue: run
+	// several at once. Messages of one topic (one agent endpoint) stay in
+	// order; nothing orders different agents anyway.
+	mo.HandlerWorkers, mo.HandlerBuffer = 4*runtime.GOMAXPROCS(0), 256
 	client, err := mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)

@@ -114,13 +114,23 @@ type IDP struct {
 	Issuer   string `mapstructure:"issuer"`
 }
 
-// API configures the Cloud API's HTTP server.
+// API configures the Cloud API's HTTP server and telemetry pipeline.
 type API struct {
 	Port         int           `mapstructure:"port"`
 	Bind         string        `mapstructure:"bind"`
 	DedupTTL     time.Duration `mapstructure:"dedup_ttl"`
+	DedupMode    string        `mapstructure:"dedup_mode"`
 	MaxBodyBytes int           `mapstructure:"max_body_bytes"`
 }
+
+// Values of api.dedup_mode.
+const (
+	// DedupModeKey remembers each msgId as its own key.
+	DedupModeKey = "key"
+	// DedupModeSequence remembers each msgId as one bit of a bitmap per
+	// agent, key id and block of sequence numbers.
+	DedupModeSequence = "sequence"
+)
 
 // Spool configures the disk spool used while a backend is failing.
 type Spool struct {

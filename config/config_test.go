@@ -174,6 +174,8 @@ func TestInvalidValuesNameKeyEnvAndValue(t *testing.T) {
 			want: []string{`ingest.profile (INGESTION_PROFILE) must be one of balanced, batch, benchmark, hp, streaming or none, got "turbo"`}},
 		{name: "broker url", role: RoleAPI, env: map[string]string{"MQTT_BROKER_URL": "http://x:1"},
 			want: []string{`mqtt.broker_url (MQTT_BROKER_URL) must be one of tcp, mqtt, ssl, tls, mqtts, ws, wss, got "http"`}},
+		{name: "dedup mode", role: RoleAPI, env: map[string]string{"DEDUP_MODE": "bitmap"},
+			want: []string{`api.dedup_mode (DEDUP_MODE) must be one of key, sequence, got "bitmap"`}},
 		{name: "api key mode needs key", role: RoleAgent, env: map[string]string{"API_SECURITY_MODE": "API_KEY"},
 			want: []string{"agent.api_key (API_KEY) must be set when agent.security_mode is API_KEY"}},
 		{name: "autoscale bounds", role: RoleIngest, env: map[string]string{"AUTOSCALE_MIN_WORKERS": "9", "AUTOSCALE_MAX_WORKERS": "3"},
@@ -203,6 +205,39 @@ func TestInvalidValuesNameKeyEnvAndValue(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q\n does not contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+func TestDedupMode(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		file string
+		want string
+	}{
+		{name: "default", want: DedupModeKey},
+		{name: "env", env: map[string]string{"DEDUP_MODE": "sequence"}, want: DedupModeSequence},
+		{name: "file", file: "api:\n  dedup_mode: sequence\n", want: DedupModeSequence},
+		{name: "env over file", file: "api:\n  dedup_mode: sequence\n", env: map[string]string{"DEDUP_MODE": "key"}, want: DedupModeKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			opts := LoadOptions{Role: RoleAPI}
+			if tt.file != "" {
+				opts.File = writeFile(t, tt.file)
+			}
+			cfg, err := Load(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.API.DedupMode != tt.want {
+				t.Errorf("api.dedup_mode = %q, want %q", cfg.API.DedupMode, tt.want)
 			}
 		})
 	}

@@ -122,7 +122,8 @@ var Keys = []Key{
 	// api
 	{Name: "api.port", Env: "PORT", EnvRoles: []string{RoleAPI}, Kind: Int, Default: 3002, Doc: "Cloud API HTTP port (PORT is read by serve-api only)."},
 	{Name: "api.bind", Kind: String, Default: "0.0.0.0", RoleDefaults: map[string]any{RoleAllInOne: "127.0.0.1"}, Doc: "Address the Cloud API listens on."},
-	{Name: "api.dedup_ttl", Env: "DEDUP_TTL", Kind: Duration, Default: "24h", Doc: "How long a telemetry msgId is remembered to drop repeats (scoped by tenant and agent)."},
+	{Name: "api.dedup_ttl", Env: "DEDUP_TTL", Kind: Duration, Default: "24h", Doc: "How long a telemetry msgId is remembered to drop repeats (scoped by tenant and agent); in sequence mode, counted from the last message of its block."},
+	{Name: "api.dedup_mode", Env: "DEDUP_MODE", Kind: String, Default: "key", Doc: "How msgIds are remembered: key (one Redis key per msgId, about 177 bytes each) or sequence (one bit per msgId in a bitmap per agent, key id and block of 65,536 sequence numbers: at most 8 KiB per block, exact, and a late replay of an older sequence is never taken for a repeat). Every API replica must use the same mode; see docs/stream-contract.md."},
 	{Name: "api.max_body_bytes", Kind: Int, Default: 1 << 20, Doc: "Largest accepted request body, in bytes."},
 
 	// spool

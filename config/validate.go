@@ -94,6 +94,7 @@ func (c *Config) Validate() error {
 			if d := c.API.DedupTTL; d < time.Second || d > 30*24*time.Hour {
 				p.add("api.dedup_ttl", "must be between 1s and 30d, got %s", d)
 			}
+			p.oneOf("api.dedup_mode", c.API.DedupMode, DedupModeKey, DedupModeSequence)
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

@@ -1,7 +1,8 @@
 // Package streamstore is the contract between the Cloud API, which appends
 // telemetry batches, and the ingestion workers, which consume them through
 // consumer groups; it also carries real-time pub/sub for dashboards and the
-// set-if-absent keys with a TTL that de-duplicate msgIds.
+// marks with a TTL (one key per msgId, or one bit per msgId in a shared
+// bitmap) that de-duplicate msgIds.
 //
 // Production runs on Redis (package streamstore/redis); `edgeplat
 // all-in-one` runs without external services on an in-process store with
@@ -102,13 +103,35 @@ type Subscription interface {
 	Close() error
 }
 
+// DedupBitmapBits is the size of a de-duplication bitmap: DedupBit ranges
+// over it, so one bitmap key holds at most 8 KiB whatever the caller sends.
+const DedupBitmapBits = 1 << 16
+
 // ProduceRequest is what the Cloud API writes for one MQTT message.
+//
+// De-duplication has two forms, and the zero value of the fields below
+// means the first, so a request built without them keeps today's meaning:
+//
+//   - whole key (DedupBitmap false): the message is a repeat when DedupKey
+//     exists; after the append DedupKey is set with a TTL of DedupTTL. One
+//     key per message.
+//   - bit (DedupBitmap true): DedupKey names a bitmap and the message is
+//     its bit DedupBit; the message is a repeat when that bit is set; after
+//     the append the bit is set and the bitmap's TTL is reset to DedupTTL,
+//     so a bitmap lives DedupTTL past the last message appended into it.
+//     Many messages share one key, about one bit each.
+//
+// Either way the mark is written only after the append succeeded, and a
+// repeat writes nothing, not even a TTL refresh.
 type ProduceRequest struct {
-	// DedupKey, when set, makes the request a no-op if the key exists; it
-	// is set, with DedupTTL, once the entries are appended.
+	// DedupKey, when set, makes the request de-duplicate; "" turns
+	// de-duplication off and the fields below are ignored.
 	DedupKey string
 	DedupTTL time.Duration
-	Stream   string
+	// DedupBitmap selects the bit form, with DedupBit the message's bit.
+	DedupBitmap bool
+	DedupBit    uint16
+	Stream      string
 	// Entries are appended in order, all or nothing; with MaxLen > 0 the
 	// request fails with ErrStreamFull when they would take the stream past
 	// MaxLen.
@@ -121,7 +144,8 @@ type ProduceRequest struct {
 
 // ProduceResult reports what Produce did.
 type ProduceResult struct {
-	// Duplicate is true when DedupKey existed: nothing was written.
+	// Duplicate is true when the message's mark (DedupKey, or its bit)
+	// existed: nothing was written.
 	Duplicate bool
 	IDs       []string
 }
@@ -144,10 +168,11 @@ type Store interface {
 	// nothing.
 	AddBatch(ctx context.Context, stream string, batch []map[string]string, maxLen int64) (ids []string, err error)
 	// Produce performs the Cloud API's writes for one MQTT message in one
-	// round trip: unless DedupKey exists, append Entries, then set DedupKey
-	// and publish Payload. The key is set only after the append succeeded,
-	// so a message whose append failed is not taken for a duplicate when the
-	// broker redelivers it. Where the backend allows it (one Redis server,
+	// round trip: unless its mark exists (DedupKey, or DedupBit of it; see
+	// ProduceRequest), append Entries, then set the mark and publish
+	// Payload. The mark is set only after the append succeeded, so a message
+	// whose append failed is not taken for a duplicate when the broker
+	// redelivers it. Where the backend allows it (one Redis server,
 	// Sentinel, the in-process store) the whole request is atomic; on a
 	// Redis Cluster, where the key and the stream live on different slots,
 	// the steps run in order, and two copies of one message arriving at the

@@ -1,8 +1,8 @@
 // Package memory is the in-process stream store of `edgeplat all-in-one`:
 // the semantics of the Redis implementation (ids, consumer groups, pending
-// entries with delivery counts, trimming, set-if-absent keys with TTL,
-// pub/sub) without an external service. The streamstore/storetest contract
-// suite runs against both.
+// entries with delivery counts, trimming, set-if-absent keys and
+// de-duplication bitmaps with TTL, pub/sub) without an external service.
+// The streamstore/storetest contract suite runs against both.
 //
 // Bounds: the store estimates the bytes it holds (entries, pending entries,
 // keys, plus a fixed overhead per object: roughly what Redis would need for
@@ -17,7 +17,8 @@
 // that Add closes, so it wakes on the first append, on its block time, on
 // ctx, and on Close. Expired keys go lazily (a read finds them expired) and
 // in a sweep goroutine started with the first key that has a TTL and
-// stopped by Close.
+// stopped by Close; a key has at most one pending sweep item however often
+// its TTL is refreshed.
 package memory
 
 import (

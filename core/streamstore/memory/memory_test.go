@@ -222,6 +222,52 @@ func TestSweepRemovesExpiredKeys(t *testing.T) {
 	}
 }
 
+// TestBitmapTTLRefresh: a bitmap whose TTL every append resets keeps one
+// expiry item (not one per message, which at thousands of messages a
+// second would grow the heap for a whole TTL), outlives its first expiry
+// time, and goes, with its bytes, once the appends stop.
+func TestBitmapTTLRefresh(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := &clock{now: start}
+	st := newStore(t, Options{Now: c.Now, SweepInterval: 5 * time.Millisecond})
+	ctx := t.Context()
+	for i := range 1000 {
+		c.Set(start.Add(time.Duration(i) * time.Millisecond))
+		res, err := st.Produce(ctx, streamstore.ProduceRequest{DedupKey: "b", DedupTTL: time.Second, DedupBitmap: true,
+			DedupBit: uint16(i), Stream: "s", Entries: []map[string]string{{"k": "v"}}})
+		if err != nil || res.Duplicate {
+			t.Fatalf("Produce %d = %+v, %v", i, res, err)
+		}
+	}
+	st.mu.Lock()
+	items, size := len(st.expiries), st.keys["b"].size
+	st.mu.Unlock()
+	if items != 1 {
+		t.Errorf("%d expiry items for one bitmap, want 1", items)
+	}
+	if want := int64(keyOverhead + len("b") + 1000/8); size != want {
+		t.Errorf("bitmap of 1000 bits accounts %d bytes, want %d", size, want)
+	}
+	if _, err := st.Delete(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Past the first append's expiry, within the last one's: kept.
+	c.Set(start.Add(1500 * time.Millisecond))
+	time.Sleep(50 * time.Millisecond)
+	st.mu.Lock()
+	_, kept := st.keys["b"]
+	st.mu.Unlock()
+	if !kept {
+		t.Fatal("the sweep removed a bitmap whose TTL was refreshed")
+	}
+	c.Set(start.Add(2 * time.Second))
+	coretest.Eventually(t, 5*time.Second, "the sweep to remove the bitmap", func() bool {
+		used, _, _ := st.Memory(ctx)
+		return used == 0
+	})
+}
+
 func TestSlowSubscriberDrops(t *testing.T) {
 	st := newStore(t, Options{SubscriptionBuffer: 4})
 	ctx := t.Context()

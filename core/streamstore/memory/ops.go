@@ -108,8 +108,12 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 		return streamstore.ProduceResult{}, fmt.Errorf("produce %s: %w", req.Stream, err)
 	}
 	if req.DedupKey != "" {
-		now := s.opts.Now()
-		if s.streams[req.DedupKey] != nil || s.liveKey(req.DedupKey, now) != nil {
+		dup, err := s.markedLocked(req)
+		if err != nil {
+			s.mu.Unlock()
+			return streamstore.ProduceResult{}, fmt.Errorf("produce %s: %w", req.Stream, err)
+		}
+		if dup {
 			s.mu.Unlock()
 			return streamstore.ProduceResult{Duplicate: true}, nil
 		}
@@ -123,10 +127,16 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 		}
 	}
 	if req.DedupKey != "" {
-		// Past the memory cap the key is not kept: a redelivery is then
+		// Past the memory cap the mark is not kept: a redelivery is then
 		// appended again, which ingestion absorbs; refusing here would lose
-		// nothing either, but the entries are already in.
-		_, _ = s.setNXLocked(req.DedupKey, "1", req.DedupTTL)
+		// nothing either, but the entries are already in. The TTL is at
+		// least 1 ms, as the Redis store sends it.
+		ttl := max(req.DedupTTL, time.Millisecond)
+		if req.DedupBitmap {
+			_ = s.setBitLocked(req.DedupKey, req.DedupBit, ttl)
+		} else {
+			_, _ = s.setNXLocked(req.DedupKey, "1", ttl)
+		}
 	}
 	s.mu.Unlock()
 	if req.Channel != "" {
@@ -135,6 +145,22 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 		}
 	}
 	return streamstore.ProduceResult{IDs: ids}, nil
+}
+
+// markedLocked reports whether req's de-duplication mark exists: the key,
+// which a stream of that name also is (Redis's EXISTS), or the bit, which a
+// stream cannot hold (Redis's GETBIT answers WRONGTYPE). Called with s.mu
+// held.
+func (s *Store) markedLocked(req streamstore.ProduceRequest) (bool, error) {
+	now := s.opts.Now()
+	if !req.DedupBitmap {
+		return s.streams[req.DedupKey] != nil || s.liveKey(req.DedupKey, now) != nil, nil
+	}
+	if s.streams[req.DedupKey] != nil {
+		return false, fmt.Errorf("getbit %s: %w", req.DedupKey, errWrongType)
+	}
+	k := s.liveKey(req.DedupKey, now)
+	return k != nil && k.bit(req.DedupBit), nil
 }
 
 // EnsureGroup creates group unless it exists; see streamstore.Store.

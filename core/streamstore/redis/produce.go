@@ -13,45 +13,64 @@ import (
 // produceScript is one MQTT message's writes as one atomic step and one
 // round trip: pipelining the three commands instead cost about 50 µs of CPU
 // each unpipelined, and a script also closes the window in which a crash
-// between the append and the de-duplication key could lose or double a
+// between the append and the de-duplication mark could lose or double a
 // message.
 //
 // KEYS[1] the de-duplication key (KEYS[2] again when there is none); KEYS[2]
-// the stream. ARGV[1] "1" to de-duplicate; ARGV[2] the key's TTL in ms;
-// ARGV[3] maxLen (0: none); ARGV[4] the channel ("" for none); ARGV[5] the
-// payload; ARGV[6] the number of entries; then per entry its number of
-// fields and its field/value pairs. Returns {"dup"} or the new ids.
+// the stream. ARGV[1] the mark: "none", "key" (the whole key) or "bit" (bit
+// ARGV[3] of the bitmap KEYS[1]); ARGV[2] the mark's TTL in ms; ARGV[4]
+// maxLen (0: none); ARGV[5] the channel ("" for none); ARGV[6] the payload;
+// ARGV[7] the number of entries; then per entry its number of fields and
+// its field/value pairs. Returns {"dup"} or the new ids.
 var produceScript = goredis.NewScript(`
-local dedup = ARGV[1] == '1'
-if dedup and redis.call('EXISTS', KEYS[1]) == 1 then
+local mark = ARGV[1]
+if mark == 'key' and redis.call('EXISTS', KEYS[1]) == 1 then
   return {'dup'}
 end
-local maxlen = tonumber(ARGV[3])
-local n = tonumber(ARGV[6])
+if mark == 'bit' and redis.call('GETBIT', KEYS[1], ARGV[3]) == 1 then
+  return {'dup'}
+end
+local maxlen = tonumber(ARGV[4])
+local n = tonumber(ARGV[7])
 if maxlen > 0 and redis.call('XLEN', KEYS[2]) + n > maxlen then
   return redis.error_reply('STREAMFULL stream is at its maximum length')
 end
 local ids = {}
-local i = 7
+local i = 8
 for e = 1, n do
   local fields = tonumber(ARGV[i])
   ids[e] = redis.call('XADD', KEYS[2], '*', unpack(ARGV, i + 1, i + 2 * fields))
   i = i + 1 + 2 * fields
 end
-if dedup then
+if mark == 'key' then
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+elseif mark == 'bit' then
+  redis.call('SETBIT', KEYS[1], ARGV[3], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-if ARGV[4] ~= '' then
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
+if ARGV[5] ~= '' then
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
 return ids
 `)
 
+// markKind names the request's de-duplication mark as produceScript's
+// ARGV[1] does.
+func markKind(req streamstore.ProduceRequest) string {
+	switch {
+	case req.DedupKey == "":
+		return "none"
+	case req.DedupBitmap:
+		return "bit"
+	}
+	return "key"
+}
+
 // Produce runs the Cloud API's per-message writes; see streamstore.Store.
 // On one server or Sentinel it is one atomic script. On Cluster the key and
 // the stream hash to different slots, which a script may not touch
-// together, so the steps run in order: EXISTS, the append, then SET and
-// PUBLISH in one pipeline.
+// together, so the steps run in order: EXISTS (or GETBIT), the append, then
+// SET (or SETBIT and PEXPIRE) and PUBLISH in one pipeline.
 func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (streamstore.ProduceResult, error) {
 	for _, values := range req.Entries {
 		if len(values) == 0 {
@@ -62,12 +81,12 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 	if s.opts.isCluster() {
 		return s.produceInSteps(ctx, req, ttl)
 	}
-	dedup, key := "0", req.Stream
-	if req.DedupKey != "" {
-		dedup, key = "1", req.DedupKey
+	mark, key := markKind(req), req.Stream
+	if mark != "none" {
+		key = req.DedupKey
 	}
-	args := make([]any, 0, 6+len(req.Entries)*9)
-	args = append(args, dedup, ttl, max(req.MaxLen, 0), req.Channel, req.Payload, len(req.Entries))
+	args := make([]any, 0, 7+len(req.Entries)*9)
+	args = append(args, mark, ttl, req.DedupBit, max(req.MaxLen, 0), req.Channel, req.Payload, len(req.Entries))
 	for _, values := range req.Entries {
 		args = append(args, len(values))
 		for k, v := range values {
@@ -88,10 +107,20 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 }
 
 func (s *Store) produceInSteps(ctx context.Context, req streamstore.ProduceRequest, ttlMS int64) (streamstore.ProduceResult, error) {
-	if req.DedupKey != "" {
+	mark := markKind(req)
+	switch mark {
+	case "key":
 		n, err := s.client.Exists(ctx, req.DedupKey).Result()
 		if err != nil {
 			return streamstore.ProduceResult{}, s.wrap(ctx, "produce exists", req.DedupKey, err)
+		}
+		if n == 1 {
+			return streamstore.ProduceResult{Duplicate: true}, nil
+		}
+	case "bit":
+		n, err := s.client.GetBit(ctx, req.DedupKey, int64(req.DedupBit)).Result()
+		if err != nil {
+			return streamstore.ProduceResult{}, s.wrap(ctx, "produce getbit", req.DedupKey, err)
 		}
 		if n == 1 {
 			return streamstore.ProduceResult{Duplicate: true}, nil
@@ -105,8 +134,13 @@ func (s *Store) produceInSteps(ctx context.Context, req streamstore.ProduceReque
 		}
 	}
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		if req.DedupKey != "" {
-			p.Set(ctx, req.DedupKey, "1", time.Duration(ttlMS)*time.Millisecond)
+		ttl := time.Duration(ttlMS) * time.Millisecond
+		switch mark {
+		case "key":
+			p.Set(ctx, req.DedupKey, "1", ttl)
+		case "bit":
+			p.SetBit(ctx, req.DedupKey, int64(req.DedupBit), 1)
+			p.PExpire(ctx, req.DedupKey, ttl)
 		}
 		if req.Channel != "" {
 			p.Publish(ctx, req.Channel, req.Payload)

@@ -232,3 +232,52 @@ func TestCancelledBlockingReadIsPromptIntegration(t *testing.T) {
 		t.Fatal("a cancelled blocking read did not return")
 	}
 }
+
+// TestProduceInStepsIntegration runs the Cluster path of Produce on the
+// single test server, for both forms of mark: repeats dropped, older bits
+// still appended, no mark left by a refused append, the TTL set after an
+// append. (Simultaneous copies are the one thing it does not promise.)
+func TestProduceInStepsIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	ctx := t.Context()
+	name := uniqueName(t)
+	stream, key, bitmap := name+":ingest", name+":msgid", name+":seq"
+	t.Cleanup(func() { _, _ = st.Delete(context.Background(), stream, key, bitmap) })
+	steps := []struct {
+		name    string
+		req     streamstore.ProduceRequest
+		want    bool // appended
+		wantErr error
+	}{
+		{name: "key: first", req: streamstore.ProduceRequest{DedupKey: key}, want: true},
+		{name: "key: repeat", req: streamstore.ProduceRequest{DedupKey: key}},
+		{name: "bit: first", req: streamstore.ProduceRequest{DedupKey: bitmap, DedupBitmap: true, DedupBit: 9}, want: true},
+		{name: "bit: repeat", req: streamstore.ProduceRequest{DedupKey: bitmap, DedupBitmap: true, DedupBit: 9}},
+		{name: "bit: older", req: streamstore.ProduceRequest{DedupKey: bitmap, DedupBitmap: true, DedupBit: 2}, want: true},
+		{name: "bit: refused", req: streamstore.ProduceRequest{DedupKey: bitmap, DedupBitmap: true, DedupBit: 3, MaxLen: 1}, wantErr: streamstore.ErrStreamFull},
+		{name: "bit: redelivered", req: streamstore.ProduceRequest{DedupKey: bitmap, DedupBitmap: true, DedupBit: 3}, want: true},
+	}
+	for _, s := range steps {
+		req := s.req
+		req.DedupTTL, req.Stream, req.Entries = time.Hour, stream, []map[string]string{{"data": s.name}}
+		res, err := st.produceInSteps(ctx, req, req.DedupTTL.Milliseconds())
+		if s.wantErr != nil {
+			if !errors.Is(err, s.wantErr) {
+				t.Errorf("%s: %v, want %v", s.name, err, s.wantErr)
+			}
+			continue
+		}
+		wantIDs := 0
+		if s.want {
+			wantIDs = 1
+		}
+		if err != nil || res.Duplicate == s.want || len(res.IDs) != wantIDs {
+			t.Errorf("%s: %+v, %v; want appended %v", s.name, res, err, s.want)
+		}
+	}
+	for _, k := range []string{key, bitmap} {
+		if ttl, err := st.client.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
+			t.Errorf("PTTL %s = %s, %v; want at most 1h", k, ttl, err)
+		}
+	}
+}

@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 )
 
@@ -78,31 +80,158 @@ func testProduce(t *testing.T, e *env) {
 }
 
 // testProduceConcurrentDuplicates: copies of one message produced at the
-// same time land once.
+// same time land once, whichever form of mark they carry.
 func testProduceConcurrentDuplicates(t *testing.T, e *env) {
-	stream, key := e.name("ingest"), e.name("msgid")
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	appended := 0
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := e.st.Produce(e.ctx, streamstore.ProduceRequest{DedupKey: key, DedupTTL: time.Hour, Stream: stream,
-				Entries: []map[string]string{{"data": "x"}}})
+	for _, bitmap := range []bool{false, true} {
+		stream, key := e.name(fmt.Sprint("ingest-", bitmap)), e.name(fmt.Sprint("mark-", bitmap))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		appended := 0
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := e.st.Produce(e.ctx, streamstore.ProduceRequest{DedupKey: key, DedupTTL: time.Hour,
+					DedupBitmap: bitmap, DedupBit: 4242, Stream: stream, Entries: []map[string]string{{"data": "x"}}})
+				if err != nil {
+					t.Errorf("Produce: %v", err)
+					return
+				}
+				if !res.Duplicate {
+					mu.Lock()
+					appended++
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if appended != 1 {
+			t.Errorf("bitmap %v: %d of 20 concurrent copies appended, want 1", bitmap, appended)
+		}
+	}
+}
+
+// produceBit produces one entry marked by bit of key and reports whether it
+// was appended.
+func (e *env) produceBit(stream, key string, bit uint16, ttl time.Duration, maxLen int64) (bool, error) {
+	res, err := e.st.Produce(e.ctx, streamstore.ProduceRequest{DedupKey: key, DedupTTL: ttl, DedupBitmap: true, DedupBit: bit,
+		Stream: stream, MaxLen: maxLen, Entries: []map[string]string{{"data": fmt.Sprint(key, "/", bit)}}})
+	if err != nil {
+		return false, err
+	}
+	if res.Duplicate != (len(res.IDs) == 0) {
+		e.t.Fatalf("Produce = %+v: a duplicate must append nothing, an append must return its ids", res)
+	}
+	return !res.Duplicate, nil
+}
+
+// testProduceBitmap: with a bitmap mark, a message is a repeat exactly when
+// its own bit is set. Messages arrive out of order, as an agent replaying
+// its buffer sends them: older bits of the same bitmap, and bits of an older
+// bitmap, are still appended.
+func testProduceBitmap(t *testing.T, e *env) {
+	stream, current, older := e.name("ingest"), e.name("seq-7"), e.name("seq-6")
+	steps := []struct {
+		name string
+		key  string
+		bit  uint16
+		want bool // appended
+	}{
+		{"first arrival", current, 5, true},
+		{"repeat", current, 5, false},
+		{"older, same bitmap", current, 3, true},
+		{"its neighbour", current, 4, true},
+		{"highest bit", current, streamstore.DedupBitmapBits - 1, true},
+		{"lowest bit", current, 0, true},
+		{"older bitmap", older, streamstore.DedupBitmapBits - 1, true},
+		{"repeat in the older bitmap", older, streamstore.DedupBitmapBits - 1, false},
+		{"same bit, other bitmap", older, 5, true},
+		{"late repeat", current, 3, false},
+		{"repeat of the highest", current, streamstore.DedupBitmapBits - 1, false},
+	}
+	appended := int64(0)
+	for _, st := range steps {
+		got, err := e.produceBit(stream, st.key, st.bit, time.Hour, 0)
+		if err != nil {
+			t.Fatalf("%s: Produce: %v", st.name, err)
+		}
+		if got != st.want {
+			t.Errorf("%s (bit %d): appended = %v, want %v", st.name, st.bit, got, st.want)
+		}
+		if got {
+			appended++
+		}
+	}
+	if n := e.length(stream); n != appended {
+		t.Errorf("stream length %d, want %d", n, appended)
+	}
+}
+
+// testProduceBitmapOnlyAfterAppend: a refused append (stream full) sets no
+// bit and creates no bitmap, so the redelivered message goes through.
+func testProduceBitmapOnlyAfterAppend(t *testing.T, e *env) {
+	stream, key := e.name("ingest"), e.name("seq-0")
+	if ok, err := e.produceBit(stream, key, 1, time.Hour, 1); !ok || err != nil {
+		t.Fatalf("first Produce = %v, %v; want appended", ok, err)
+	}
+	if _, err := e.produceBit(stream, key, 2, time.Hour, 1); !errors.Is(err, streamstore.ErrStreamFull) {
+		t.Fatalf("Produce past MaxLen = %v, want ErrStreamFull", err)
+	}
+	if ok, err := e.produceBit(stream, key, 2, time.Hour, 0); !ok || err != nil {
+		t.Fatalf("redelivered Produce = %v, %v; want appended: the refused one left its bit", ok, err)
+	}
+
+	fresh := e.name("seq-1")
+	if _, err := e.produceBit(stream, fresh, 9, time.Hour, 1); !errors.Is(err, streamstore.ErrStreamFull) {
+		t.Fatalf("Produce past MaxLen = %v, want ErrStreamFull", err)
+	}
+	if ok, _ := e.st.SetNX(e.ctx, fresh, "probe", time.Minute); !ok {
+		t.Error("a refused message created its bitmap")
+	}
+}
+
+// testProduceBitmapTTL: a bitmap expires DedupTTL after the last append
+// into it, so every append resets its TTL (even to a shorter one) and a
+// repeat does not.
+func testProduceBitmapTTL(t *testing.T, e *env) {
+	stream := e.name("ingest")
+	mustAppend := func(key string, bit uint16, ttl time.Duration) {
+		t.Helper()
+		if ok, err := e.produceBit(stream, key, bit, ttl, 0); !ok || err != nil {
+			t.Fatalf("Produce(%s, bit %d) = %v, %v; want appended", key, bit, ok, err)
+		}
+	}
+	eventuallyAppended := func(what, key string, bit uint16) {
+		t.Helper()
+		coretest.Eventually(t, wait, what, func() bool {
+			ok, err := e.produceBit(stream, key, bit, time.Hour, 0)
 			if err != nil {
-				t.Errorf("Produce: %v", err)
-				return
+				t.Fatalf("Produce: %v", err)
 			}
-			if !res.Duplicate {
-				mu.Lock()
-				appended++
-				mu.Unlock()
-			}
-		}()
+			return ok
+		})
+		if ok, _ := e.produceBit(stream, key, bit, time.Hour, 0); ok {
+			t.Errorf("%s: the bit set again after expiry did not take", what)
+		}
 	}
-	wg.Wait()
-	if appended != 1 {
-		t.Errorf("%d of 20 concurrent copies appended, want 1", appended)
+
+	expiring := e.name("seq-expiring")
+	mustAppend(expiring, 1, 100*time.Millisecond)
+	eventuallyAppended("the bitmap to expire", expiring, 1)
+
+	// An append with a short TTL shortens the TTL of the bits before it:
+	// the bitmap, not the bit, expires.
+	shortened := e.name("seq-shortened")
+	mustAppend(shortened, 0, time.Hour)
+	mustAppend(shortened, 1, 100*time.Millisecond)
+	eventuallyAppended("the whole bitmap to expire", shortened, 0)
+
+	// A repeat refreshes nothing: with its long TTL the bitmap would
+	// outlive the wait.
+	repeated := e.name("seq-repeated")
+	mustAppend(repeated, 0, 500*time.Millisecond)
+	if ok, err := e.produceBit(stream, repeated, 0, time.Hour, 0); ok || err != nil {
+		t.Fatalf("repeat = %v, %v; want a duplicate", ok, err)
 	}
+	eventuallyAppended("the bitmap to expire despite the repeat", repeated, 0)
 }

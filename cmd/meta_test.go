@@ -19,6 +19,7 @@ type listedPackage struct {
 	Name                      string
 	Doc                       string
 	Imports                   []string
+	TestImports, XTestImports []string
 	TestGoFiles, XTestGoFiles []string
 }
 
@@ -68,7 +69,9 @@ func layer(path string) (kind, name string) {
 // TestImportDirection keeps the architecture's import rule true:
 // cmd → roles/*, core/*, config, profiles; roles/X → core, config,
 // profiles, roles/X/... but never roles/Y; core → core, config;
-// config → profiles; profiles → nothing of ours.
+// config → profiles; profiles → nothing of ours. Test files are held to the
+// same rule: a core test that starts a role's server ties core to that role
+// as surely as core code would, and makes core's tests build the role.
 func TestImportDirection(t *testing.T) {
 	allowed := map[string][]string{
 		"main":     {"cmd"},
@@ -85,16 +88,25 @@ func TestImportDirection(t *testing.T) {
 			t.Errorf("%s is in no known layer (%s)", p.ImportPath, from)
 			continue
 		}
-		for _, imp := range p.Imports {
-			if !strings.HasPrefix(imp, module+"/") && imp != module {
-				continue
-			}
-			to, toRole := layer(imp)
-			if !contains(ok, to) {
-				t.Errorf("%s (%s) must not import %s (%s)", p.ImportPath, from, imp, to)
-			}
-			if from == "roles" && to == "roles" && fromRole != toRole {
-				t.Errorf("role %s imports role %s (%s): share code through core instead", fromRole, toRole, imp)
+		for _, set := range []struct {
+			files   string
+			imports []string
+		}{{"", p.Imports}, {" (in its tests)", p.TestImports}, {" (in its external tests)", p.XTestImports}} {
+			for _, imp := range set.imports {
+				if !strings.HasPrefix(imp, module+"/") && imp != module {
+					continue
+				}
+				// An external test package imports the package it tests.
+				if imp == p.ImportPath {
+					continue
+				}
+				to, toRole := layer(imp)
+				if !contains(ok, to) {
+					t.Errorf("%s (%s) must not import %s (%s)%s", p.ImportPath, from, imp, to, set.files)
+				}
+				if from == "roles" && to == "roles" && fromRole != toRole {
+					t.Errorf("role %s imports role %s (%s)%s: share code through core instead", fromRole, toRole, imp, set.files)
+				}
 			}
 		}
 	}

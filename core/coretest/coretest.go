@@ -1,8 +1,9 @@
-// Package coretest holds helpers shared by tests: free ports, and finders
-// for the real services integration tests talk to. A finder skips the test
-// when its service is absent locally, and fails it under CI=true or
-// EDGEPLAT_REQUIRE_SERVICES=1, so a missing service can never turn a CI run
-// green by skipping.
+// Package coretest holds helpers shared by tests: free ports, finders for
+// the real services integration tests talk to, and private servers
+// (PostgreSQL, Redis, Mosquitto) that outage tests stop and start without
+// disturbing the shared ones. A finder skips the test when its service is
+// absent locally, and fails it under CI=true or EDGEPLAT_REQUIRE_SERVICES=1,
+// so a missing service can never turn a CI run green by skipping.
 package coretest
 
 import (

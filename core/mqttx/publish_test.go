@@ -17,16 +17,49 @@ import (
 // is connected again come after all of them.
 func TestQueueFlushedInOrderBeforeNewPublishes(t *testing.T) {
 	tb := startBroker(t, 0)
-	port := tb.port
+	// The restarted broker has no sessions, so the publishing client is its
+	// own subscriber: on reconnect it subscribes before it flushes, so it is
+	// a subscriber that is surely in place.
+	testQueueFlushOrder(t, tb.url(), tb.stop, func() { startBroker(t, tb.port) }, false)
+}
+
+// TestQueueFlushedInOrderBeforeNewPublishesIntegration runs the same
+// against a private Mosquitto stopped cleanly, with a separate subscriber:
+// Mosquitto keeps that subscriber's session over the restart and queues for
+// it until it is back, so it sees everything whichever client reconnects
+// first.
+func TestQueueFlushedInOrderBeforeNewPublishesIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs Mosquitto, skipped in -short mode")
+	}
+	srv := coretest.PrivateMosquitto(t)
+	testQueueFlushOrder(t, srv.URL(), srv.Stop, srv.Start, true)
+}
+
+// testQueueFlushOrder publishes 200 messages while down has taken the
+// broker at brokerURL away, 5 more as soon as the client is connected again
+// after up, and checks that a subscriber got the 200 in order and then the
+// 5. separate makes the subscriber another client; otherwise the
+// publishing client subscribes to its own topic.
+func testQueueFlushOrder(t *testing.T, brokerURL string, down, up func(), separate bool) {
 	topic := uniqueID("order")
 
-	o := testOptions(t, tb.url())
+	o := testOptions(t, brokerURL)
 	o.MaxInflight = 8
 	c := newClient(t, o)
 	in := newInbox()
-	// The client subscribes to its own topic: on reconnect it subscribes
-	// before it flushes, so it is a subscriber that is surely in place.
-	if err := c.Subscribe(topic, 1, in.handler(nil)); err != nil {
+	if separate {
+		so := testOptions(t, brokerURL)
+		so.Name = "test-subscriber"
+		sub := newClient(t, so)
+		if err := sub.Subscribe(topic, 1, in.handler(nil)); err != nil {
+			t.Fatal(err)
+		}
+		start(t, sub)
+		// Connected means subscribed: the client subscribes before it
+		// reports the connection.
+		waitState(t, sub, StateConnected)
+	} else if err := c.Subscribe(topic, 1, in.handler(nil)); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -63,7 +96,7 @@ func TestQueueFlushedInOrderBeforeNewPublishes(t *testing.T) {
 	start(t, c)
 	waitState(t, c, StateConnected)
 
-	tb.stop()
+	down()
 	waitState(t, c, StateReconnecting)
 	for i := range 200 {
 		if err := c.Publish(t.Context(), topic, 1, false, []byte(fmt.Sprintf("q-%03d", i))); !isQueued(err) {
@@ -74,7 +107,7 @@ func TestQueueFlushedInOrderBeforeNewPublishes(t *testing.T) {
 		t.Fatalf("queue length %d, want 200", s.QueueLength)
 	}
 	close(arm)
-	startBroker(t, port)
+	up()
 	got := in.waitCount(t, 205)
 	wg.Wait()
 

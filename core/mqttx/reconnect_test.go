@@ -19,10 +19,38 @@ import (
 // reconnects and makes its subscription again.
 func TestReconnectBackoffAndResubscribe(t *testing.T) {
 	tb := startBroker(t, 0)
-	port := tb.port
+	testReconnect(t, tb.url(), tb.stop, func() { startBroker(t, tb.port) })
+}
+
+// TestReconnectBackoffAndResubscribeIntegration runs the same against a
+// private Mosquitto, stopped cleanly (it saves the session, subscription
+// included, and restores it) and killed (the session is lost: only the
+// client's own resubscription brings the message in).
+func TestReconnectBackoffAndResubscribeIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs Mosquitto, skipped in -short mode")
+	}
+	for _, outage := range []struct {
+		name string
+		down func(*coretest.MosquittoServer)
+	}{
+		{"stop", (*coretest.MosquittoServer).Stop},
+		{"kill", (*coretest.MosquittoServer).Kill},
+	} {
+		t.Run(outage.name, func(t *testing.T) {
+			srv := coretest.PrivateMosquitto(t)
+			testReconnect(t, srv.URL(), func() { outage.down(srv) }, srv.Start)
+		})
+	}
+}
+
+// testReconnect checks the reconnect schedule and the resubscription
+// against the broker at brokerURL; down takes the broker away and up brings
+// it back on the same port.
+func testReconnect(t *testing.T, brokerURL string, down, up func()) {
 	topic := uniqueID("resub")
 
-	o := testOptions(t, tb.url())
+	o := testOptions(t, brokerURL)
 	var tr transitions
 	o.OnStateChange = tr.record
 	c := newClient(t, o)
@@ -45,7 +73,7 @@ func TestReconnectBackoffAndResubscribe(t *testing.T) {
 	start(t, c)
 	waitState(t, c, StateConnected)
 
-	tb.stop()
+	down()
 	waitState(t, c, StateReconnecting)
 	coretest.Eventually(t, waitFor, "6 reconnect attempts", func() bool {
 		mu.Lock()
@@ -74,12 +102,12 @@ func TestReconnectBackoffAndResubscribe(t *testing.T) {
 		t.Errorf("Stats while down = %+v", s)
 	}
 
-	startBroker(t, port)
+	up()
 	waitState(t, c, StateConnected)
 	if s := c.Stats(); s.ConsecutiveFailures != 0 || s.LastError != "" {
 		t.Errorf("Stats after reconnect = %+v", s)
 	}
-	pub := newClient(t, asPublisher(testOptions(t, tb.url()), false))
+	pub := newClient(t, asPublisher(testOptions(t, brokerURL), false))
 	start(t, pub)
 	waitState(t, pub, StateConnected)
 	publishOK(t, pub, topic, "after-restart")

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ErrorWriter renders an error in a role's own JSON shape. Each HTTP role has
@@ -22,6 +24,11 @@ type EngineOptions struct {
 	WriteError ErrorWriter
 	// MaxBodyBytes caps every request body; 1 MiB when zero.
 	MaxBodyBytes int64
+	// Metrics, when set, receives http_request_duration_seconds labelled
+	// by method, route template and status code, with the constant label
+	// server=Server, so the roles of all-in-one share one registry.
+	Metrics prometheus.Registerer
+	Server  string
 }
 
 // DefaultMaxBodyBytes is the request body cap when a role sets none.
@@ -49,6 +56,9 @@ func NewEngine(opts EngineOptions) *gin.Engine {
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	e.Use(recovery(opts.Logger, opts.WriteError), requestLog(opts.Logger), limitBody(opts.MaxBodyBytes, opts.WriteError))
+	if opts.Metrics != nil {
+		e.Use(requestMetrics(opts.Metrics, opts.Server))
+	}
 	e.NoRoute(func(c *gin.Context) {
 		opts.WriteError(c, http.StatusNotFound, "not_found", "no route for "+c.Request.Method+" "+c.Request.URL.Path)
 	})
@@ -87,6 +97,38 @@ func requestLog(log *slog.Logger) gin.HandlerFunc {
 			"method", c.Request.Method, "route", route, "status", status,
 			"took", time.Since(t0).Round(time.Microsecond), "remote", c.ClientIP())
 	}
+}
+
+// requestMetrics observes request durations. Routes are gin's templates
+// (/readings/:agent_uuid/latest), never raw paths, so label values stay
+// bounded whatever clients send.
+func requestMetrics(reg prometheus.Registerer, server string) gin.HandlerFunc {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:        "http_request_duration_seconds",
+		Help:        "HTTP request durations by route template and status code.",
+		ConstLabels: prometheus.Labels{"server": server},
+		Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"method", "route", "code"})
+	reg.MustRegister(h)
+	return func(c *gin.Context) {
+		t0 := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		h.WithLabelValues(methodLabel(c.Request.Method), route, strconv.Itoa(c.Writer.Status())).Observe(time.Since(t0).Seconds())
+	}
+}
+
+// methodLabel keeps the method label bounded: clients may send any token.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
 }
 
 func limitBody(max int64, write ErrorWriter) gin.HandlerFunc {

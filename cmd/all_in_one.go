@@ -66,6 +66,9 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, erro
 		return nil, err
 	}
 	services := []lifecycle.Service{dataDir, brk, back}
+	if err := ensureJWTSecret(cfg, cfg.AllInOne.DataDir); err != nil {
+		return nil, err
+	}
 
 	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port"})
 	if err != nil {

@@ -348,6 +348,10 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 	apiClientID := "edgeplat-bench-api-" + randomHex(6)
 	apiCfg.MQTT.ClientID, apiCfg.MQTT.SharedSubscriptionGroup = apiClientID, ""
 	apiCfg.API.DedupTTL = min(apiCfg.API.DedupTTL, time.Hour)
+	if !apiCfg.JWT.Secret.IsSet() && !apiCfg.JWT.PrivateKey.IsSet() && apiCfg.JWT.PublicKey == "" {
+		// The bench makes no REST calls, but the role needs a token key.
+		apiCfg.JWT.Secret = config.Secret(randomHex(32))
+	}
 	for _, c := range []*config.Config{cfg, apiCfg} {
 		if c.Spool.Enabled {
 			dir, err := os.MkdirTemp("", "edgeplat-bench-spool-")

@@ -20,6 +20,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/token"
 )
 
 // syncBuffer lets a test read a command's output while it still runs.
@@ -156,6 +157,12 @@ func TestBadInputExitsNonZeroWithClearMessage(t *testing.T) {
 		{name: "missing config file", args: []string{"agent", "--config", "/nonexistent/agent.yaml"},
 			want: []string{"read config file /nonexistent/agent.yaml"}},
 		{name: "unknown command", args: []string{"serve"}, want: []string{`unknown command "serve"`}},
+		{name: "no token key", args: []string{"serve-api"},
+			want: []string{"edgeplat serve-api: invalid configuration: no signing key: set jwt.secret (JWT_SECRET, at least 32 bytes) or jwt.private_key (JWT_PRIVATE_KEY)"}},
+		{name: "short token secret", env: map[string]string{"JWT_SECRET": "too-short"}, args: []string{"serve-api"},
+			want: []string{"jwt.secret (JWT_SECRET) must be at least 32 bytes, got 9"}},
+		{name: "token key file missing", env: map[string]string{"JWT_PRIVATE_KEY": "/nonexistent/jwt.pem"}, args: []string{"serve-api"},
+			want: []string{"jwt.private_key (JWT_PRIVATE_KEY): neither PEM text nor a readable file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,8 +195,17 @@ func (p aioPorts) args(dataDir string) []string {
 		"--agent-port", strconv.Itoa(p.agent), "--mqtt-port", strconv.Itoa(p.mqtt)}
 }
 
-func get(url string) (int, string, error) {
-	resp, err := http.Get(url)
+func get(url string) (int, string, error) { return getWithToken(url, "") }
+
+func getWithToken(url, bearerToken string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if bearerToken != "" {
+		req.Header.Set("Authorization", "Bearer "+bearerToken)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -253,6 +269,10 @@ func TestAllInOneSmoke(t *testing.T) {
 	if tok := client.Publish("i/not/a/topic", 1, false, "x"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Errorf("publish: %v", tok.Error())
 	}
+	state := `{"timestamp":"2026-11-22T10:00:00Z","apps":{"web":{"status":"running"}}}`
+	if tok := client.Publish("i/"+tenant+"/a/"+agent+"/state", 1, false, state); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Errorf("publish state: %v", tok.Error())
+	}
 	client.Disconnect(100)
 	dbc := coretest.SQLite(t)
 	dbc.SQLitePath = filepath.Join(dataDir, "edgeplat.db")
@@ -269,6 +289,57 @@ func TestAllInOneSmoke(t *testing.T) {
 	_ = rdb.ReadSQL().QueryRowContext(ctx, `SELECT count(*) FROM readings WHERE tenant_id = $1`, tenant).Scan(&rows)
 	if rows != 2 {
 		t.Errorf("rows = %d, want 2 (the duplicate must add nothing)", rows)
+	}
+
+	// The REST API takes tokens signed with the secret all-in-one keeps in
+	// its data directory, and the state report is there for the tenant.
+	secret, err := os.ReadFile(filepath.Join(dataDir, jwtSecretFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := token.New(config.JWT{Secret: config.Secret(strings.TrimSpace(string(secret))), AccessTokenExpiry: time.Minute, RefreshTokenExpiry: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	access, _, err := tokens.Sign(token.Claims{Subject: "smoke", Tenant: "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a", Kind: token.Access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1/agents/0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11/current-state", p.api)
+	if code, _, err := get(stateURL); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("current-state without a token: %d %v, want 401", code, err)
+	}
+	var stateBody string
+	coretest.Eventually(t, 5*time.Second, "the agent's state report", func() bool {
+		code, body, err := getWithToken(stateURL, access)
+		stateBody = body
+		return err == nil && code == http.StatusOK
+	})
+	if !strings.Contains(stateBody, `"status":"running"`) {
+		t.Errorf("current-state = %s", stateBody)
+	}
+
+	// The ingested rows come back through the readings REST API, for this
+	// tenant only.
+	latestURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1/readings/0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11/latest", p.api)
+	code, latest, err := getWithToken(latestURL, access)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("readings latest: %d %v %s", code, err, latest)
+	}
+	for _, want := range []string{`"plc1.temp"`, `21.5`, `"plc1.rpm"`, `1500`} {
+		if !strings.Contains(latest, want) {
+			t.Errorf("readings latest = %s, want %s in it", latest, want)
+		}
+	}
+	otherTenant, _, err := tokens.Sign(token.Claims{Subject: "smoke", Tenant: "1a2b3c4d-1f0e-4d9c-8b7a-6f5e4d3c2b1a", Kind: token.Access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body, err := getWithToken(latestURL, otherTenant); err != nil || code != http.StatusOK || strings.Contains(body, "plc1") {
+		t.Errorf("readings latest for another tenant: %d %v %s, want 200 without the rows", code, err, body)
+	}
+	if code, body, _ := getWithToken(latestURL+"?bogus=1", access); code != http.StatusBadRequest || !strings.Contains(body, "bogus") {
+		t.Errorf("readings latest with an unknown parameter: %d %s, want 400 naming it", code, body)
 	}
 
 	for name, url := range map[string]string{

@@ -16,11 +16,15 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/buildinfo"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/roles/api/readings"
+	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 )
 
@@ -34,6 +38,10 @@ type Options struct {
 // first so it stops last and drains in-flight requests.
 func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
 	log := r.Component("api")
+	tokens, err := token.New(cfg.JWT)
+	if err != nil {
+		return nil, err
+	}
 	pipe, err := newPipeline(cfg, r)
 	if err != nil {
 		return nil, err
@@ -49,8 +57,13 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
 	}
-	for _, f := range telemetryFilters {
-		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), pipe.handle); err != nil {
+	if err := client.Subscribe(endpointsFilter, byte(cfg.MQTT.QoS), pipe.handle); err != nil {
+		return nil, err
+	}
+	rep := newReports(r)
+	rep.received = pipe.m.received
+	for _, f := range reportFilters {
+		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), rep.handle); err != nil {
 			return nil, err
 		}
 	}
@@ -59,13 +72,29 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Logger:       log,
 		WriteError:   WriteError,
 		MaxBodyBytes: int64(cfg.API.MaxBodyBytes),
+		Metrics:      r.Metrics,
+		Server:       "api",
 	})
 	h := &handlers{rt: r, pipe: pipe}
+	auth := &authenticator{tokens: tokens, log: log}
+	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
-	v1 := engine.Group("/api/v1")
+	// Everything under /api/v1 needs a credential; the caller's tenant
+	// comes from it and scopes every query.
+	v1 := engine.Group("/api/v1", auth.require)
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
+	v1.GET("/agents/:uuid/stream", lv.stream)
+	v1.GET("/agents/:uuid/current-state", rep.currentState)
+	v1.GET("/agents/:uuid/metrics", rep.systemMetrics)
+	readings.Register(v1, readings.Deps{
+		// rt.DB is opened after the roles are built.
+		DB:         func() *db.DB { return r.DB },
+		Tenant:     tenantKey,
+		WriteError: WriteError,
+		Log:        r.Component("api-readings"),
+	})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "api-http",
@@ -79,8 +108,13 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	}
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
-	return []lifecycle.Service{srv, pipe, client}, nil
+	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
+	return []lifecycle.Service{srv, lv, pipe, client}, nil
 }
+
+// maxLiveStreams bounds open Server-Sent Event streams: each holds a
+// connection, a goroutine and a store subscription.
+const maxLiveStreams = 1000
 
 // WriteError renders the Cloud API's one error shape:
 // {"error": {"code": "...", "message": "..."}}.

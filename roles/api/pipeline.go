@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -21,9 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Agent topics the API subscribes to (spec §6).
-var telemetryFilters = []string{"i/+/a/+/endpoints/#", "i/+/a/+/state", "i/+/a/+/metrics"}
-
 // pipeline takes each agent MQTT message from topic to stream: parse the
 // topic, decode the payload (any codec layers), map it to one message per
 // device, and Produce it (de-duplicate on msgId, append, publish live
@@ -31,6 +29,13 @@ var telemetryFilters = []string{"i/+/a/+/endpoints/#", "i/+/a/+/state", "i/+/a/+
 // breaker opens and messages go to the disk spool; without a spool they are
 // not acknowledged, so the broker redelivers them. Either way nothing is
 // acknowledged before it is durable.
+//
+// De-duplication (api.dedup_mode) remembers a msgId either as a key of its
+// own or, in sequence mode, as one bit of a bitmap per (tenant, agent, kid,
+// block of DedupBitmapBits sequence numbers): an agent's sequence never
+// repeats, so a set bit is exactly a repeat, however late and out of order
+// replayed messages arrive, and a bitmap costs about one bit per message
+// instead of a key.
 type pipeline struct {
 	rt      *rt.Runtime
 	log     *slog.Logger
@@ -40,6 +45,7 @@ type pipeline struct {
 	spool   *spool.Spool
 	maxLen  int64
 	ttl     time.Duration
+	mode    string // api.dedup_mode
 	limits  codec.Limits
 	every   time.Duration
 }
@@ -47,8 +53,11 @@ type pipeline struct {
 func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 	p := &pipeline{
 		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
-		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL,
+		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
 		every: time.Second,
+	}
+	if p.mode != config.DedupModeKey && p.mode != config.DedupModeSequence {
+		return nil, fmt.Errorf("api.dedup_mode (DEDUP_MODE) must be %s or %s, got %q", config.DedupModeKey, config.DedupModeSequence, p.mode)
 	}
 	b, err := breaker.New(breaker.Options{OnChange: func(_, to breaker.State) {
 		if to == breaker.Open {
@@ -118,8 +127,9 @@ func (p *pipeline) handle(ctx context.Context, msg mqttx.Message) error {
 	}
 	p.m.received.WithLabelValues(kindLabel(t.Kind)).Inc()
 	if t.Kind != envelope.Telemetry {
-		// State and system-metrics reports update the agent registry, which
-		// does not exist yet; they are counted only.
+		// State and system-metrics reports have their own subscriptions
+		// (reports.handle); a filter that also matched them must not turn
+		// them into telemetry.
 		return nil
 	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
@@ -184,12 +194,32 @@ func (p *pipeline) request(t envelope.Topic, b envelope.Batch) (streamstore.Prod
 		Channel: telemetry.MetricsChannel(t.Tenant, t.AgentUUID), Payload: live,
 	}
 	if b.MsgID != "" {
-		// Scoped by tenant and agent: another tenant's message with the same
-		// msgId is a different message.
-		req.DedupKey = "tenant:" + t.Tenant + ":agent:" + t.Agent + ":msgid:" + b.MsgID
-		req.DedupTTL = p.ttl
+		p.dedup(&req, t, b.MsgID)
 	}
 	return req, nil
+}
+
+// dedup sets req's de-duplication mark for msgID. Marks are scoped by tenant
+// and agent: another tenant's message with the same msgId is a different
+// message.
+func (p *pipeline) dedup(req *streamstore.ProduceRequest, t envelope.Topic, msgID string) {
+	scope := "tenant:" + t.Tenant + ":agent:" + t.Agent
+	req.DedupTTL = p.ttl
+	if p.mode == config.DedupModeSequence {
+		// The kid is in the key so that sequences sent under two API keys
+		// never share a bitmap, whatever the agent does with its counter
+		// when its key is rotated.
+		if kid, seq, err := codec.ParseMsgID(msgID); err == nil {
+			block := seq / streamstore.DedupBitmapBits
+			req.DedupKey = scope + ":seq:" + kid + ":" + strconv.FormatUint(block, 10)
+			req.DedupBitmap, req.DedupBit = true, uint16(seq%streamstore.DedupBitmapBits)
+			return
+		}
+		// envelope.Map admits v2 ids only, but a replayed spool line is read
+		// back from disk unchecked: whatever it carries, a key of its own
+		// still catches repeats of it.
+	}
+	req.DedupKey = scope + ":msgid:" + msgID
 }
 
 // spoolBatch keeps a batch the store could not take. Without a spool the

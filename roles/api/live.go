@@ -1,0 +1,195 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// live relays one agent's real-time values (the pub/sub channel the
+// pipeline publishes each batch on) to dashboards as Server-Sent Events.
+//
+// It is a lifecycle service placed after the HTTP server, so it stops
+// first: Stop ends every open stream, and the server's graceful shutdown
+// does not sit out its grace period waiting for connections that never end
+// by themselves.
+type live struct {
+	streams   func() streamstore.Store
+	heartbeat time.Duration
+	max       int
+
+	mu     sync.Mutex
+	open   int
+	done   chan struct{}
+	closed bool
+
+	gauge   prometheus.Gauge
+	refused prometheus.Counter
+	dropped prometheus.Counter
+}
+
+func newLive(streams func() streamstore.Store, max int, reg prometheus.Registerer) *live {
+	l := &live{streams: streams, heartbeat: 15 * time.Second, max: max, done: make(chan struct{}),
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_live_streams",
+			Help: "Open Server-Sent Event streams of real-time device values."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_live_streams_refused_total",
+			Help: "Live stream requests refused because the limit of open streams was reached."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_live_messages_dropped_total",
+			Help: "Real-time messages dropped because a live stream's client read too slowly."}),
+	}
+	if reg != nil {
+		reg.MustRegister(l.gauge, l.refused, l.dropped)
+	}
+	return l
+}
+
+func (l *live) Name() string                  { return "api-live" }
+func (l *live) Start(context.Context) error   { return nil }
+func (l *live) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// Stop ends every open stream and refuses new ones.
+func (l *live) Stop(context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+	}
+	return nil
+}
+
+func (l *live) acquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.open >= l.max {
+		return false
+	}
+	l.open++
+	l.gauge.Inc()
+	return true
+}
+
+func (l *live) release() {
+	l.mu.Lock()
+	l.open--
+	l.mu.Unlock()
+	l.gauge.Dec()
+}
+
+// stream serves GET /api/v1/agents/:uuid/stream. Each batch the agent
+// sends arrives as one "metrics" event whose data is the JSON array of its
+// decoded messages; a comment line every heartbeat keeps proxies from
+// closing an idle connection. Delivery is best effort, like the channel:
+// a client that reads too slowly loses messages rather than slowing the
+// pipeline, and the loss is counted.
+func (l *live) stream(c *gin.Context) {
+	tenant, ok := tenantKey(c)
+	if !ok {
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
+		return
+	}
+	u, err := codec.ParseUUID(c.Param("uuid"))
+	if err != nil {
+		WriteError(c, http.StatusBadRequest, "invalid_parameter", "uuid must be a hyphenated UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), got "+strconv.Quote(c.Param("uuid")))
+		return
+	}
+	agent := u.String() // the pipeline publishes under the lowercase form
+	store := l.streams()
+	if store == nil {
+		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "the stream store is not available")
+		return
+	}
+	if !l.acquire() {
+		l.refused.Inc()
+		c.Header("Retry-After", "5")
+		WriteError(c, http.StatusServiceUnavailable, "too_many_streams", "too many live streams are open; retry later")
+		return
+	}
+	defer l.release()
+
+	ctx := c.Request.Context()
+	sub, err := store.Subscribe(ctx, telemetry.MetricsChannel(tenant, agent))
+	if err != nil {
+		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "cannot subscribe to the agent's live values")
+		return
+	}
+	defer sub.Close()
+
+	w := c.Writer
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	// nginx buffers responses unless told not to, which would hold events.
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.WriteString(": connected\nretry: 3000\n\n")
+	w.Flush()
+
+	tick := time.NewTicker(l.heartbeat)
+	defer tick.Stop()
+	var reported uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.done:
+			return
+		case m, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			if d := sub.Dropped(); d > reported {
+				l.dropped.Add(float64(d - reported))
+				reported = d
+			}
+			if err := writeEvent(w, "metrics", m.Payload); err != nil {
+				return
+			}
+			w.Flush()
+		case <-tick.C:
+			if _, err := w.WriteString(": keepalive\n\n"); err != nil {
+				return
+			}
+			w.Flush()
+		}
+	}
+}
+
+// writeEvent writes one SSE event. JSON from json.Marshal has no raw
+// newlines, but the split keeps the framing right for any payload.
+func writeEvent(w gin.ResponseWriter, event string, data []byte) error {
+	if _, err := w.WriteString("event: " + event + "\n"); err != nil {
+		return err
+	}
+	for {
+		line := data
+		i := bytes.IndexByte(data, '\n')
+		if i >= 0 {
+			line, data = data[:i], data[i+1:]
+		}
+		if _, err := w.WriteString("data: "); err != nil {
+			return err
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if _, err := w.WriteString("\n"); err != nil {
+			return err
+		}
+		if i < 0 {
+			break
+		}
+	}
+	_, err := w.WriteString("\n")
+	return err
+}

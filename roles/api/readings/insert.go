@@ -1,0 +1,239 @@
+package readings
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/db"
+)
+
+// maxInsertReadings bounds one POST /readings: it exists for tests and
+// demos, and ingest is the way to write in bulk.
+const maxInsertReadings = 1000
+
+// newReading is one element of a POST /readings body.
+type newReading struct {
+	AgentUUID  string `json:"agentUuid"`
+	MetricName string `json:"metricName"`
+	// Value is a number, or null for a reading without one (a failed
+	// read); it must be present so that a forgotten value is not stored
+	// as a failed read.
+	Value json.RawMessage `json:"value"`
+	// Time is RFC 3339 or Unix milliseconds; now when absent.
+	Time       json.RawMessage `json:"time"`
+	Unit       string          `json:"unit"`
+	Quality    string          `json:"quality"`
+	Protocol   string          `json:"protocol"`
+	DeviceName string          `json:"deviceName"`
+}
+
+// row is a checked reading, ready for insertSQL.
+type row struct {
+	time                                time.Time
+	agent, metric                       string
+	value                               any // float64 or nil
+	unit, quality, protocol, deviceName string
+}
+
+// insert is POST /readings: one reading, or an array of them, written with
+// the caller's tenant. Readings whose key (agent, metric, time) is already
+// stored are ignored, as ingest ignores resent samples.
+func (h *handler) insert(c *gin.Context) {
+	tenant, ok := h.tenant(c)
+	if !ok {
+		return
+	}
+	body, ok := h.readBody(c)
+	if !ok {
+		return
+	}
+	var in []newReading
+	first := bytes.TrimSpace(body)[0]
+	if first != '{' && first != '[' {
+		h.WriteError(c, http.StatusBadRequest, "invalid_body", "body: must be a JSON object (one reading) or an array of readings")
+		return
+	}
+	single := first == '{'
+	var err error
+	if single {
+		in = make([]newReading, 1)
+		err = decodeStrict(body, &in[0])
+	} else {
+		err = decodeStrict(body, &in)
+	}
+	if err != nil {
+		h.WriteError(c, http.StatusBadRequest, "invalid_body", err.Error())
+		return
+	}
+	switch {
+	case len(in) == 0:
+		h.WriteError(c, http.StatusBadRequest, "invalid_body", "body: the array holds no readings")
+		return
+	case len(in) > maxInsertReadings:
+		h.WriteError(c, http.StatusBadRequest, "invalid_body",
+			fmt.Sprintf("body: %d readings exceed the limit of %d per request", len(in), maxInsertReadings))
+		return
+	}
+	now := h.Now().UTC().Truncate(time.Microsecond)
+	rows := make([]row, len(in))
+	for i := range in {
+		prefix := ""
+		if !single {
+			prefix = fmt.Sprintf("readings[%d].", i)
+		}
+		if rows[i], err = checkReading(prefix, &in[i], now); err != nil {
+			h.fail(c, "insert", err)
+			return
+		}
+	}
+	d, ok := h.database(c)
+	if !ok {
+		return
+	}
+	inserted, err := write(c.Request.Context(), d, tenant, rows)
+	var fe *foreignAgentError
+	switch {
+	case errors.As(err, &fe):
+		name := "agentUuid"
+		if !single {
+			name = fmt.Sprintf("readings[%d].agentUuid", fe.index)
+		}
+		h.WriteError(c, http.StatusForbidden, "forbidden", name+" "+quote(rows[fe.index].agent)+" reports to another tenant")
+		return
+	case err != nil:
+		h.fail(c, "insert", err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"inserted": inserted, "ignored": len(rows) - inserted})
+}
+
+func checkReading(prefix string, r *newReading, now time.Time) (row, error) {
+	var out row
+	var err error
+	if r.AgentUUID == "" {
+		return out, badParam(prefix+"agentUuid", "is required")
+	}
+	if out.agent, err = parseAgent(prefix+"agentUuid", r.AgentUUID); err != nil {
+		return out, err
+	}
+	if r.MetricName == "" {
+		return out, badParam(prefix+"metricName", "is required")
+	}
+	if err := checkText(prefix+"metricName", r.MetricName, maxNameBytes); err != nil {
+		return out, err
+	}
+	out.metric, out.deviceName = r.MetricName, r.DeviceName
+	// Ingest names metrics "<deviceName>.<reading name>"; keep manual
+	// readings findable the same way.
+	if out.deviceName == "" {
+		out.deviceName, _, _ = strings.Cut(r.MetricName, ".")
+	}
+	if rest, ok := strings.CutPrefix(r.MetricName, out.deviceName+"."); !ok || rest == "" || out.deviceName == "" {
+		if r.DeviceName != "" {
+			return out, badParam(prefix+"metricName", "must be %s followed by a reading name, as ingest names metrics, got %s",
+				quote(r.DeviceName+"."), quote(r.MetricName))
+		}
+		return out, badParam(prefix+"metricName", "must be <deviceName>.<reading name>, as in boiler.temp, got %s", quote(r.MetricName))
+	}
+	switch s := string(bytes.TrimSpace(r.Value)); {
+	case s == "":
+		return out, badParam(prefix+"value", "is required: a number, or null for a reading without a value")
+	case s == "null":
+	default:
+		var v float64
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			return out, badParam(prefix+"value", "must be a number or null, got %s", quote(s))
+		}
+		out.value = v
+	}
+	out.time = now
+	if t, ok, err := parseJSONTime(prefix+"time", r.Time); err != nil {
+		return out, err
+	} else if ok {
+		out.time = t
+	}
+	for _, a := range []struct{ name, v string }{
+		{"deviceName", r.DeviceName}, {"unit", r.Unit}, {"quality", r.Quality}, {"protocol", r.Protocol},
+	} {
+		if err := checkText(prefix+a.name, a.v, maxAttrBytes); err != nil {
+			return out, err
+		}
+	}
+	out.unit, out.quality, out.protocol = r.Unit, r.Quality, r.Protocol
+	return out, nil
+}
+
+// foreignAgentError says the reading at index names an agent whose
+// readings belong to another tenant.
+type foreignAgentError struct{ index int }
+
+func (e *foreignAgentError) Error() string {
+	return fmt.Sprintf("reading %d: agent belongs to another tenant", e.index)
+}
+
+// write inserts rows in one transaction and returns how many were new.
+// An agent's readings all carry one tenant (the series walk relies on it),
+// so an agent already reporting to another tenant is refused.
+func write(ctx context.Context, d *db.DB, tenant string, rows []row) (int, error) {
+	tx, err := d.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin insert: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	checked := map[string]bool{}
+	for i, r := range rows {
+		if checked[r.agent] {
+			continue
+		}
+		checked[r.agent] = true
+		var owner sql.NullString
+		err := tx.QueryRowContext(ctx, ownerSQL, r.agent).Scan(&owner)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return 0, fmt.Errorf("check agent owner: %w", err)
+		case owner.String != tenant:
+			return 0, &foreignAgentError{index: i}
+		}
+	}
+	stmt, err := tx.PrepareContext(ctx, insertSQL)
+	if err != nil {
+		return 0, fmt.Errorf("prepare insert: %w", err)
+	}
+	defer stmt.Close()
+	dl := d.Dialect()
+	inserted := 0
+	for _, r := range rows {
+		res, err := stmt.ExecContext(ctx, dl.TimeArg(r.time), r.agent, r.metric, r.value,
+			nullable(r.protocol), nullable(r.unit), nullable(r.quality), nullable(r.deviceName), tenant)
+		if err != nil {
+			return 0, fmt.Errorf("insert reading: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("insert reading: %w", err)
+		}
+		inserted += int(n)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit insert: %w", err)
+	}
+	return inserted, nil
+}
+
+// nullable stores "" as NULL, as ingest does for a missing attribute.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

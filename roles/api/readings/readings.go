@@ -1,0 +1,146 @@
+package readings
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/roles/api/query"
+)
+
+// Deps is what the endpoints need from the API role.
+type Deps struct {
+	// DB returns the cloud database. It is called for every request
+	// because cmd opens the database after the roles are built; nil
+	// answers 503.
+	DB func() *db.DB
+	// Tenant returns the caller's tenant id as the readings table stores
+	// it, set by the authentication middleware; false makes the handler
+	// answer 401. The tenant never comes from the request itself.
+	Tenant func(*gin.Context) (string, bool)
+	// WriteError renders the API's error shape.
+	WriteError httpx.ErrorWriter
+	// Limits bound queries; zero fields take query.DefaultLimits.
+	Limits query.Limits
+	// Now is the clock for default time ranges and inserted readings
+	// without a time; time.Now when nil.
+	Now func() time.Time
+	// Log receives database failures; discarded when nil.
+	Log *slog.Logger
+}
+
+// Register adds the telemetry endpoints to g, the /api/v1 group, whose
+// middleware has authenticated the caller.
+func Register(g *gin.RouterGroup, d Deps) {
+	if d.DB == nil || d.Tenant == nil || d.WriteError == nil {
+		panic("BUG: readings.Register needs DB, Tenant and WriteError")
+	}
+	h := &handler{Deps: d, lim: withDefaults(d.Limits)}
+	if h.Now == nil {
+		h.Now = time.Now
+	}
+	if h.Log == nil {
+		h.Log = slog.New(slog.DiscardHandler)
+	}
+	g.GET("/readings/latest", h.latest)
+	g.GET("/readings/catalog", h.catalog)
+	g.GET("/readings/hourly", h.hourly)
+	g.GET("/readings/daily", h.daily)
+	g.POST("/readings/query", h.query)
+	g.GET("/readings/:agent_uuid/latest", h.agentLatest)
+	g.GET("/readings/:agent_uuid/timeseries", h.timeseries)
+	g.GET("/readings/:agent_uuid/aggregate", h.aggregate)
+	g.POST("/readings", h.insert)
+	g.GET("/metrics", h.metricNames)
+	g.GET("/profiles", h.profiles)
+}
+
+// withDefaults fills the zero fields of l from query.DefaultLimits, as the
+// query package does, so both read the same numbers.
+func withDefaults(l query.Limits) query.Limits {
+	def := query.DefaultLimits()
+	if l.MaxQueryBytes <= 0 {
+		l.MaxQueryBytes = def.MaxQueryBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = def.MaxDepth
+	}
+	if l.MinStep <= 0 {
+		l.MinStep = def.MinStep
+	}
+	if l.MaxRange <= 0 {
+		l.MaxRange = def.MaxRange
+	}
+	if l.MaxSeries <= 0 {
+		l.MaxSeries = def.MaxSeries
+	}
+	if l.MaxPointsPerSeries <= 0 {
+		l.MaxPointsPerSeries = def.MaxPointsPerSeries
+	}
+	if l.MaxRows <= 0 {
+		l.MaxRows = def.MaxRows
+	}
+	return l
+}
+
+type handler struct {
+	Deps
+	lim query.Limits
+}
+
+// tenant returns the caller's tenant, or answers 401 and false.
+func (h *handler) tenant(c *gin.Context) (string, bool) {
+	t, ok := h.Tenant(c)
+	if !ok || t == "" {
+		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "no authenticated tenant")
+		return "", false
+	}
+	return t, true
+}
+
+// database returns the open database, or answers 503 and false.
+func (h *handler) database(c *gin.Context) (*db.DB, bool) {
+	if d := h.DB(); d != nil && d.ReadSQL() != nil {
+		return d, true
+	}
+	h.WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available")
+	return nil, false
+}
+
+// limitError is a cap a request exceeds: past it the whole request fails
+// rather than returning a truncated answer that looks complete. msg is
+// worded like the query package's *query.LimitError.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
+// fail answers err: 400 for a bad parameter, 422 for a limit, and 503 for
+// anything else, which is a database failure (logged; the client learns
+// nothing about the SQL).
+func (h *handler) fail(c *gin.Context, op string, err error) {
+	var pe *paramError
+	var le *limitError
+	var qle *query.LimitError
+	switch {
+	case errors.As(err, &pe):
+		h.WriteError(c, http.StatusBadRequest, "invalid_parameter", pe.msg)
+	case errors.As(err, &le):
+		h.WriteError(c, http.StatusUnprocessableEntity, "limit_exceeded", le.msg)
+	case errors.As(err, &qle):
+		h.WriteError(c, http.StatusUnprocessableEntity, "limit_exceeded", qle.Error())
+	default:
+		level := slog.LevelWarn
+		if errors.Is(err, context.Canceled) {
+			// The client went away; nothing is wrong with the database.
+			level = slog.LevelDebug
+		}
+		h.Log.Log(c.Request.Context(), level, "readings query failed", "op", op, "route", c.FullPath(), "err", err)
+		h.WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available; try again later")
+	}
+}

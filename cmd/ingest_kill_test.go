@@ -76,7 +76,8 @@ func TestIngestSurvivesSIGKILLIntegration(t *testing.T) {
 	start := func(logName string) *exec.Cmd {
 		c := exec.Command(bin, "ingest", "--port", strconv.Itoa(coretest.FreePort(t)))
 		c.Env = env
-		f, err := os.Create(filepath.Join(t.TempDir(), logName))
+		path := filepath.Join(t.TempDir(), logName)
+		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +85,17 @@ func TestIngestSurvivesSIGKILLIntegration(t *testing.T) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.Process.Kill(); _, _ = c.Process.Wait(); f.Close() })
+		t.Cleanup(func() {
+			_ = c.Process.Kill()
+			_, _ = c.Process.Wait()
+			f.Close()
+			if t.Failed() {
+				// A failure here is about what the processes did: show it.
+				if b, err := os.ReadFile(path); err == nil {
+					t.Logf("%s (last 4 KiB):\n%s", logName, b[max(0, len(b)-4096):])
+				}
+			}
+		})
 		return c
 	}
 
@@ -119,9 +130,15 @@ func TestIngestSurvivesSIGKILLIntegration(t *testing.T) {
 	t.Logf("killed with %d of %d rows written, %d entries pending", killedAt, messages*readings, g.Pending)
 
 	second := start("second.log")
+	secondAt, lastLog := time.Now(), time.Time{}
 	coretest.Eventually(t, 120*time.Second, "every message to become rows", func() bool {
 		g, err := store.Group(ctx, stream, telemetry.WriterGroup(tenant))
-		return err == nil && g.Pending == 0 && count() == messages*readings
+		done := err == nil && g.Pending == 0 && count() == messages*readings
+		if !done && time.Since(secondAt) > 110*time.Second && time.Since(lastLog) > 2*time.Second {
+			lastLog = time.Now()
+			t.Logf("still waiting: group %+v (err %v), %d rows", g, err, count())
+		}
+		return done
 	})
 	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -179,6 +179,14 @@ type Store interface {
 	// same instant may both be appended, which ingestion absorbs because
 	// rows are keyed.
 	Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error)
+	// ProduceBatch performs Produce for each of reqs, in order, in as few
+	// round trips as the backend allows (one pipeline on one Redis server
+	// or Sentinel). results[i] and errs[i] belong to reqs[i]; both slices
+	// have len(reqs). Each request is atomic on its own exactly as in
+	// Produce, and a request sees the marks written by the requests before
+	// it, so two copies of one message in one batch append once. A failed
+	// request does not stop the ones after it.
+	ProduceBatch(ctx context.Context, reqs []ProduceRequest) (results []ProduceResult, errs []error)
 	// EnsureGroup creates consumer group on stream (and the stream, when
 	// absent), delivering entries after startID: "0" for every entry, "$"
 	// for only entries added from now on; "" means "0", so entries appended

@@ -37,6 +37,10 @@ func BenchmarkAddReadAck(b *testing.B) {
 	storetest.BenchAddReadAck(b, newStore(b, Options{}))
 }
 
+func BenchmarkProduceBatch(b *testing.B) {
+	storetest.BenchProduceBatch(b, newStore(b, Options{}))
+}
+
 func TestNewValidates(t *testing.T) {
 	for _, o := range []Options{{MaxMemory: -1}, {SubscriptionBuffer: -1}, {SweepInterval: -time.Second}} {
 		if _, err := New(o); err == nil {

@@ -147,6 +147,19 @@ func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (st
 	return streamstore.ProduceResult{IDs: ids}, nil
 }
 
+// ProduceBatch runs Produce for each request in order; see
+// streamstore.Store. There is no round trip to save in process, and taking
+// the lock per request keeps a long batch from holding off readers, and
+// publishing outside it as Produce does. A cancelled ctx fails each
+// request on its own, so every one reports the error.
+func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequest) ([]streamstore.ProduceResult, []error) {
+	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
+	for i, req := range reqs {
+		results[i], errs[i] = s.Produce(ctx, req)
+	}
+	return results, errs
+}
+
 // markedLocked reports whether req's de-duplication mark exists: the key,
 // which a stream of that name also is (Redis's EXISTS), or the bit, which a
 // stream cannot hold (Redis's GETBIT answers WRONGTYPE). Called with s.mu

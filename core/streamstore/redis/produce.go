@@ -72,28 +72,118 @@ func markKind(req streamstore.ProduceRequest) string {
 // together, so the steps run in order: EXISTS (or GETBIT), the append, then
 // SET (or SETBIT and PEXPIRE) and PUBLISH in one pipeline.
 func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (streamstore.ProduceResult, error) {
-	for _, values := range req.Entries {
-		if len(values) == 0 {
-			return streamstore.ProduceResult{}, fmt.Errorf("produce %s: an entry needs at least one field", req.Stream)
+	if err := checkProduce(req); err != nil {
+		return streamstore.ProduceResult{}, err
+	}
+	if s.opts.isCluster() {
+		return s.produceInSteps(ctx, req, produceTTL(req))
+	}
+	keys, args := produceArgs(req)
+	res, err := produceScript.Run(ctx, s.client, keys, args...).StringSlice()
+	return s.produceResult(ctx, req, res, err)
+}
+
+// ProduceBatch runs Produce for each request; see streamstore.Store. On one
+// server or Sentinel every request is one EVALSHA in a single pipeline: the
+// server runs them in order, each atomic, so a request sees the marks of
+// the ones before it. On Cluster, where the steps of one request already
+// go to different slots, the requests run one after the other.
+//
+// A command that found the script missing from the server's cache (after a
+// restart, a failover or SCRIPT FLUSH) did not run, so it is retried on its
+// own with Run, which loads the script: that cannot append twice. Should
+// another client load the script while the pipeline is being executed, a
+// later request may have run before such a retry; copies of one message
+// still append once, but the later copy is the one appended.
+func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequest) ([]streamstore.ProduceResult, []error) {
+	if s.opts.isCluster() {
+		return s.produceBatchInSteps(ctx, reqs)
+	}
+	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
+	type call struct {
+		keys []string
+		args []any
+		cmd  *goredis.Cmd
+	}
+	calls := make([]call, len(reqs))
+	pipe := s.client.Pipeline()
+	for i, req := range reqs {
+		if errs[i] = checkProduce(req); errs[i] != nil {
+			continue
+		}
+		c := &calls[i]
+		c.keys, c.args = produceArgs(req)
+		c.cmd = produceScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	if pipe.Len() == 0 {
+		return results, errs
+	}
+	// Exec reports the first failed command; every command carries its own
+	// error, a connection failure included.
+	_, _ = pipe.Exec(ctx)
+	for i, c := range calls {
+		if c.cmd == nil {
+			continue
+		}
+		cmd := c.cmd
+		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = produceScript.Run(ctx, s.client, c.keys, c.args...)
+		}
+		res, err := cmd.StringSlice()
+		results[i], errs[i] = s.produceResult(ctx, reqs[i], res, err)
+	}
+	return results, errs
+}
+
+// produceBatchInSteps is ProduceBatch on Cluster: Produce's steps, request
+// after request, so each sees the marks of the ones before it.
+func (s *Store) produceBatchInSteps(ctx context.Context, reqs []streamstore.ProduceRequest) ([]streamstore.ProduceResult, []error) {
+	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
+	for i, req := range reqs {
+		if errs[i] = checkProduce(req); errs[i] == nil {
+			results[i], errs[i] = s.produceInSteps(ctx, req, produceTTL(req))
 		}
 	}
-	ttl := max(req.DedupTTL, time.Millisecond).Milliseconds()
-	if s.opts.isCluster() {
-		return s.produceInSteps(ctx, req, ttl)
+	return results, errs
+}
+
+// checkProduce refuses a request before any I/O: Redis would take an
+// entry without fields for a malformed XADD only halfway through the
+// script, after the entries before it were appended.
+func checkProduce(req streamstore.ProduceRequest) error {
+	for _, values := range req.Entries {
+		if len(values) == 0 {
+			return fmt.Errorf("produce %s: an entry needs at least one field", req.Stream)
+		}
 	}
+	return nil
+}
+
+// produceTTL is the mark's TTL in ms: PX and PEXPIRE refuse 0.
+func produceTTL(req streamstore.ProduceRequest) int64 {
+	return max(req.DedupTTL, time.Millisecond).Milliseconds()
+}
+
+// produceArgs builds produceScript's KEYS and ARGV for a checked request.
+func produceArgs(req streamstore.ProduceRequest) (keys []string, args []any) {
 	mark, key := markKind(req), req.Stream
 	if mark != "none" {
 		key = req.DedupKey
 	}
-	args := make([]any, 0, 7+len(req.Entries)*9)
-	args = append(args, mark, ttl, req.DedupBit, max(req.MaxLen, 0), req.Channel, req.Payload, len(req.Entries))
+	args = make([]any, 0, 7+len(req.Entries)*9)
+	args = append(args, mark, produceTTL(req), req.DedupBit, max(req.MaxLen, 0), req.Channel, req.Payload, len(req.Entries))
 	for _, values := range req.Entries {
 		args = append(args, len(values))
 		for k, v := range values {
 			args = append(args, k, v)
 		}
 	}
-	res, err := produceScript.Run(ctx, s.client, []string{key, req.Stream}, args...).StringSlice()
+	return []string{key, req.Stream}, args
+}
+
+// produceResult turns produceScript's reply into Produce's result; err is
+// the command's, mapped by wrap (STREAMFULL to ErrStreamFull).
+func (s *Store) produceResult(ctx context.Context, req streamstore.ProduceRequest, res []string, err error) (streamstore.ProduceResult, error) {
 	if err != nil {
 		return streamstore.ProduceResult{}, s.wrap(ctx, "produce", req.Stream, err)
 	}

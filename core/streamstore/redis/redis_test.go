@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,10 @@ func TestContractIntegration(t *testing.T) {
 
 func BenchmarkAddReadAck(b *testing.B) {
 	storetest.BenchAddReadAck(b, newStore(b, Options{}))
+}
+
+func BenchmarkProduceBatch(b *testing.B) {
+	storetest.BenchProduceBatch(b, newStore(b, Options{}))
 }
 
 func TestOptionsFromConfig(t *testing.T) {
@@ -279,5 +284,183 @@ func TestProduceInStepsIntegration(t *testing.T) {
 		if ttl, err := st.client.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > time.Hour {
 			t.Errorf("PTTL %s = %s, %v; want at most 1h", k, ttl, err)
 		}
+	}
+}
+
+// countingHook counts what the client sends: single commands, pipelines,
+// and pipelined commands answered NOSCRIPT.
+type countingHook struct {
+	mu        sync.Mutex
+	singles   int
+	pipelines int
+	noscript  int
+}
+
+func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *countingHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		h.mu.Lock()
+		h.singles++
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.pipelines++
+		for _, c := range cmds {
+			if goredis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+				h.noscript++
+			}
+		}
+		return err
+	}
+}
+
+func (h *countingHook) counts() (singles, pipelines, noscript int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.singles, h.pipelines, h.noscript
+}
+
+// batchOutcome names what happened to one request of a batch.
+func batchOutcome(res streamstore.ProduceResult, err error) string {
+	switch {
+	case errors.Is(err, streamstore.ErrStreamFull):
+		return "full"
+	case err != nil:
+		return "error"
+	case res.Duplicate:
+		return "duplicate"
+	}
+	return "appended"
+}
+
+// testBatch is a batch exercising every outcome, on names of its own.
+func testBatch(name string) ([]streamstore.ProduceRequest, []string) {
+	entry := []map[string]string{{"data": "x"}}
+	stream, key, bitmap := name+":ingest", name+":msgid", name+":seq"
+	return []streamstore.ProduceRequest{
+			{DedupKey: key, DedupTTL: time.Hour, Stream: stream, Entries: entry},
+			{DedupKey: key, DedupTTL: time.Hour, Stream: stream, Entries: entry},
+			{DedupKey: bitmap, DedupTTL: time.Hour, DedupBitmap: true, DedupBit: 7, Stream: stream, Entries: entry},
+			{DedupKey: bitmap, DedupTTL: time.Hour, DedupBitmap: true, DedupBit: 7, Stream: stream, Entries: entry},
+			{DedupKey: bitmap, DedupTTL: time.Hour, DedupBitmap: true, DedupBit: 8, Stream: stream, Entries: entry, MaxLen: 2},
+			{Stream: stream, Entries: []map[string]string{{}}},
+			{Stream: stream, Entries: entry},
+		},
+		[]string{"appended", "duplicate", "appended", "duplicate", "full", "error", "appended"}
+}
+
+func checkBatch(t *testing.T, what string, want []string, results []streamstore.ProduceResult, errs []error) {
+	t.Helper()
+	if len(results) != len(want) || len(errs) != len(want) {
+		t.Fatalf("%s: %d results and %d errors for %d requests", what, len(results), len(errs), len(want))
+	}
+	for i := range want {
+		if got := batchOutcome(results[i], errs[i]); got != want[i] {
+			t.Errorf("%s: request %d: %s (%+v, %v), want %s", what, i, got, results[i], errs[i], want[i])
+		}
+	}
+}
+
+// TestProduceBatchRoundTripsIntegration: on one server a batch is one
+// pipeline and nothing else once the script is cached; an empty batch, or
+// one whose requests are all invalid, sends nothing.
+func TestProduceBatchRoundTripsIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	ctx := t.Context()
+	name := uniqueName(t)
+	reqs, want := testBatch(name)
+	t.Cleanup(func() {
+		_, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq", name+":warm")
+	})
+	// Cache the script, as any earlier Produce would.
+	if _, err := st.Produce(ctx, streamstore.ProduceRequest{Stream: name + ":warm", Entries: []map[string]string{{"a": "b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	hook := &countingHook{}
+	st.client.AddHook(hook)
+
+	for _, empty := range [][]streamstore.ProduceRequest{nil, {{Stream: name, Entries: []map[string]string{{}}}}} {
+		results, errs := st.ProduceBatch(ctx, empty)
+		if len(results) != len(empty) || len(errs) != len(empty) || len(empty) == 1 && errs[0] == nil {
+			t.Errorf("ProduceBatch(%d invalid) = %v, %v", len(empty), results, errs)
+		}
+	}
+	if singles, pipelines, _ := hook.counts(); singles != 0 || pipelines != 0 {
+		t.Errorf("empty and invalid batches sent %d commands and %d pipelines, want none", singles, pipelines)
+	}
+	results, errs := st.ProduceBatch(ctx, reqs)
+	checkBatch(t, "ProduceBatch", want, results, errs)
+	if singles, pipelines, noscript := hook.counts(); singles != 0 || pipelines != 1 || noscript != 0 {
+		t.Errorf("a batch of %d sent %d commands and %d pipelines (%d NOSCRIPT), want one pipeline", len(reqs), singles, pipelines, noscript)
+	}
+}
+
+// TestProduceBatchNoScriptIntegration: with the script flushed from the
+// server's cache every pipelined EVALSHA is refused, and each request is
+// retried alone, in order: copies in the batch still append once.
+func TestProduceBatchNoScriptIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	ctx := t.Context()
+	hook := &countingHook{}
+	st.client.AddHook(hook)
+	// Another client (a parallel test, another package) may load the script
+	// between the flush and the pipeline; try again until the pipeline met
+	// an empty cache.
+	for attempt := 1; ; attempt++ {
+		name := uniqueName(t)
+		reqs, want := testBatch(name)
+		t.Cleanup(func() { _, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq") })
+		if err := st.client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, _, before := hook.counts()
+		results, errs := st.ProduceBatch(ctx, reqs)
+		checkBatch(t, "ProduceBatch after SCRIPT FLUSH", want, results, errs)
+		entries, err := st.Range(ctx, name+":ingest", "-", "+", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantIDs []string
+		for _, res := range results {
+			wantIDs = append(wantIDs, res.IDs...)
+		}
+		var gotIDs []string
+		for _, en := range entries {
+			gotIDs = append(gotIDs, en.ID)
+		}
+		if !slices.Equal(gotIDs, wantIDs) {
+			t.Errorf("stream holds %v, the results returned %v", gotIDs, wantIDs)
+		}
+		if _, _, after := hook.counts(); after > before {
+			return
+		}
+		if attempt == 5 {
+			t.Fatal("the pipeline never met a flushed script cache")
+		}
+	}
+}
+
+// TestProduceBatchInStepsIntegration runs the Cluster path of ProduceBatch
+// on the single test server.
+func TestProduceBatchInStepsIntegration(t *testing.T) {
+	st := newStore(t, Options{})
+	name := uniqueName(t)
+	reqs, want := testBatch(name)
+	t.Cleanup(func() { _, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq") })
+	results, errs := st.produceBatchInSteps(t.Context(), reqs)
+	checkBatch(t, "produceBatchInSteps", want, results, errs)
+	if n, err := st.Len(t.Context(), name+":ingest"); err != nil || n != 3 {
+		t.Errorf("Len = %d, %v; want 3", n, err)
+	}
+	if results, errs := st.produceBatchInSteps(t.Context(), nil); len(results) != 0 || len(errs) != 0 {
+		t.Errorf("empty batch = %v, %v", results, errs)
 	}
 }

@@ -69,3 +69,61 @@ func BenchAddReadAck(b *testing.B, st streamstore.Store) {
 		})
 	}
 }
+
+// BenchProduceBatch measures the Cloud API's writes for 32 MQTT messages of
+// about 3 KB each, every one with its own bit of a de-duplication bitmap,
+// as one ProduceBatch and as 32 Produces. Every 64 rounds the stream and
+// the bitmap are deleted, so memory stays bounded and no bit repeats.
+func BenchProduceBatch(b *testing.B, st streamstore.Store) {
+	const batchSize, roundsPerKey = 32, 64
+	payload := strings.Repeat("x", 3000)
+	for _, mode := range []string{"ProduceBatch", "Produce"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			prefix := uniquePrefix(b)
+			stream, bitmap := prefix+":ingest", prefix+":seq"
+			drop := func() {
+				ctx, cancel := context.WithTimeout(context.Background(), wait)
+				defer cancel()
+				if _, err := st.Delete(ctx, stream, bitmap); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Cleanup(drop)
+			reqs := make([]streamstore.ProduceRequest, batchSize)
+			for i := range reqs {
+				reqs[i] = streamstore.ProduceRequest{DedupKey: bitmap, DedupTTL: time.Minute, DedupBitmap: true, Stream: stream,
+					Entries: []map[string]string{{"agentUuid": "AAAAAAAAAAAAAAAAAAAAAA", "seq": strconv.Itoa(i), "data": payload}}}
+			}
+			b.SetBytes(int64(batchSize * (len(payload) + 40)))
+			b.ReportAllocs()
+			round := 0
+			for b.Loop() {
+				if round == roundsPerKey {
+					b.StopTimer()
+					drop()
+					round = 0
+					b.StartTimer()
+				}
+				for i := range reqs {
+					reqs[i].DedupBit = uint16(round*batchSize + i)
+				}
+				round++
+				if mode == "ProduceBatch" {
+					results, errs := st.ProduceBatch(ctx, reqs)
+					for i, err := range errs {
+						if err != nil || results[i].Duplicate {
+							b.Fatalf("ProduceBatch request %d = %+v, %v", i, results[i], err)
+						}
+					}
+					continue
+				}
+				for _, req := range reqs {
+					if res, err := st.Produce(ctx, req); err != nil || res.Duplicate {
+						b.Fatalf("Produce = %+v, %v", res, err)
+					}
+				}
+			}
+		})
+	}
+}

@@ -296,6 +296,7 @@ func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 
 func (cn *conn) worker(ch <-chan paho.Message) {
 	defer cn.wg.Done()
+	batch := make([]paho.Message, 0, cn.c.opts.HandlerBatch)
 	for {
 		select {
 		case <-cn.closing:
@@ -304,18 +305,68 @@ func (cn *conn) worker(ch <-chan paho.Message) {
 			if cn.ctx.Err() != nil {
 				return
 			}
-			cn.c.handle(cn, pm)
+			// Take what is already waiting, never wait for more: a batch
+			// forms only when handlers fall behind.
+			batch = append(batch[:0], pm)
+		drain:
+			for len(batch) < cap(batch) {
+				select {
+				case pm := <-ch:
+					batch = append(batch, pm)
+				default:
+					break drain
+				}
+			}
+			cn.c.handleAll(cn, batch)
+			clear(batch) // let the payloads go
 		}
 	}
+}
+
+// handleAll handles pms in order: runs of consecutive messages whose only
+// subscription is the same batch subscription go to its BatchHandler
+// together, every other message on its own.
+func (c *Client) handleAll(cn *conn, pms []paho.Message) {
+	for i := 0; i < len(pms); {
+		sub := c.batchOf(pms[i].Topic())
+		if sub == nil {
+			c.handle(cn, pms[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(pms) && c.batchOf(pms[j].Topic()) == sub {
+			j++
+		}
+		c.handleBatch(cn, sub, pms[i:j])
+		i = j
+	}
+}
+
+// handleBatch runs sub's BatchHandler on pms and settles each message with
+// its own result.
+func (c *Client) handleBatch(cn *conn, sub *subscription, pms []paho.Message) {
+	ms := make([]Message, len(pms))
+	for i, pm := range pms {
+		ms[i] = message(pm)
+	}
+	errs := callBatchHandler(cn.ctx, sub.bh, ms)
+	for i, pm := range pms {
+		c.settle(cn, pm, ms[i].Topic, errs[i])
+	}
+}
+
+func message(pm paho.Message) Message {
+	return Message{Topic: pm.Topic(), Payload: pm.Payload(), QoS: pm.Qos(), Retained: pm.Retained(),
+		Duplicate: pm.Duplicate(), MessageID: pm.MessageID()}
 }
 
 // handle runs the handlers matching pm and acknowledges it when all
 // returned nil.
 func (c *Client) handle(cn *conn, pm paho.Message) {
-	m := Message{Topic: pm.Topic(), Payload: pm.Payload(), QoS: pm.Qos(), Retained: pm.Retained(),
-		Duplicate: pm.Duplicate(), MessageID: pm.MessageID()}
-	hs := c.handlersFor(m.Topic)
-	if len(hs) == 0 {
+	m := message(pm)
+	subs := c.subscriptionsFor(m.Topic)
+	if len(subs) == 0 {
 		// A subscription left in the persistent session by an earlier
 		// run: nothing here can handle it, so it is dropped rather than
 		// held unacknowledged in the broker's inflight window forever.
@@ -324,11 +375,23 @@ func (c *Client) handle(cn *conn, pm paho.Message) {
 		return
 	}
 	var err error
-	for _, h := range hs {
-		if herr := callHandler(cn.ctx, h, m); herr != nil && err == nil {
+	for _, s := range subs {
+		var herr error
+		if s.bh != nil {
+			herr = callBatchHandler(cn.ctx, s.bh, []Message{m})[0]
+		} else {
+			herr = callHandler(cn.ctx, s.h, m)
+		}
+		if herr != nil && err == nil {
 			err = herr
 		}
 	}
+	c.settle(cn, pm, m.Topic, err)
+}
+
+// settle acknowledges pm when its handling succeeded; otherwise it counts
+// and logs the failure and leaves pm to be redelivered.
+func (c *Client) settle(cn *conn, pm paho.Message, topic string, err error) {
 	if err == nil {
 		pm.Ack()
 		return
@@ -339,9 +402,9 @@ func (c *Client) handle(cn *conn, pm paho.Message) {
 	c.m.handlerErrors.Inc()
 	if ok, held := c.handlerLog.allow(); ok {
 		c.log.Warn("mqtt handler failed; message left unacknowledged for redelivery",
-			"topic", m.Topic, "err", err, "similar_suppressed", held)
+			"topic", topic, "err", err, "similar_suppressed", held)
 	}
-	if m.QoS == 0 || c.opts.ReconnectAfterUnacked == 0 {
+	if pm.Qos() == 0 || c.opts.ReconnectAfterUnacked == 0 {
 		return
 	}
 	if n := cn.unacked.Add(1); n == int64(c.opts.ReconnectAfterUnacked) {
@@ -359,4 +422,28 @@ func callHandler(ctx context.Context, h Handler, m Message) (err error) {
 		}
 	}()
 	return h(ctx, m)
+}
+
+// callBatchHandler runs h like callHandler, with one error per message: a
+// panic, or a handler that miscounts its results, fails the whole batch,
+// which then stays unacknowledged.
+func callBatchHandler(ctx context.Context, h BatchHandler, ms []Message) (errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("batch handler panicked on %d messages (first on %s): %v\n%s", len(ms), ms[0].Topic, r, debug.Stack())
+			errs = make([]error, len(ms))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	errs = h(ctx, ms)
+	if len(errs) != len(ms) {
+		err := fmt.Errorf("BUG: batch handler returned %d results for %d messages", len(errs), len(ms))
+		errs = make([]error, len(ms))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
 }

@@ -75,6 +75,12 @@
 // their order, different topics run in parallel. A message redelivered
 // after a failure arrives after later messages of its topic that succeeded;
 // handlers de-duplicate and must not assume strict order across failures.
+// A BatchHandler (SubscribeBatch) gets, in one call, the messages of its
+// subscription already waiting in the worker's buffer (up to HandlerBatch),
+// never waiting for more: under light load it sees one message at a time,
+// and when it falls behind it pays one backend round trip for many, which
+// is what keeps a subscriber ahead of the broker's per-client queue. Each
+// message is acknowledged or left for redelivery by its own result.
 // When a connection ends, handlers' contexts are cancelled and buffered
 // messages are dropped unacknowledged: their acks could not reach the
 // broker anyway, and it redelivers them.

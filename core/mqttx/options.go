@@ -33,6 +33,7 @@ const (
 	DefaultAckTimeout                 = 30 * time.Second
 	DefaultHandlerWorkers             = 1
 	DefaultHandlerBuffer              = 64
+	DefaultHandlerBatch               = 64
 	DefaultReconnectAfterUnacked      = 10
 	DefaultName                       = "mqtt-client"
 )
@@ -117,6 +118,11 @@ type Options struct {
 	// when it is full the client stops reading from the broker.
 	HandlerWorkers int
 	HandlerBuffer  int
+	// HandlerBatch is the most messages a worker hands to a BatchHandler
+	// at once (64). A worker takes only what is already waiting in its
+	// buffer, so batching adds no delay: batches grow only when handlers
+	// fall behind, which is when one round trip for many messages helps.
+	HandlerBatch int
 	// ReconnectAfterUnacked: when this many QoS>0 messages of one
 	// connection were left unacknowledged (their handler failed), the client
 	// reconnects so that the broker redelivers them. 0 never does. 10 by
@@ -150,6 +156,7 @@ func DefaultOptions() Options {
 		MaxInflight:           DefaultMaxInflight,
 		HandlerWorkers:        DefaultHandlerWorkers,
 		HandlerBuffer:         DefaultHandlerBuffer,
+		HandlerBatch:          DefaultHandlerBatch,
 		ReconnectAfterUnacked: DefaultReconnectAfterUnacked,
 	}
 }
@@ -235,6 +242,9 @@ func (o *Options) normalise() (*url.URL, error) {
 	if o.HandlerBuffer == 0 {
 		o.HandlerBuffer = DefaultHandlerBuffer
 	}
+	if o.HandlerBatch == 0 {
+		o.HandlerBatch = DefaultHandlerBatch
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -301,7 +311,7 @@ func (o *Options) normalise() (*url.URL, error) {
 		name string
 		v    int
 	}{{"queue capacity", o.QueueCapacity}, {"queue max bytes", o.QueueMaxBytes}, {"max inflight", o.MaxInflight},
-		{"handler workers", o.HandlerWorkers}, {"handler buffer", o.HandlerBuffer}} {
+		{"handler workers", o.HandlerWorkers}, {"handler buffer", o.HandlerBuffer}, {"handler batch", o.HandlerBatch}} {
 		if n.v < 1 {
 			bad("mqtt: %s must be >= 1, got %d", n.name, n.v)
 		}

@@ -30,10 +30,18 @@ type Message struct {
 // client stops; a handler must honour it.
 type Handler func(ctx context.Context, m Message) error
 
+// BatchHandler processes several messages of one subscription at once, in
+// arrival order, and returns one error per message with the meaning of
+// Handler's: nil acknowledges that message. It lets a handler whose cost is
+// a round trip to a backend pay one round trip for many messages. Messages
+// of one topic keep their order within and across batches.
+type BatchHandler func(ctx context.Context, ms []Message) []error
+
 type subscription struct {
 	filter string // as given, used for routing
 	qos    byte
 	h      Handler
+	bh     BatchHandler // instead of h
 }
 
 // Subscribe registers handler for messages matching filter. It may be called
@@ -43,14 +51,30 @@ type subscription struct {
 // subscription is (re)made on every connection. With SharedGroup set it is
 // made as $share/<group>/<filter>.
 func (c *Client) Subscribe(filter string, qos byte, handler Handler) error {
+	if handler == nil {
+		return fmt.Errorf("subscribe %q: nil handler", filter)
+	}
+	return c.register(&subscription{filter: filter, qos: qos, h: handler})
+}
+
+// SubscribeBatch is Subscribe for a BatchHandler: a worker hands it the
+// messages of this subscription that are waiting in its buffer, up to
+// Options.HandlerBatch at once. A message that another subscription also
+// matches is handled on its own, so every handler sees it exactly once.
+func (c *Client) SubscribeBatch(filter string, qos byte, handler BatchHandler) error {
+	if handler == nil {
+		return fmt.Errorf("subscribe %q: nil handler", filter)
+	}
+	return c.register(&subscription{filter: filter, qos: qos, bh: handler})
+}
+
+func (c *Client) register(sub *subscription) error {
+	filter, qos := sub.filter, sub.qos
 	if err := validFilter(filter); err != nil {
 		return fmt.Errorf("subscribe %q: %w", filter, err)
 	}
 	if qos > 2 {
 		return fmt.Errorf("subscribe %q: qos must be 0..2, got %d", filter, qos)
-	}
-	if handler == nil {
-		return fmt.Errorf("subscribe %q: nil handler", filter)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -64,7 +88,7 @@ func (c *Client) Subscribe(filter string, qos byte, handler Handler) error {
 		}
 	}
 	// Copy on write: the dispatch path reads the list without a lock.
-	subs := append(old[:len(old):len(old)], &subscription{filter: filter, qos: qos, h: handler})
+	subs := append(old[:len(old):len(old)], sub)
 	c.subs.Store(&subs)
 	signal(c.subsChanged)
 	return nil
@@ -86,15 +110,30 @@ func (c *Client) subscriptions() []*subscription {
 	return nil
 }
 
-// handlersFor returns the handlers of every subscription matching topic.
-func (c *Client) handlersFor(topic string) []Handler {
-	var hs []Handler
+// subscriptionsFor returns every subscription matching topic.
+func (c *Client) subscriptionsFor(topic string) []*subscription {
+	var subs []*subscription
 	for _, s := range c.subscriptions() {
 		if matchTopic(s.filter, topic) {
-			hs = append(hs, s.h)
+			subs = append(subs, s)
 		}
 	}
-	return hs
+	return subs
+}
+
+// batchOf returns the batch subscription that alone matches topic, or nil.
+func (c *Client) batchOf(topic string) *subscription {
+	var found *subscription
+	for _, s := range c.subscriptions() {
+		if !matchTopic(s.filter, topic) {
+			continue
+		}
+		if s.bh == nil || found != nil {
+			return nil
+		}
+		found = s
+	}
+	return found
 }
 
 // validTopic checks a topic name for publishing (MQTT 3.1.1 §4.7).

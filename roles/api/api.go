@@ -57,7 +57,10 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
 	}
-	if err := client.Subscribe(endpointsFilter, byte(cfg.MQTT.QoS), pipe.handle); err != nil {
+	// Telemetry handlers hand what is waiting to the store in one round
+	// trip, so a subscriber that falls behind catches up instead of
+	// letting the broker's per-client queue overflow.
+	if err := client.SubscribeBatch(endpointsFilter, byte(cfg.MQTT.QoS), pipe.handleBatch); err != nil {
 		return nil, err
 	}
 	rep := newReports(r)

@@ -74,7 +74,7 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := client.Subscribe("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handle); err != nil {
+	if err := client.SubscribeBatch("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handleBatch); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -115,37 +115,87 @@ func (p *pipeline) Stop(context.Context) error {
 	return nil
 }
 
-// handle is the MQTT handler. A nil return acknowledges the message.
+// handle is the MQTT handler of one message; a nil return acknowledges it.
 // Messages that can never be processed (bad topic, undecodable payload) are
 // counted, logged at debug and acknowledged: redelivery cannot fix them.
 func (p *pipeline) handle(ctx context.Context, msg mqttx.Message) error {
+	t, b, ok := p.prepare(msg)
+	if !ok {
+		return nil
+	}
+	return p.produce(ctx, msg.Topic, t, b, false)
+}
+
+// handleBatch is handle for the messages a subscriber worker has waiting:
+// the usable ones go to the store in one ProduceBatch, one round trip for
+// all of them instead of one each, and each message is settled (appended,
+// duplicate, spooled, or left unacknowledged) by its own result.
+func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []error {
+	errs := make([]error, len(msgs))
+	type mapped struct {
+		i int
+		b envelope.Batch
+	}
+	var todo []mapped
+	var reqs []streamstore.ProduceRequest
+	for i, msg := range msgs {
+		t, b, ok := p.prepare(msg)
+		if !ok {
+			continue
+		}
+		req, err := p.request(t, b)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		todo, reqs = append(todo, mapped{i, b}), append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return errs
+	}
+	if !p.breaker.Allow() {
+		for _, m := range todo {
+			errs[m.i] = p.spoolBatch(msgs[m.i].Topic, m.b, errors.New("circuit breaker open"))
+		}
+		return errs
+	}
+	results, perrs := p.rt.Streams.ProduceBatch(ctx, reqs)
+	for k, m := range todo {
+		errs[m.i] = p.settle(ctx, msgs[m.i].Topic, m.b, results[k], perrs[k], false)
+	}
+	return errs
+}
+
+// prepare parses, decodes and maps one telemetry message; false means it
+// was dropped (and counted) as unusable.
+func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, bool) {
 	t, err := envelope.ParseTopic(msg.Topic)
 	if err != nil {
 		p.m.dropped.WithLabelValues("topic").Inc()
 		p.log.Debug("message on a malformed topic dropped", "topic", msg.Topic, "err", err)
-		return nil
+		return t, envelope.Batch{}, false
 	}
 	p.m.received.WithLabelValues(kindLabel(t.Kind)).Inc()
 	if t.Kind != envelope.Telemetry {
 		// State and system-metrics reports have their own subscriptions
 		// (reports.handle); a filter that also matched them must not turn
 		// them into telemetry.
-		return nil
+		return t, envelope.Batch{}, false
 	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
 	if err != nil {
 		p.m.dropped.WithLabelValues(decodeReason(err)).Inc()
 		p.log.Debug("undecodable payload dropped", "topic", msg.Topic, "err", err)
-		return nil
+		return t, envelope.Batch{}, false
 	}
 	b, err := envelope.Map(t, dec.Value)
 	if err != nil {
 		p.m.dropped.WithLabelValues("envelope").Inc()
 		p.log.Debug("invalid telemetry envelope dropped", "topic", msg.Topic, "err", err)
-		return nil
+		return t, envelope.Batch{}, false
 	}
 	p.m.decoded.Inc()
-	return p.produce(ctx, msg.Topic, t, b, false)
+	return t, b, true
 }
 
 // produce appends one mapped batch, or spools it when the store fails.
@@ -158,6 +208,13 @@ func (p *pipeline) produce(ctx context.Context, source string, t envelope.Topic,
 		return p.spoolBatch(source, b, errors.New("circuit breaker open"))
 	}
 	res, err := p.rt.Streams.Produce(ctx, req)
+	return p.settle(ctx, source, b, res, err, replay)
+}
+
+// settle records the outcome of producing b: success or failure for the
+// breaker, the counters, and the spool for a failure outside a replay
+// (a replayed line stays in the spool when it fails again).
+func (p *pipeline) settle(ctx context.Context, source string, b envelope.Batch, res streamstore.ProduceResult, err error, replay bool) error {
 	if err != nil {
 		if ctx.Err() == nil {
 			p.breaker.Record(err)

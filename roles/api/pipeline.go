@@ -235,17 +235,22 @@ func (p *pipeline) settle(ctx context.Context, source string, b envelope.Batch, 
 
 func (p *pipeline) request(t envelope.Topic, b envelope.Batch) (streamstore.ProduceRequest, error) {
 	entries := make([]map[string]string, len(b.Messages))
+	// The live payload is the JSON array of the same messages: built from
+	// the entries' encodings, it costs a copy instead of a second
+	// json.Marshal, the subscriber's largest CPU cost.
+	live := []byte{'['}
 	for i := range b.Messages {
 		data, err := json.Marshal(b.Messages[i])
 		if err != nil {
 			return streamstore.ProduceRequest{}, fmt.Errorf("encode message: %w", err)
 		}
 		entries[i] = map[string]string{telemetry.StreamField: string(data)}
+		if i > 0 {
+			live = append(live, ',')
+		}
+		live = append(live, data...)
 	}
-	live, err := json.Marshal(b.Messages)
-	if err != nil {
-		return streamstore.ProduceRequest{}, fmt.Errorf("encode live values: %w", err)
-	}
+	live = append(live, ']')
 	req := streamstore.ProduceRequest{
 		Stream: telemetry.IngestionStream(t.Tenant), Entries: entries, MaxLen: p.maxLen,
 		Channel: telemetry.MetricsChannel(t.Tenant, t.AgentUUID), Payload: live,

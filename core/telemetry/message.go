@@ -109,9 +109,7 @@ func ParseMessage(data []byte) (Message, error) {
 	if len(data) > MaxMessageBytes {
 		return m, fmt.Errorf("%w: %d bytes exceed %d", ErrInvalid, len(data), MaxMessageBytes)
 	}
-	// json.Unmarshal refuses trailing data itself and, unlike a Decoder,
-	// does not scan the input twice.
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := decodeMessage(data, &m); err != nil {
 		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := m.Validate(); err != nil {

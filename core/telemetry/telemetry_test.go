@@ -1,8 +1,10 @@
 package telemetry
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -31,7 +33,7 @@ func TestParseMessage(t *testing.T) {
 		{"string value", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":"hot"}]}`, "invalid telemetry message"},
 		{"timestamp in seconds by mistake is fine, in ns is not", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":1763805600000000000,"readings":[{"name":"t","value":1}]}`, "out of range"},
 		{"garbage timestamp", `{"agentUuid":"` + agent + `","deviceName":"d","timestamp":"yesterday","readings":[{"name":"t","value":1}]}`, "not ISO 8601"},
-		{"trailing data", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":1}]} {}`, "after top-level value"},
+		{"trailing data", `{"agentUuid":"` + agent + `","deviceName":"d","readings":[{"name":"t","value":1}]} {}`, "after the top-level value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,6 +186,70 @@ func FuzzParseLogBatch(f *testing.F) {
 		b, err := ParseLogBatch(data)
 		if err == nil && len(b.Logs) == 0 {
 			t.Fatal("accepted a batch without lines")
+		}
+	})
+}
+
+// FuzzDecodeMatchesStdlib: decodeMessage accepts exactly what
+// json.Unmarshal into a Message accepts, and yields the same Message.
+func FuzzDecodeMatchesStdlib(f *testing.F) {
+	for _, s := range []string{
+		`{"agentUuid":"` + agent + `","deviceName":"plc1","timestamp":1763805600000,"readings":[{"name":"temp","value":1}]}`,
+		`{"AGENTUUID":"a","devicename":"d\u00e9","x":[1,{"y":null}],"readings":[null,{"value":-1.5e3,"unit":"C"}],"readings":[{"name":"n"}]}`,
+		`{"readings":[{"name":"a","value":1},{"name":"b"},{"name":"c"}],"readings":[{"value":2}],"readings":[{},{},{}]}`,
+		`{"deviceName":"\ud83d\ude00\ud83d x\udc00\\u0041\"","protocol":null,"msgId":"v2_a_1","timestamp":"2026-11-22T10:00:00.5+01:00"}`,
+		`null`, ` {} `, `[]`, `{"readings":{}}`, `{"readings":[{"value":"1"}]}`, `{"readings":[{"value":1e400}]}`,
+		`{"timestamp":{"a":1}}`, `{"\u212aey":1,"deviceName":5}`, "{\"deviceName\":\"\xff\xfe\"}", `{"a":tru}`, `{"a":01}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got Message
+		werr := json.Unmarshal(data, &want)
+		gerr := decodeMessage(data, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: encoding/json err %v, decodeMessage err %v", data, werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("%q:\nencoding/json %#v\ndecodeMessage %#v", data, want, got)
+		}
+	})
+}
+
+// BenchmarkParseMessage decodes a 50-reading stream entry, as the Cloud API
+// writes it, with decodeMessage and, for comparison, encoding/json.
+func BenchmarkParseMessage(b *testing.B) {
+	m := Message{AgentUUID: agent, DeviceName: "plc1", Protocol: "modbus", MsgID: "v2_Ab12Cd34_7",
+		Timestamp: TimestampOf(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))}
+	for i := range 50 {
+		v := float64(i) * 1.5
+		m.Readings = append(m.Readings, Reading{Name: fmt.Sprintf("r%d", i), Value: &v, Unit: "C", Quality: "GOOD",
+			Timestamp: TimestampOf(time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC))})
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("ParseMessage", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseMessage(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var m Message
+			if err := json.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -1,0 +1,546 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// decodeMessage decodes one stream entry value into m, accepting exactly
+// what json.Unmarshal into a Message accepts and producing the same value.
+//
+// Ingest workers decode every entry, and encoding/json's reflection was a
+// third of their CPU. The schema is fixed and small, so this reads it
+// directly: one pass, no reflection, no intermediate values. The rules of
+// encoding/json it keeps, checked against it by FuzzDecodeMatchesStdlib:
+// the whole input must be valid JSON (values of unknown keys included, at
+// most maxDepth deep); keys match field names exactly or, failing that,
+// case-insensitively; a repeated key's last value wins; null leaves a
+// string unchanged and sets a pointer or slice to nil; invalid UTF-8 and
+// lone surrogates in strings become U+FFFD; a value of the wrong type, or a
+// number out of float64's range, is an error.
+func decodeMessage(data []byte, m *Message) error {
+	d := decoder{data: data}
+	d.ws()
+	if err := d.message(m); err != nil {
+		return err
+	}
+	d.ws()
+	if d.pos != len(d.data) {
+		return d.syntax("data after the top-level value")
+	}
+	return nil
+}
+
+// maxDepth is encoding/json's nesting limit.
+const maxDepth = 10000
+
+type decoder struct {
+	data  []byte
+	pos   int
+	depth int
+	buf   []byte // scratch for keys and escaped strings
+}
+
+var errType = errors.New("value of the wrong type")
+
+func (d *decoder) syntax(what string) error {
+	return fmt.Errorf("invalid JSON at offset %d: %s", d.pos, what)
+}
+
+func (d *decoder) typeErr(field string) error {
+	return fmt.Errorf("%s: %w", field, errType)
+}
+
+func (d *decoder) ws() {
+	for d.pos < len(d.data) {
+		switch d.data[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) peek() byte {
+	if d.pos < len(d.data) {
+		return d.data[d.pos]
+	}
+	return 0
+}
+
+func (d *decoder) literal(word string) bool {
+	if len(d.data)-d.pos >= len(word) && string(d.data[d.pos:d.pos+len(word)]) == word {
+		d.pos += len(word)
+		return true
+	}
+	return false
+}
+
+// object calls field for each key of the object at pos, positioned at the
+// value, which field must consume.
+func (d *decoder) object(field func(key []byte) error) error {
+	if d.depth++; d.depth > maxDepth {
+		return d.syntax("nested too deep")
+	}
+	d.pos++ // '{'
+	d.ws()
+	if d.peek() == '}' {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.syntax("object key is not a string")
+		}
+		key, err := d.str(true)
+		if err != nil {
+			return err
+		}
+		d.ws()
+		if d.peek() != ':' {
+			return d.syntax("missing ':' after object key")
+		}
+		d.pos++
+		d.ws()
+		// Keep the key: the value may reuse the scratch buffer.
+		k := foldKey(key)
+		if err := field(k); err != nil {
+			return err
+		}
+		d.ws()
+		switch d.peek() {
+		case ',':
+			d.pos++
+			d.ws()
+		case '}':
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return d.syntax("missing ',' or '}' in object")
+		}
+	}
+}
+
+// array calls elem for each element of the array at pos.
+func (d *decoder) array(elem func() error) error {
+	if d.depth++; d.depth > maxDepth {
+		return d.syntax("nested too deep")
+	}
+	d.pos++ // '['
+	d.ws()
+	if d.peek() == ']' {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		d.ws()
+		switch d.peek() {
+		case ',':
+			d.pos++
+			d.ws()
+		case ']':
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return d.syntax("missing ',' or ']' in array")
+		}
+	}
+}
+
+// skip consumes any JSON value, checking its syntax.
+func (d *decoder) skip() error {
+	switch c := d.peek(); {
+	case c == '{':
+		return d.object(func([]byte) error { return d.skip() })
+	case c == '[':
+		return d.array(d.skip)
+	case c == '"':
+		_, err := d.str(false)
+		return err
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := d.number()
+		return err
+	case d.literal("true"), d.literal("false"), d.literal("null"):
+		return nil
+	}
+	return d.syntax("not a JSON value")
+}
+
+// number consumes a number and returns its text.
+func (d *decoder) number() ([]byte, error) {
+	start := d.pos
+	if d.peek() == '-' {
+		d.pos++
+	}
+	switch c := d.peek(); {
+	case c == '0':
+		d.pos++
+	case c >= '1' && c <= '9':
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+		}
+	default:
+		return nil, d.syntax("malformed number")
+	}
+	if d.peek() == '.' {
+		d.pos++
+		if c := d.peek(); c < '0' || c > '9' {
+			return nil, d.syntax("malformed number")
+		}
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+		}
+	}
+	if c := d.peek(); c == 'e' || c == 'E' {
+		d.pos++
+		if c := d.peek(); c == '+' || c == '-' {
+			d.pos++
+		}
+		if c := d.peek(); c < '0' || c > '9' {
+			return nil, d.syntax("malformed number")
+		}
+		for d.pos < len(d.data) && d.data[d.pos] >= '0' && d.data[d.pos] <= '9' {
+			d.pos++
+		}
+	}
+	return d.data[start:d.pos], nil
+}
+
+// str consumes a string. The result aliases the input when the string has
+// no escapes and is valid UTF-8, else the scratch buffer; scratch makes it
+// always use the buffer, so the caller may keep it past the next read of
+// the input.
+func (d *decoder) str(scratch bool) ([]byte, error) {
+	d.pos++ // '"'
+	start := d.pos
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			s := d.data[start:d.pos]
+			d.pos++
+			if scratch {
+				d.buf = append(d.buf[:0], s...)
+				return d.buf, nil
+			}
+			return s, nil
+		case c == '\\' || c >= utf8.RuneSelf:
+			d.pos = start
+			return d.unquote()
+		case c < 0x20:
+			return nil, d.syntax("control character in string")
+		}
+		d.pos++
+	}
+	return nil, d.syntax("unterminated string")
+}
+
+// unquote decodes a string with escapes or non-ASCII bytes into the
+// scratch buffer, as encoding/json does.
+func (d *decoder) unquote() ([]byte, error) {
+	b := d.buf[:0]
+	for d.pos < len(d.data) {
+		c := d.data[d.pos]
+		switch {
+		case c == '"':
+			d.pos++
+			d.buf = b
+			return b, nil
+		case c < 0x20:
+			return nil, d.syntax("control character in string")
+		case c == '\\':
+			d.pos++
+			if d.pos >= len(d.data) {
+				return nil, d.syntax("unterminated string")
+			}
+			e := d.data[d.pos]
+			d.pos++
+			switch e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, ok := d.hex4()
+				if !ok {
+					return nil, d.syntax("malformed \\u escape")
+				}
+				if utf16.IsSurrogate(r) {
+					// A pair when a \u low surrogate follows; alone it is
+					// U+FFFD, and whatever follows is read on its own.
+					save := d.pos
+					r2 := unicode.ReplacementChar
+					if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
+						d.pos += 2
+						if r3, ok := d.hex4(); ok {
+							if dec := utf16.DecodeRune(r, r3); dec != unicode.ReplacementChar {
+								r2 = dec
+							} else {
+								d.pos = save
+							}
+						} else {
+							d.pos = save
+						}
+					}
+					r = r2
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				return nil, d.syntax("invalid escape")
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			d.pos++
+		default:
+			r, size := utf8.DecodeRune(d.data[d.pos:])
+			d.pos += size
+			b = utf8.AppendRune(b, r) // RuneError for invalid bytes, as encoding/json
+		}
+	}
+	return nil, d.syntax("unterminated string")
+}
+
+func (d *decoder) hex4() (rune, bool) {
+	if len(d.data)-d.pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d.data[d.pos : d.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	d.pos += 4
+	return r, true
+}
+
+// foldKey is encoding/json's key folding: ASCII upper case, and each other
+// rune the smallest of its case-folding orbit, so keys match field names
+// case-insensitively exactly as there. It folds in place.
+func foldKey(key []byte) []byte {
+	ascii := true
+	for i, c := range key {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		if 'a' <= c && c <= 'z' {
+			key[i] = c - ('a' - 'A')
+		}
+	}
+	if ascii {
+		return key
+	}
+	out := make([]byte, 0, len(key))
+	for i := 0; i < len(key); {
+		if c := key[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(key[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
+	}
+	return out
+}
+
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
+
+// stringField decodes a string or null (which leaves *dst unchanged).
+func (d *decoder) stringField(name string, dst *string) error {
+	switch d.peek() {
+	case '"':
+		s, err := d.str(false)
+		if err != nil {
+			return err
+		}
+		*dst = string(s)
+		return nil
+	case 'n':
+		if d.literal("null") {
+			return nil
+		}
+	}
+	if err := d.skip(); err != nil {
+		return err
+	}
+	return d.typeErr(name)
+}
+
+// floatField decodes a number or null (nil).
+func (d *decoder) floatField(name string, dst **float64) error {
+	c := d.peek()
+	switch {
+	case c == 'n' && d.literal("null"):
+		*dst = nil
+		return nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		num, err := d.number()
+		if err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(string(num), 64)
+		if err != nil {
+			return fmt.Errorf("%s: number %s: %w", name, num, errType)
+		}
+		*dst = &v
+		return nil
+	}
+	if err := d.skip(); err != nil {
+		return err
+	}
+	return d.typeErr(name)
+}
+
+// timestampField decodes null (nil) or hands the raw value to
+// Timestamp.UnmarshalJSON, as encoding/json does.
+func (d *decoder) timestampField(dst **Timestamp) error {
+	if d.peek() == 'n' && d.literal("null") {
+		*dst = nil
+		return nil
+	}
+	start := d.pos
+	if err := d.skip(); err != nil {
+		return err
+	}
+	ts := *dst
+	if ts == nil {
+		ts = new(Timestamp)
+	}
+	if err := ts.UnmarshalJSON(d.data[start:d.pos]); err != nil {
+		return err
+	}
+	*dst = ts
+	return nil
+}
+
+func (d *decoder) message(m *Message) error {
+	switch c := d.peek(); {
+	case c == '{':
+	case c == 'n' && d.literal("null"):
+		return nil
+	default:
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return d.typeErr("message")
+	}
+	return d.object(func(key []byte) error {
+		switch string(key) {
+		case "AGENTUUID":
+			return d.stringField("agentUuid", &m.AgentUUID)
+		case "DEVICENAME":
+			return d.stringField("deviceName", &m.DeviceName)
+		case "PROTOCOL":
+			return d.stringField("protocol", &m.Protocol)
+		case "TIMESTAMP":
+			return d.timestampField(&m.Timestamp)
+		case "MSGID":
+			return d.stringField("msgId", &m.MsgID)
+		case "READINGS":
+			return d.readings(&m.Readings)
+		}
+		return d.skip()
+	})
+}
+
+func (d *decoder) readings(dst *[]Reading) error {
+	switch c := d.peek(); {
+	case c == '[':
+	case c == 'n' && d.literal("null"):
+		*dst = nil
+		return nil
+	default:
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return d.typeErr("readings")
+	}
+	// Like encoding/json, a repeated key decodes into the slice it already
+	// holds, element by element, without zeroing reused elements first.
+	rs := *dst
+	n := 0
+	err := d.array(func() error {
+		switch {
+		case n < len(rs):
+		case n < cap(rs):
+			rs = rs[:n+1]
+		default:
+			rs = append(rs, Reading{})
+		}
+		r := &rs[n]
+		n++
+		switch c := d.peek(); {
+		case c == '{':
+		case c == 'n' && d.literal("null"):
+			return nil
+		default:
+			if err := d.skip(); err != nil {
+				return err
+			}
+			return d.typeErr("readings[]")
+		}
+		return d.object(func(key []byte) error {
+			switch string(key) {
+			case "NAME":
+				return d.stringField("name", &r.Name)
+			case "VALUE":
+				return d.floatField("value", &r.Value)
+			case "UNIT":
+				return d.stringField("unit", &r.Unit)
+			case "QUALITY":
+				return d.stringField("quality", &r.Quality)
+			case "TIMESTAMP":
+				return d.timestampField(&r.Timestamp)
+			}
+			return d.skip()
+		})
+	})
+	if n == 0 {
+		rs = []Reading{}
+	} else {
+		rs = rs[:n]
+	}
+	*dst = rs
+	return err
+}

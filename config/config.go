@@ -155,6 +155,7 @@ type Ingest struct {
 	RealtimeRowsPerInsert        int       `mapstructure:"realtime_rows_per_insert"`
 	DBSaturationHighWatermarkPct int       `mapstructure:"db_saturation_high_watermark_pct"`
 	DBBackpressureSleepMS        int       `mapstructure:"db_backpressure_sleep_ms"`
+	WriteConcurrency             int       `mapstructure:"write_concurrency"`
 	Autoscale                    Autoscale `mapstructure:"autoscale"`
 }
 

@@ -146,6 +146,7 @@ var Keys = []Key{
 	{Name: "ingest.realtime_rows_per_insert", Env: "READINGS_REALTIME_ROWS_PER_INSERT", Kind: Int, Default: 10, Doc: "Rows per INSERT statement in realtime and insert modes."},
 	{Name: "ingest.db_saturation_high_watermark_pct", Env: "DB_SATURATION_HIGH_WATERMARK_PCT", Kind: Int, Default: 80, Doc: "Pool use (%) above which workers back off."},
 	{Name: "ingest.db_backpressure_sleep_ms", Env: "DB_BACKPRESSURE_SLEEP_MS", Kind: Int, Default: 250, Doc: "Back-off sleep while the pool is saturated, in milliseconds."},
+	{Name: "ingest.write_concurrency", Kind: Int, Default: 0, Doc: "Most batches written to the database at once; 0 (auto) means the number of CPUs in copy mode and no limit in insert and realtime modes. Workers past the limit keep reading and decoding while they wait: more concurrent COPYs than the client can feed only contend for the same index pages (on 2 CPUs, 12 concurrent COPYs reached 0.55 of the one-connection ceiling, 2 reached 1.09)."},
 	{Name: "ingest.autoscale.min_workers", Env: "AUTOSCALE_MIN_WORKERS", Kind: Int, Default: 1, Doc: "Fewest workers the autoscaler keeps."},
 	{Name: "ingest.autoscale.max_workers", Env: "AUTOSCALE_MAX_WORKERS", Kind: Int, Default: 20, Doc: "Most workers the autoscaler starts."},
 	{Name: "ingest.autoscale.lag_target_ms", Env: "AUTOSCALE_LAG_TARGET_MS", Kind: Int, Default: 5000, Doc: "Consumer lag the autoscaler aims for, in milliseconds."},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,10 @@ type engine struct {
 	nextID    int
 	lagMS     atomic.Int64
 	saturated atomic.Bool
+
+	// writeSlots bounds concurrent database writes (ingest.write_concurrency);
+	// nil means no bound.
+	writeSlots chan struct{}
 }
 
 func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, error) {
@@ -80,6 +85,9 @@ func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, err
 		m:      newMetrics(r.Metrics),
 		scaler: newScaler(cfg.Ingest.Autoscale),
 		wake:   make(chan struct{}),
+	}
+	if n := writeConcurrency(cfg.Ingest); n > 0 {
+		e.writeSlots = make(chan struct{}, n)
 	}
 	host, _ := os.Hostname()
 	e.prefix = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -120,7 +128,7 @@ func (e *engine) Start(ctx context.Context) error {
 	if err := e.discover(ctx); err != nil {
 		return err
 	}
-	e.log.Info("ingestion starting", "workers", e.cfg.WorkerCount, "batch_size", e.cfg.BatchSize,
+	e.log.Info("ingestion starting", "workers", e.cfg.WorkerCount, "batch_size", e.cfg.BatchSize, "write_concurrency", cap(e.writeSlots),
 		"insert_mode", e.cfg.InsertMode, "profile", e.cfg.Profile, "streams", len(e.snapshot()), "spool", e.spool != nil)
 	return nil
 }
@@ -372,6 +380,39 @@ func (e *engine) write(ctx context.Context, rows []telemetry.Row) error {
 	return nil
 }
 
+// writeConcurrency resolves ingest.write_concurrency: 0 is the number of
+// CPUs in copy mode, where a COPY keeps a client CPU busy and more of them
+// at once only contend in the database, and no bound in the insert modes,
+// whose small transactions wait mostly on commits and gain from overlap.
+func writeConcurrency(in config.Ingest) int {
+	if in.WriteConcurrency > 0 {
+		return in.WriteConcurrency
+	}
+	if in.InsertMode == "copy" {
+		return runtime.GOMAXPROCS(0)
+	}
+	return 0
+}
+
+// acquireWrite waits for a write slot; releaseWrite returns it.
+func (e *engine) acquireWrite(ctx context.Context) error {
+	if e.writeSlots == nil {
+		return nil
+	}
+	select {
+	case e.writeSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *engine) releaseWrite() {
+	if e.writeSlots != nil {
+		<-e.writeSlots
+	}
+}
+
 // writeOnce inserts rows, retrying. Backend failures feed the breaker and
 // come back wrapped in errBackend; data errors are retried up to MAX_RETRIES
 // and returned as they are.
@@ -381,9 +422,13 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 		if !e.breaker.Allow() {
 			return fmt.Errorf("%w: circuit breaker open", errBackend)
 		}
+		if err := e.acquireWrite(ctx); err != nil {
+			return fmt.Errorf("%w: %w", errBackend, err)
+		}
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
 		e.m.insertP95.observe(time.Since(t0))
+		e.releaseWrite()
 		if err == nil || isDataError(err) {
 			e.breaker.Record(nil)
 		} else if ctx.Err() == nil {

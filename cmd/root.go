@@ -79,7 +79,7 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // returns as plain errors.
 func isCobraUsageError(err error) bool {
 	msg := err.Error()
-	for _, s := range []string{"unknown command", "unknown flag", "accepts ", "requires at least", "invalid argument"} {
+	for _, s := range []string{"unknown command", "unknown flag", "accepts ", "requires at least", "invalid argument", "required flag"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -111,7 +111,7 @@ embedded MQTT broker (all-in-one).`,
 		c.GroupID = "roles"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newBenchCmd()} {
+	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newBenchCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

@@ -47,7 +47,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		return nil, err
 	}
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, mqttx.DefaultClientID("edgeplat-api"))
-	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Component("api-mqtt"), r.Metrics
+	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Logger, r.Metrics // mqttx adds component=Name
 	// Handlers spend most of their time waiting on the stream store, and a
 	// subscriber that falls behind makes the broker drop its queue: run
 	// several at once. Messages of one topic (one agent endpoint) stay in

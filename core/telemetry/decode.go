@@ -454,16 +454,25 @@ func (d *decoder) timestampField(dst **Timestamp) error {
 	return nil
 }
 
-func (d *decoder) message(m *Message) error {
+// open reports whether the value at pos is a container opened by delim
+// (true, not consumed) or null (false, consumed); any other value is
+// consumed and is a type error.
+func (d *decoder) open(name string, delim byte) (bool, error) {
 	switch c := d.peek(); {
-	case c == '{':
+	case c == delim:
+		return true, nil
 	case c == 'n' && d.literal("null"):
-		return nil
-	default:
-		if err := d.skip(); err != nil {
-			return err
-		}
-		return d.typeErr("message")
+		return false, nil
+	}
+	if err := d.skip(); err != nil {
+		return false, err
+	}
+	return false, d.typeErr(name)
+}
+
+func (d *decoder) message(m *Message) error {
+	if ok, err := d.open("message", '{'); !ok {
+		return err
 	}
 	return d.object(func(key []byte) error {
 		switch string(key) {
@@ -485,16 +494,11 @@ func (d *decoder) message(m *Message) error {
 }
 
 func (d *decoder) readings(dst *[]Reading) error {
-	switch c := d.peek(); {
-	case c == '[':
-	case c == 'n' && d.literal("null"):
-		*dst = nil
-		return nil
-	default:
-		if err := d.skip(); err != nil {
-			return err
+	if ok, err := d.open("readings", '['); !ok {
+		if err == nil {
+			*dst = nil
 		}
-		return d.typeErr("readings")
+		return err
 	}
 	// Like encoding/json, a repeated key decodes into the slice it already
 	// holds, element by element, without zeroing reused elements first.
@@ -510,15 +514,8 @@ func (d *decoder) readings(dst *[]Reading) error {
 		}
 		r := &rs[n]
 		n++
-		switch c := d.peek(); {
-		case c == '{':
-		case c == 'n' && d.literal("null"):
-			return nil
-		default:
-			if err := d.skip(); err != nil {
-				return err
-			}
-			return d.typeErr("readings[]")
+		if ok, err := d.open("readings[]", '{'); !ok {
+			return err
 		}
 		return d.object(func(key []byte) error {
 			switch string(key) {

@@ -14,11 +14,29 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
+
+// newTestPipeline builds a pipeline from the API defaults and the
+// environment, with store as its stream store (nil: none).
+func newTestPipeline(t testing.TB, store streamstore.Store) *pipeline {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(),
+		Health: health.New(time.Second), Streams: store}
+	pipe, err := newPipeline(cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipe
+}
 
 // counterValue reads one counter.
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
@@ -42,16 +60,7 @@ func TestHandleBatchSettlesEachMessage(t *testing.T) {
 			}
 			defer store.Close()
 			t.Setenv("DEDUP_MODE", mode)
-			cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(),
-				Health: health.New(time.Second), Streams: store}
-			pipe, err := newPipeline(cfg, r)
-			if err != nil {
-				t.Fatal(err)
-			}
+			pipe := newTestPipeline(t, store)
 			tenant, agent := randomID(t), randomID(t)
 			topic := "i/" + tenant + "/a/" + agent + "/endpoints/modbus"
 			msg := func(seq int) mqttx.Message {
@@ -99,15 +108,7 @@ func TestHandleBatchSettlesEachMessage(t *testing.T) {
 // TestLivePayloadIsTheMessagesArray: the live payload, assembled from the
 // entries' encodings, is exactly json.Marshal of the batch's messages.
 func TestLivePayloadIsTheMessagesArray(t *testing.T) {
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	pipe, err := newPipeline(cfg, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe := newTestPipeline(t, nil)
 	tenant, agent := randomID(t), randomID(t)
 	for _, env := range []map[string]any{
 		envelopeFor(1, 21.5), // two devices

@@ -2,32 +2,17 @@ package api
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
-	"github.com/edgeplat/edgeplat/core/rt"
 )
 
 // BenchmarkPrepareAndRequest is the subscriber's CPU per message before
 // the store: decode a 50-reading msgpack+deflate envelope, map it, and
 // encode the stream entries and the live payload.
 func BenchmarkPrepareAndRequest(b *testing.B) {
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	pipe, err := newPipeline(cfg, r)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pipe := newTestPipeline(b, nil)
 	var readings []any
 	for i := range 50 {
 		readings = append(readings, map[string]any{"deviceName": "plc1", "metric": fmt.Sprintf("r%d", i), "value": float64(i) * 1.5,

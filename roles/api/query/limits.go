@@ -46,7 +46,10 @@ func DefaultLimits() Limits {
 	}
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero or negative field set to its
+// DefaultLimits value, so Limits{} means the defaults everywhere limits are
+// read.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits()
 	if l.MaxQueryBytes <= 0 {
 		l.MaxQueryBytes = d.MaxQueryBytes

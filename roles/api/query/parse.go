@@ -20,7 +20,7 @@ func Parse(src string) (Expr, error) { return ParseLimits(src, DefaultLimits()) 
 // parameters are validated here, so every error in the query text carries a
 // position.
 func ParseLimits(src string, lim Limits) (Expr, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if len(src) > lim.MaxQueryBytes {
 		return nil, limitError("max_query_bytes", "query length", fmt.Sprintf("%d bytes", len(src)), fmt.Sprintf("%d bytes", lim.MaxQueryBytes), "")
 	}

@@ -61,7 +61,7 @@ type Plan struct {
 // programming mistake (no tenant, an unknown engine, an Expr the parser
 // would not have produced).
 func NewPlan(expr Expr, tenant string, r Range, d db.Dialect, lim Limits) (*Plan, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if tenant == "" {
 		return nil, errors.New("plan query: tenant id is required")
 	}

@@ -197,10 +197,10 @@ func TestPlanSQLiteTimeArgs(t *testing.T) {
 }
 
 func TestLimitsDefaults(t *testing.T) {
-	if got := (Limits{}).withDefaults(); got != DefaultLimits() {
+	if got := (Limits{}).WithDefaults(); got != DefaultLimits() {
 		t.Errorf("zero Limits = %+v, want the defaults", got)
 	}
-	l := Limits{MaxSeries: 7, MinStep: -1}.withDefaults()
+	l := Limits{MaxSeries: 7, MinStep: -1}.WithDefaults()
 	if l.MaxSeries != 7 || l.MinStep != time.Second {
 		t.Errorf("partial Limits = %+v", l)
 	}

@@ -41,7 +41,7 @@ func Register(g *gin.RouterGroup, d Deps) {
 	if d.DB == nil || d.Tenant == nil || d.WriteError == nil {
 		panic("BUG: readings.Register needs DB, Tenant and WriteError")
 	}
-	h := &handler{Deps: d, lim: withDefaults(d.Limits)}
+	h := &handler{Deps: d, lim: d.Limits.WithDefaults()}
 	if h.Now == nil {
 		h.Now = time.Now
 	}
@@ -61,33 +61,6 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/profiles", h.profiles)
 }
 
-// withDefaults fills the zero fields of l from query.DefaultLimits, as the
-// query package does, so both read the same numbers.
-func withDefaults(l query.Limits) query.Limits {
-	def := query.DefaultLimits()
-	if l.MaxQueryBytes <= 0 {
-		l.MaxQueryBytes = def.MaxQueryBytes
-	}
-	if l.MaxDepth <= 0 {
-		l.MaxDepth = def.MaxDepth
-	}
-	if l.MinStep <= 0 {
-		l.MinStep = def.MinStep
-	}
-	if l.MaxRange <= 0 {
-		l.MaxRange = def.MaxRange
-	}
-	if l.MaxSeries <= 0 {
-		l.MaxSeries = def.MaxSeries
-	}
-	if l.MaxPointsPerSeries <= 0 {
-		l.MaxPointsPerSeries = def.MaxPointsPerSeries
-	}
-	if l.MaxRows <= 0 {
-		l.MaxRows = def.MaxRows
-	}
-	return l
-}
 
 type handler struct {
 	Deps

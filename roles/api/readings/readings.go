@@ -61,7 +61,6 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/profiles", h.profiles)
 }
 
-
 type handler struct {
 	Deps
 	lim query.Limits

@@ -37,6 +37,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=5s ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=5s ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeMatchesStdlib$$' -fuzztime=10s ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzAppendJSONMatchesStdlib$$' -fuzztime=10s ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=5s ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=5s ./core/streamstore/memory
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=5s ./core/mqttx

@@ -90,11 +90,12 @@ func (t *Timestamp) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON implements json.Marshaler.
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(`"2006-01-02T15:04:05.000Z"`))
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
-	return append(b, '"'), nil
+	return t.appendJSON(make([]byte, 0, len(`"2006-01-02T15:04:05.000Z"`))), nil
 }
+
+// timestampLayout is how timestamps are written: RFC 3339 in UTC with
+// milliseconds.
+const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // TimestampOf wraps t for a Message or Reading.
 func TimestampOf(t time.Time) *Timestamp { return &Timestamp{t} }

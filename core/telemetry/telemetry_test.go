@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -250,6 +251,99 @@ func BenchmarkParseMessage(b *testing.B) {
 			if err := json.Unmarshal(data, &m); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// FuzzAppendJSONMatchesStdlib: AppendJSON writes exactly the bytes
+// json.Marshal writes, and fails exactly where it fails.
+func FuzzAppendJSONMatchesStdlib(f *testing.F) {
+	f.Add("plc1", "temp", "C", "GOOD", 21.5, int64(1763805600123), uint8(0xff))
+	f.Add("<dev>&\"\\\n\t\x01\x7f", "t\u2028\u2029\xff\xfe", "", "BAD", 1e21, int64(-62135596800000), uint8(0))
+	f.Add("d", "m", "u", "q", 1e-7, int64(253402300799999), uint8(0x15))
+	f.Add("d", "m", "u", "q", math.NaN(), int64(0), uint8(0x0f))
+	f.Add("d", "m", "u", "q", math.Inf(-1), int64(0), uint8(0x0f))
+	f.Add("d", "m", "", "", math.Copysign(0, -1), int64(1), uint8(0x2a))
+	f.Fuzz(func(t *testing.T, device, metric, unit, quality string, value float64, ms int64, flags uint8) {
+		m := Message{AgentUUID: agent, DeviceName: device}
+		if flags&1 != 0 {
+			m.Protocol = unit + quality
+		}
+		if flags&2 != 0 {
+			m.Timestamp = TimestampOf(time.UnixMilli(ms))
+		}
+		if flags&4 != 0 {
+			m.MsgID = metric
+		}
+		if flags&8 != 0 {
+			m.Readings = []Reading{}
+		}
+		for i := range int(flags >> 4) {
+			r := Reading{Name: metric, Unit: unit, Quality: quality}
+			if i%2 == 0 {
+				v := value * float64(i+1)
+				r.Value = &v
+			}
+			if i%3 == 1 {
+				r.Timestamp = TimestampOf(time.UnixMilli(ms + int64(i)))
+			}
+			m.Readings = append(m.Readings, r)
+		}
+		want, werr := json.Marshal(&m)
+		got, gerr := m.AppendJSON(nil)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("json.Marshal err %v, AppendJSON err %v", werr, gerr)
+		}
+		if werr == nil && string(got) != string(want) {
+			t.Fatalf("AppendJSON\n%s\njson.Marshal\n%s", got, want)
+		}
+	})
+}
+
+// BenchmarkAppendJSON encodes a 50-reading message, and json.Marshal for
+// comparison.
+func BenchmarkAppendJSON(b *testing.B) {
+	m := Message{AgentUUID: agent, DeviceName: "plc1", Protocol: "modbus", MsgID: "v2_Ab12Cd34_7",
+		Timestamp: TimestampOf(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))}
+	for i := range 50 {
+		v := float64(i) * 1.5
+		m.Readings = append(m.Readings, Reading{Name: fmt.Sprintf("r%d", i), Value: &v, Unit: "C", Quality: "GOOD",
+			Timestamp: TimestampOf(time.Date(2026, 11, 22, 10, 0, 0, 123e6, time.UTC))})
+	}
+	b.Run("AppendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = m.AppendJSON(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(&m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzAppendTimestamp: the hand-written timestamp format is the layout's.
+func FuzzAppendTimestamp(f *testing.F) {
+	for _, ns := range []int64{0, 1763805600123456789, -62135596800000000, 253402300799999999999 / 1000, -1, 1e18} {
+		f.Add(ns)
+	}
+	f.Fuzz(func(t *testing.T, ns int64) {
+		tm := time.Unix(0, ns).In(time.FixedZone("x", 3600))
+		if got, want := string(appendTimestamp(nil, tm)), tm.UTC().Format(timestampLayout); got != want {
+			t.Fatalf("appendTimestamp(%d) = %s, want %s", ns, got, want)
+		}
+		// Years far outside the int64 nanosecond range, in both directions.
+		far := time.Unix(ns, 0)
+		if got, want := string(appendTimestamp(nil, far)), far.UTC().Format(timestampLayout); got != want {
+			t.Fatalf("appendTimestamp(%d s) = %s, want %s", ns, got, want)
 		}
 	})
 }

@@ -1,0 +1,187 @@
+package telemetry
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// AppendJSON appends m encoded exactly as json.Marshal encodes it, byte for
+// byte, and fails where json.Marshal fails (a NaN or infinite value).
+//
+// The Cloud API encodes every decoded message it appends to a stream, and
+// json.Marshal's reflection was its largest cost per message. The bytes are
+// the stream contract, so they stay those of encoding/json:
+// FuzzAppendJSONMatchesStdlib compares the two.
+func (m *Message) AppendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"agentUuid":`...)
+	dst = appendJSONString(dst, m.AgentUUID)
+	dst = append(dst, `,"deviceName":`...)
+	dst = appendJSONString(dst, m.DeviceName)
+	if m.Protocol != "" {
+		dst = append(dst, `,"protocol":`...)
+		dst = appendJSONString(dst, m.Protocol)
+	}
+	if m.Timestamp != nil {
+		dst = append(dst, `,"timestamp":`...)
+		dst = m.Timestamp.appendJSON(dst)
+	}
+	if m.MsgID != "" {
+		dst = append(dst, `,"msgId":`...)
+		dst = appendJSONString(dst, m.MsgID)
+	}
+	dst = append(dst, `,"readings":`...)
+	if m.Readings == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range m.Readings {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = m.Readings[i].appendJSON(dst); err != nil {
+				return nil, err
+			}
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, '}'), nil
+}
+
+func (r *Reading) appendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"name":`...)
+	dst = appendJSONString(dst, r.Name)
+	dst = append(dst, `,"value":`...)
+	if r.Value == nil {
+		dst = append(dst, "null"...)
+	} else {
+		var err error
+		if dst, err = appendJSONFloat(dst, *r.Value); err != nil {
+			return nil, fmt.Errorf("reading %q: %w", r.Name, err)
+		}
+	}
+	if r.Unit != "" {
+		dst = append(dst, `,"unit":`...)
+		dst = appendJSONString(dst, r.Unit)
+	}
+	if r.Quality != "" {
+		dst = append(dst, `,"quality":`...)
+		dst = appendJSONString(dst, r.Quality)
+	}
+	if r.Timestamp != nil {
+		dst = append(dst, `,"timestamp":`...)
+		dst = r.Timestamp.appendJSON(dst)
+	}
+	return append(dst, '}'), nil
+}
+
+// appendJSON is MarshalJSON without the allocation. Its text holds no
+// character JSON would escape, so it is what json.Marshal writes too.
+func (t Timestamp) appendJSON(dst []byte) []byte {
+	dst = append(dst, '"')
+	dst = appendTimestamp(dst, t.Time)
+	return append(dst, '"')
+}
+
+// appendTimestamp is t.UTC().AppendFormat(dst, timestampLayout), written
+// out for years 0 to 9999: every reading carries a timestamp, and the
+// general formatter was a fifth of the cost of encoding a message.
+// FuzzAppendTimestamp compares the two.
+func appendTimestamp(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, timestampLayout)
+	}
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / int(time.Millisecond)
+	dst = append(dst,
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+int(month)/10), byte('0'+int(month)%10), '-',
+		byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':',
+		byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.',
+		byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
+	return dst
+}
+
+// appendJSONFloat is encoding/json's float64 encoding: ES6 number
+// formatting, exponent form outside [1e-6, 1e21).
+func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9, as there.
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString is encoding/json's string encoding with HTML escaping,
+// as json.Marshal uses it: <, > and & as \u003c..., control characters
+// escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -35,16 +35,25 @@ const hexDigits = "0123456789abcdef"
 
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	dst = appendJSONStringBody(dst, s)
+	dst = appendJSONStringBody(dst, s, false)
 	return append(dst, '"')
 }
 
-// appendJSONStringBody escapes as encoding/json does with HTML escaping off.
-func appendJSONStringBody(dst []byte, s string) []byte {
+// AppendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: json.Marshal escapes HTML (<, >, & as \u003c...), an Encoder
+// with SetEscapeHTML(false) does not. Invalid UTF-8 becomes \ufffd.
+func AppendJSONString(dst []byte, s string, escapeHTML bool) []byte {
+	dst = append(dst, '"')
+	dst = appendJSONStringBody(dst, s, escapeHTML)
+	return append(dst, '"')
+}
+
+// appendJSONStringBody escapes as encoding/json does.
+func appendJSONStringBody(dst []byte, s string, escapeHTML bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
+			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || (b != '<' && b != '>' && b != '&')) {
 				i++
 				continue
 			}
@@ -91,12 +100,19 @@ func appendJSONStringBody(dst []byte, s string) []byte {
 	return append(dst, s[start:]...)
 }
 
-// appendJSONFloat formats like encoding/json: shortest representation that
-// round-trips, exponent form only outside [1e-6, 1e21).
+// appendJSONFloat is AppendJSONFloat, with null for what JSON cannot hold.
 func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
 	}
+	return AppendJSONFloat(dst, f, bits)
+}
+
+// AppendJSONFloat formats a finite f of the given bit size (32 or 64) as
+// encoding/json does: the shortest representation that round-trips,
+// exponent form only outside [1e-6, 1e21). NaN and infinities are the
+// caller's to refuse.
+func AppendJSONFloat(dst []byte, f float64, bits int) []byte {
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 {
 		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
@@ -142,7 +158,7 @@ func (e *encoder) appendJSONKey(dst []byte, k string) []byte {
 		}
 		if needsTilde(k) {
 			dst = append(dst, '"', '~')
-			dst = appendJSONStringBody(dst, k)
+			dst = appendJSONStringBody(dst, k, false)
 			return append(dst, '"')
 		}
 	}

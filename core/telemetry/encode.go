@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/edgeplat/edgeplat/core/codec"
 )
 
 // AppendJSON appends m encoded exactly as json.Marshal encodes it, byte for
@@ -109,79 +110,14 @@ func appendTimestamp(dst []byte, t time.Time) []byte {
 	return dst
 }
 
-// appendJSONFloat is encoding/json's float64 encoding: ES6 number
-// formatting, exponent form outside [1e-6, 1e21).
+// appendJSONFloat is json.Marshal's float64: an error for NaN and
+// infinities, which JSON cannot hold.
 func appendJSONFloat(dst []byte, f float64) ([]byte, error) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return nil, fmt.Errorf("json: unsupported value: %s", strconv.FormatFloat(f, 'g', -1, 64))
 	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 becomes e-9, as there.
-		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst, nil
+	return codec.AppendJSONFloat(dst, f, 64), nil
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString is encoding/json's string encoding with HTML escaping,
-// as json.Marshal uses it: <, > and & as \u003c..., control characters
-// escaped, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendJSONString is json.Marshal's string encoding, HTML escaped.
+func appendJSONString(dst []byte, s string) []byte { return codec.AppendJSONString(dst, s, true) }

@@ -1,7 +1,12 @@
 # Developer entry points. `make test` is the test command CI runs (.ci/run).
 GO          ?= go
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/staticcheck)
-FUZZTIME    ?= 20s
+# Fuzz budgets are execution counts, not durations: Go 1.26's fuzz
+# coordinator can report a spurious "context deadline exceeded" failure when
+# a -fuzztime duration ends under CPU load (golang/go#75804, fixed in 1.27);
+# a count has no deadline to race.
+FUZZDECODE  ?= 300000x
+FUZZEXECS   ?= 30000x
 VERSION     ?= dev
 LDFLAGS      = -s -w -X github.com/edgeplat/edgeplat/core/buildinfo.Version=$(VERSION)
 
@@ -29,22 +34,22 @@ lint:
 	$(STATICCHECK) ./...
 
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./core/codec
-	$(GO) test -run='^$$' -fuzz='^FuzzParseMsgID$$' -fuzztime=5s ./core/codec
-	$(GO) test -run='^$$' -fuzz='^FuzzTopicID$$' -fuzztime=5s ./core/codec
-	$(GO) test -run='^$$' -fuzz='^FuzzJSON$$' -fuzztime=5s ./core/codec
-	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=5s ./core/spool
-	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=5s ./core/telemetry
-	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=5s ./core/telemetry
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeMatchesStdlib$$' -fuzztime=10s ./core/telemetry
-	$(GO) test -run='^$$' -fuzz='^FuzzAppendJSONMatchesStdlib$$' -fuzztime=10s ./core/telemetry
-	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=5s ./core/streamstore
-	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=5s ./core/streamstore/memory
-	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=5s ./core/mqttx
-	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=5s ./roles/api/envelope
-	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=5s ./roles/api/envelope
-	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=5s ./roles/api/query
-	$(GO) test -run='^$$' -fuzz='^FuzzTranslate$$' -fuzztime=5s ./roles/api/query
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZDECODE) ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzParseMsgID$$' -fuzztime=$(FUZZEXECS) ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzTopicID$$' -fuzztime=$(FUZZEXECS) ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzJSON$$' -fuzztime=$(FUZZEXECS) ./core/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=$(FUZZEXECS) ./core/spool
+	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeMatchesStdlib$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzAppendJSONMatchesStdlib$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=$(FUZZEXECS) ./core/streamstore
+	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=$(FUZZEXECS) ./core/mqttx
+	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
+	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
+	$(GO) test -run='^$$' -fuzz='^FuzzTranslate$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

@@ -120,6 +120,7 @@ func Map(t Topic, v any) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: messages is %s, want an array", ErrPayload, typeName(env["messages"]))
 	}
 	byDevice := map[string]int{}
+	var mr readingMapper
 	for i, m := range msgs {
 		mo, ok := m.(map[string]any)
 		if !ok {
@@ -134,7 +135,7 @@ func Map(t Topic, v any) (Batch, error) {
 			if !ok {
 				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d] is %s, want an object", ErrPayload, i, j, typeName(r))
 			}
-			dev, reading, err := mapReading(ro)
+			dev, reading, err := mr.mapReading(ro)
 			if err != nil {
 				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d]: %v", ErrPayload, i, j, err)
 			}
@@ -154,7 +155,40 @@ func Map(t Topic, v any) (Batch, error) {
 	return b, nil
 }
 
-func mapReading(r map[string]any) (string, telemetry.Reading, error) {
+// readingMapper maps the readings of one envelope. Readings of one poll
+// usually carry the same timestamp text, so the last one parsed is kept and
+// shared (timestamps are never modified once mapped), and values come from
+// slabs instead of one allocation each.
+type readingMapper struct {
+	lastTS     string
+	lastParsed *telemetry.Timestamp
+	values     []float64
+}
+
+// value returns a pointer to f that stays valid for the envelope's life.
+func (m *readingMapper) value(f float64) *float64 {
+	if len(m.values) == cap(m.values) {
+		m.values = make([]float64, 0, 64)
+	}
+	m.values = append(m.values, f)
+	return &m.values[len(m.values)-1]
+}
+
+func (m *readingMapper) timestamp(raw any) (*telemetry.Timestamp, error) {
+	if s, ok := raw.(string); ok && m.lastParsed != nil && s == m.lastTS {
+		return m.lastParsed, nil
+	}
+	ts, err := timestamp(raw)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := raw.(string); ok {
+		m.lastTS, m.lastParsed = s, ts
+	}
+	return ts, nil
+}
+
+func (m *readingMapper) mapReading(r map[string]any) (string, telemetry.Reading, error) {
 	dev, _ := r["deviceName"].(string)
 	if strings.TrimSpace(dev) == "" {
 		dev, _ = r["deviceId"].(string)
@@ -172,22 +206,21 @@ func mapReading(r map[string]any) (string, telemetry.Reading, error) {
 	switch v := r["value"].(type) {
 	case nil:
 	case float64:
-		out.Value = finite(v)
+		if isFinite(v) {
+			out.Value = m.value(v)
+		}
 	case int64:
-		f := float64(v)
-		out.Value = &f
+		out.Value = m.value(float64(v))
 	case int:
-		f := float64(v)
-		out.Value = &f
+		out.Value = m.value(float64(v))
 	case uint64:
-		f := float64(v)
-		out.Value = &f
+		out.Value = m.value(float64(v))
 	case bool:
 		f := 0.0
 		if v {
 			f = 1
 		}
-		out.Value = &f
+		out.Value = m.value(f)
 	case string:
 		// Agents send numbers; a numeric string is accepted, anything else
 		// is not a reading the readings table can hold.
@@ -195,7 +228,9 @@ func mapReading(r map[string]any) (string, telemetry.Reading, error) {
 		if err != nil {
 			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s is not a number", truncate(v), name)
 		}
-		out.Value = finite(f)
+		if isFinite(f) {
+			out.Value = m.value(f)
+		}
 	default:
 		return "", telemetry.Reading{}, fmt.Errorf("value of %s is %s, want a number", name, typeName(v))
 	}
@@ -203,7 +238,7 @@ func mapReading(r map[string]any) (string, telemetry.Reading, error) {
 		out.Quality = "BAD"
 	}
 	if raw, ok := r["timestamp"]; ok && raw != nil {
-		ts, err := timestamp(raw)
+		ts, err := m.timestamp(raw)
 		if err != nil {
 			return "", telemetry.Reading{}, fmt.Errorf("timestamp of %s: %v", name, err)
 		}
@@ -212,14 +247,9 @@ func mapReading(r map[string]any) (string, telemetry.Reading, error) {
 	return dev, out, nil
 }
 
-// finite keeps NaN and infinities (which JSON cannot carry anyway) out of
-// the table as nulls.
-func finite(f float64) *float64 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil
-	}
-	return &f
-}
+// isFinite tells values the table can hold: NaN and infinities (which JSON
+// cannot carry anyway) are stored as nulls.
+func isFinite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // timestamp accepts ISO 8601 strings and Unix milliseconds.
 func timestamp(v any) (*telemetry.Timestamp, error) {

@@ -209,3 +209,40 @@ func FuzzMap(f *testing.F) {
 		}
 	})
 }
+
+// TestMapReadingTimestampsAndValues: readings keep their own timestamps
+// and values when consecutive readings share, repeat or alternate them,
+// and a value is never aliased to another reading's.
+func TestMapReadingTimestampsAndValues(t *testing.T) {
+	tn, ag := ids(t)
+	tp, err := ParseTopic("i/" + tn + "/a/" + ag + "/endpoints/modbus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamps := []any{"2026-11-22T10:00:00Z", "2026-11-22T10:00:00Z", "2026-11-22T10:00:01Z", int64(1763805600500), "2026-11-22T10:00:00Z"}
+	var readings []any
+	for i, ts := range stamps {
+		readings = append(readings, map[string]any{"deviceName": "plc1", "metric": "m" + string(rune('a'+i)), "value": float64(i), "timestamp": ts})
+	}
+	for i := range 100 { // past one value slab
+		readings = append(readings, map[string]any{"deviceName": "plc2", "metric": "n", "value": int64(i)})
+	}
+	b, err := Map(tp, map[string]any{"messages": []any{map[string]any{"readings": readings}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{
+		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC), time.UnixMilli(1763805600500), time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+	}
+	for i, r := range b.Messages[0].Readings {
+		if !r.Timestamp.Equal(want[i]) || *r.Value != float64(i) {
+			t.Errorf("reading %d: %s %v, want %s %d", i, r.Timestamp, *r.Value, want[i], i)
+		}
+	}
+	for i, r := range b.Messages[1].Readings {
+		if *r.Value != float64(i) {
+			t.Fatalf("plc2 reading %d = %v", i, *r.Value)
+		}
+	}
+}

@@ -429,7 +429,7 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 		n, err := e.w.Write(ctx, rows)
 		e.m.insertP95.observe(time.Since(t0))
 		e.releaseWrite()
-		if err == nil || isDataError(err) {
+		if err == nil || db.IsDataError(err) {
 			e.breaker.Record(nil)
 		} else if ctx.Err() == nil {
 			e.breaker.Record(err)
@@ -442,7 +442,7 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 			return fmt.Errorf("%w: %w", errBackend, ctx.Err())
 		}
 		if attempt > e.cfg.MaxRetries {
-			if isDataError(err) {
+			if db.IsDataError(err) {
 				return err
 			}
 			// Every attempt of this batch failed on the backend: that is

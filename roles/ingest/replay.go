@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/spool"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
@@ -73,7 +74,7 @@ func (e *engine) replayBatch(ctx context.Context, entries []spool.Entry) error {
 		n, err := e.w.Write(ctx, rows)
 		e.m.insertP95.observe(time.Since(t0))
 		if err != nil {
-			if !isDataError(err) {
+			if !db.IsDataError(err) {
 				return fmt.Errorf("replay %d rows: %w", len(rows), err)
 			}
 			// Bad rows cannot block the spool forever: park them.

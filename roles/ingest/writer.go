@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"modernc.org/sqlite"
 )
 
 // writer stores normalised rows (sorted by key, no in-batch duplicates) and
@@ -244,28 +243,4 @@ func newWriter(d *db.DB, mode string, copyMin, rowsPerInsert int) writer {
 func isUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
-// isDataError reports whether err is about the rows themselves (a value the
-// column refuses), which retrying cannot fix: such rows go to the dead-letter
-// stream after the retries. Every other failure (connection, timeout,
-// server shutting down, disk full, missing table) is the backend's, and the
-// rows wait in the stream or the spool until it is back; they are never
-// dead-lettered for it.
-func isDataError(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")
-	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case 18, 19, 20, 25: // TOOBIG, CONSTRAINT, MISMATCH, RANGE
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/roles/api/token"
@@ -14,11 +15,14 @@ import (
 type Principal struct {
 	UserID string
 	Role   string
-	// TenantUUID is the tenant's canonical UUID, as tokens carry it.
+	// TenantUUID is the tenant's canonical (lowercase, hyphenated) UUID.
 	TenantUUID string
 	// TenantKey is the same tenant as the 22-character id that MQTT topics,
 	// stream names and the readings table's tenant_id use.
 	TenantKey string
+	// ExpiresAt is when the credential stops being valid; long-lived
+	// responses (live streams) end then.
+	ExpiresAt time.Time
 }
 
 const principalKey = "edgeplat.principal"
@@ -49,7 +53,7 @@ func (a *authenticator) require(c *gin.Context) {
 		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or expired access token")
 		return
 	}
-	key, err := codec.IDFromUUID(claims.Tenant)
+	tu, err := codec.ParseUUID(claims.Tenant)
 	if err != nil {
 		// A token we signed names a tenant we cannot address: refuse rather
 		// than guess.
@@ -58,7 +62,8 @@ func (a *authenticator) require(c *gin.Context) {
 		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or expired access token")
 		return
 	}
-	c.Set(principalKey, Principal{UserID: claims.Subject, Role: claims.Role, TenantUUID: claims.Tenant, TenantKey: key})
+	c.Set(principalKey, Principal{UserID: claims.Subject, Role: claims.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
+		ExpiresAt: claims.ExpiresAt})
 	c.Next()
 }
 

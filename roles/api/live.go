@@ -25,7 +25,9 @@ import (
 type live struct {
 	streams   func() streamstore.Store
 	heartbeat time.Duration
-	max       int
+	// writeTimeout bounds each write to a client.
+	writeTimeout time.Duration
+	max          int
 
 	mu     sync.Mutex
 	open   int
@@ -38,7 +40,7 @@ type live struct {
 }
 
 func newLive(streams func() streamstore.Store, max int, reg prometheus.Registerer) *live {
-	l := &live{streams: streams, heartbeat: 15 * time.Second, max: max, done: make(chan struct{}),
+	l := &live{streams: streams, heartbeat: 15 * time.Second, writeTimeout: 30 * time.Second, max: max, done: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_live_streams",
 			Help: "Open Server-Sent Event streams of real-time device values."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_live_streams_refused_total",
@@ -85,6 +87,13 @@ func (l *live) release() {
 	l.gauge.Dec()
 }
 
+// openStreams is the number of streams being served.
+func (l *live) openStreams() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
 // stream serves GET /api/v1/agents/:uuid/stream. Each batch the agent
 // sends arrives as one "metrics" event whose data is the JSON array of its
 // decoded messages; a comment line every heartbeat keeps proxies from
@@ -125,6 +134,21 @@ func (l *live) stream(c *gin.Context) {
 	defer sub.Close()
 
 	w := c.Writer
+	// The server has no write timeout (streams are long), so each write
+	// gets its own deadline: a client that stops reading must not hold a
+	// slot, a goroutine and a subscription, nor keep Stop waiting, for as
+	// long as its socket buffers stay full.
+	rc := http.NewResponseController(w)
+	writeBy := func() { _ = rc.SetWriteDeadline(time.Now().Add(l.writeTimeout)) }
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	// The stream ends when the caller's credential does; the client
+	// reconnects with a fresh one.
+	var expired <-chan time.Time
+	if p, ok := principal(c); ok && !p.ExpiresAt.IsZero() {
+		t := time.NewTimer(time.Until(p.ExpiresAt))
+		defer t.Stop()
+		expired = t.C
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -132,8 +156,13 @@ func (l *live) stream(c *gin.Context) {
 	// nginx buffers responses unless told not to, which would hold events.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.WriteString(": connected\nretry: 3000\n\n")
-	w.Flush()
+	writeBy()
+	if _, err := w.WriteString(": connected\nretry: 3000\n\n"); err != nil {
+		return
+	}
+	if rc.Flush() != nil {
+		return
+	}
 
 	tick := time.NewTicker(l.heartbeat)
 	defer tick.Stop()
@@ -144,6 +173,11 @@ func (l *live) stream(c *gin.Context) {
 			return
 		case <-l.done:
 			return
+		case <-expired:
+			writeBy()
+			_ = writeEvent(w, "expired", []byte(`{"error":{"code":"token_expired","message":"the access token expired; reconnect with a new one"}}`))
+			_ = rc.Flush()
+			return
 		case m, ok := <-sub.C():
 			if !ok {
 				return
@@ -152,15 +186,21 @@ func (l *live) stream(c *gin.Context) {
 				l.dropped.Add(float64(d - reported))
 				reported = d
 			}
+			writeBy()
 			if err := writeEvent(w, "metrics", m.Payload); err != nil {
 				return
 			}
-			w.Flush()
+			if rc.Flush() != nil {
+				return
+			}
 		case <-tick.C:
+			writeBy()
 			if _, err := w.WriteString(": keepalive\n\n"); err != nil {
 				return
 			}
-			w.Flush()
+			if rc.Flush() != nil {
+				return
+			}
 		}
 	}
 }

@@ -105,6 +105,14 @@ func (rp *reports) handle(ctx context.Context, msg mqttx.Message) error {
 		return errors.New("store agent report: database not open")
 	}
 	stored, err := upsertReport(ctx, d, t.Tenant, t.AgentUUID, kind, doc, reportedAt, rp.now())
+	if db.IsDataError(err) {
+		// A document the database refuses (PostgreSQL's jsonb takes no
+		// \u0000) fails the same way on every redelivery: acknowledge it,
+		// or it would come back forever and hold the broker's window.
+		rp.dropped.WithLabelValues("payload").Inc()
+		rp.log.Debug("report the database refuses dropped", "topic", msg.Topic, "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("store agent %s report: %w", kind, err)
 	}

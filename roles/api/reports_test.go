@@ -93,6 +93,15 @@ func TestReportsIntegration(t *testing.T) {
 			if got := testutil.ToFloat64(rep.dropped.WithLabelValues("payload")); got != 2 {
 				t.Errorf("dropped payloads = %v, want 2", got)
 			}
+			// A document PostgreSQL's jsonb refuses (a NUL character) is
+			// acknowledged as well: no redelivery could ever store it.
+			otherAgent, _ := codec.IDFromUUID(randomUUID(t))
+			if err := rep.handle(ctx, mqttx.Message{Topic: "i/" + keyA + "/a/" + otherAgent + "/state", Payload: []byte(`{"note":"a\u0000b"}`)}); err != nil {
+				t.Errorf("report with a NUL character: %v, want it acknowledged", err)
+			}
+			if want := map[string]float64{"sqlite": 2, "postgres": 3}[name]; testutil.ToFloat64(rep.dropped.WithLabelValues("payload")) != want {
+				t.Errorf("dropped payloads after a NUL report = %v, want %v on %s", testutil.ToFloat64(rep.dropped.WithLabelValues("payload")), want, name)
+			}
 
 			tokens := testTokens(t)
 			e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError})

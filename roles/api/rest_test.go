@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -311,5 +313,71 @@ func TestLiveStreamRefusals(t *testing.T) {
 	_ = openStream(t, srv.URL+"/api/v1/agents/"+agent+"/stream", bearerToken)
 	if code, body := get("/api/v1/agents/" + agent + "/stream"); code != http.StatusServiceUnavailable || body.Error.Code != "too_many_streams" {
 		t.Errorf("stream past the limit: %d %+v", code, body)
+	}
+}
+
+// TestLiveStreamSlowReaderReleased: a client that stops reading loses its
+// stream once a write has waited writeTimeout, so it holds no slot.
+func TestLiveStreamSlowReaderReleased(t *testing.T) {
+	mem, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tokens := testTokens(t)
+	lv := newLive(func() streamstore.Store { return mem }, 1, prometheus.NewRegistry())
+	lv.writeTimeout = 200 * time.Millisecond
+	srv := httptest.NewServer(restEngine(t, tokens, lv))
+	defer srv.Close()
+	defer lv.Stop(context.Background())
+
+	tenant, agent := randomUUID(t), randomUUID(t)
+	key, _ := codec.IDFromUUID(tenant)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/v1/agents/%s/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", agent, sign(t, tokens, tenant, token.Access))
+	coretest.Eventually(t, 5*time.Second, "the stream to open", func() bool { return lv.openStreams() == 1 })
+
+	// Never read; publish far more than the socket buffers hold.
+	payload := []byte(`["` + strings.Repeat("x", 64<<10) + `"]`)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for lv.openStreams() == 1 && time.Now().Before(deadline) {
+		if _, err := mem.Produce(ctx, streamstore.ProduceRequest{Stream: telemetry.IngestionStream(key),
+			Entries: []map[string]string{{"data": "{}"}}, Channel: telemetry.MetricsChannel(key, agent), Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := lv.openStreams(); n != 0 {
+		t.Fatalf("%d streams still open for a client that reads nothing", n)
+	}
+}
+
+// TestLiveStreamEndsWithToken: a stream ends, with an expired event, when
+// the access token that opened it expires.
+func TestLiveStreamEndsWithToken(t *testing.T) {
+	mem, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tokens, err := token.New(config.JWT{Secret: config.Secret(testSecret), AccessTokenExpiry: 2 * time.Second, RefreshTokenExpiry: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := newLive(func() streamstore.Store { return mem }, 10, prometheus.NewRegistry())
+	srv := httptest.NewServer(restEngine(t, tokens, lv))
+	defer srv.Close()
+	defer lv.Stop(context.Background())
+	s := openStream(t, srv.URL+"/api/v1/agents/"+randomUUID(t)+"/stream", sign(t, tokens, randomUUID(t), token.Access))
+	if ev, data := s.nextEvent(); ev != "expired" || !strings.Contains(data, "token_expired") {
+		t.Fatalf("got %q %q, want the expired event", ev, data)
+	}
+	if _, err := io.ReadAll(s.r); err != nil {
+		t.Fatalf("stream did not end after the expired event: %v", err)
 	}
 }

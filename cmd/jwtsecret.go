@@ -27,44 +27,63 @@ func ensureJWTSecret(cfg *config.Config, dataDir string) error {
 		return nil
 	}
 	path := filepath.Join(dataDir, jwtSecretFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		s := strings.TrimSpace(string(b))
-		if len(s) < 32 {
-			return fmt.Errorf("%s holds %d bytes, a token secret needs at least 32: delete it to generate a new one, or set JWT_SECRET", path, len(s))
-		}
+	s, err := readJWTSecret(path)
+	if err == nil {
 		j.Secret = config.Secret(s)
 		return nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("read token secret: %w", err)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("create data directory (--data-dir): %w", err)
 	}
 	var raw [32]byte
 	_, _ = rand.Read(raw[:])
-	s := base64.RawURLEncoding.EncodeToString(raw[:])
-	// O_EXCL: two instances starting on one directory must not each write
-	// their own secret; the loser reads the winner's.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return ensureJWTSecret(cfg, dataDir)
-	}
+	s = base64.RawURLEncoding.EncodeToString(raw[:])
+	// The secret is written whole to a private temporary file and then
+	// linked into place: link fails if the name exists, so of two
+	// instances starting on one directory exactly one secret wins, and
+	// nobody ever reads a half-written one.
+	tmp, err := os.CreateTemp(dataDir, jwtSecretFile+".*.tmp") // mode 0600
 	if err != nil {
 		return fmt.Errorf("create token secret: %w", err)
 	}
-	if _, err := f.WriteString(s + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(s + "\n"); err != nil {
+		tmp.Close()
 		return fmt.Errorf("write token secret: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
 		return fmt.Errorf("write token secret: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write token secret: %w", err)
+	}
+	switch err := os.Link(tmp.Name(), path); {
+	case errors.Is(err, fs.ErrExist):
+		// Another instance won: use its secret. A name that exists but
+		// cannot be read (a dangling link) is an error, not a retry.
+		if s, err = readJWTSecret(path); err != nil {
+			return fmt.Errorf("%w (the name exists: a dangling link?)", err)
+		}
+	case err != nil:
+		return fmt.Errorf("create token secret: %w", err)
 	}
 	j.Secret = config.Secret(s)
 	return nil
+}
+
+// readJWTSecret reads a secret ensureJWTSecret wrote.
+func readJWTSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token secret: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) < 32 {
+		return "", fmt.Errorf("%s holds %d bytes, a token secret needs at least 32: delete it to generate a new one, or set JWT_SECRET", path, len(s))
+	}
+	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -46,5 +47,49 @@ func TestEnsureJWTSecret(t *testing.T) {
 	var short config.Config
 	if err := ensureJWTSecret(&short, dir); err == nil || !strings.Contains(err.Error(), "at least 32") {
 		t.Errorf("short secret file: %v", err)
+	}
+}
+
+// TestEnsureJWTSecretConcurrent: instances starting together on one data
+// directory all end up with the one secret that won, and none fails.
+func TestEnsureJWTSecretConcurrent(t *testing.T) {
+	for range 20 {
+		dir := filepath.Join(t.TempDir(), "data")
+		secrets := make([]config.Secret, 8)
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		for i := range secrets {
+			wg.Go(func() {
+				var c config.Config
+				errs[i] = ensureJWTSecret(&c, dir)
+				secrets[i] = c.JWT.Secret
+			})
+		}
+		wg.Wait()
+		for i := range secrets {
+			if errs[i] != nil {
+				t.Fatalf("instance %d: %v", i, errs[i])
+			}
+			if secrets[i] != secrets[0] {
+				t.Fatalf("instances %d and 0 got different secrets", i)
+			}
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+		if len(left) != 0 {
+			t.Fatalf("temporary files left behind: %v", left)
+		}
+	}
+}
+
+// TestEnsureJWTSecretDanglingLink: a secret name that points nowhere is a
+// clear error, not an endless retry.
+func TestEnsureJWTSecretDanglingLink(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "missing"), filepath.Join(dir, jwtSecretFile)); err != nil {
+		t.Fatal(err)
+	}
+	var c config.Config
+	if err := ensureJWTSecret(&c, dir); err == nil || !strings.Contains(err.Error(), "dangling link") {
+		t.Fatalf("ensureJWTSecret on a dangling link = %v", err)
 	}
 }

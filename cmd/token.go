@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -99,13 +98,13 @@ func useDataDirSecret(j *config.JWT, dataDir string) error {
 		return nil
 	}
 	path := filepath.Join(dataDir, jwtSecretFile)
-	b, err := os.ReadFile(path)
+	s, err := readJWTSecret(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no signing key: set jwt.secret (JWT_SECRET) or jwt.private_key (JWT_PRIVATE_KEY) as serve-api has them, or point --data-dir at the data directory of an all-in-one that has run (%s does not exist)", path)
 	}
 	if err != nil {
-		return fmt.Errorf("read token secret: %w", err)
+		return err
 	}
-	j.Secret = config.Secret(strings.TrimSpace(string(b)))
+	j.Secret = config.Secret(s)
 	return nil
 }

@@ -267,23 +267,44 @@ func (d *jsonDecoder) str() ([]byte, error) {
 }
 
 func (d *jsonDecoder) strSlow(start, i int) ([]byte, error) {
-	out := append(d.sbuf[:0], d.b[start:i]...)
-	defer func() { d.sbuf = out[:0] }()
-	for i < len(d.b) {
-		c := d.b[i]
+	out, end, where := appendUnquoted(append(d.sbuf[:0], d.b[start:i]...), d.b, i)
+	d.sbuf = out[:0]
+	d.p = end
+	if where != "" {
+		return nil, d.syntax(where)
+	}
+	return out, nil
+}
+
+// AppendUnquotedJSON appends the value of the JSON string whose body starts
+// at b[i] (just past the opening quote) to dst, as encoding/json decodes
+// it: escapes undone, surrogate pairs joined, and U+FFFD for invalid UTF-8
+// and lone surrogates. It returns the index just past the closing quote.
+// Decoders of known schemas share it so that every string means the same
+// whichever path read it.
+func AppendUnquotedJSON(dst, b []byte, i int) ([]byte, int, error) {
+	out, end, where := appendUnquoted(dst, b, i)
+	if where != "" {
+		return nil, end, fmt.Errorf("%w: json: invalid string %s at offset %d", ErrMalformed, where, end)
+	}
+	return out, end, nil
+}
+
+// appendUnquoted is AppendUnquotedJSON; on a fault it returns the fault's
+// offset and where it is ("in string", ...), else "" and the end.
+func appendUnquoted(out, b []byte, i int) ([]byte, int, string) {
+	for i < len(b) {
+		c := b[i]
 		switch {
 		case c == '"':
-			d.p = i + 1
-			return out, nil
+			return out, i + 1, ""
 		case c < 0x20:
-			d.p = i
-			return nil, d.syntax("in string")
+			return out, i, "in string"
 		case c == '\\':
-			if i+1 >= len(d.b) {
-				d.p = len(d.b)
-				return nil, d.syntax("in string escape")
+			if i+1 >= len(b) {
+				return out, len(b), "in string escape"
 			}
-			switch e := d.b[i+1]; e {
+			switch e := b[i+1]; e {
 			case '"', '\\', '/':
 				out = append(out, e)
 			case 'b':
@@ -297,14 +318,13 @@ func (d *jsonDecoder) strSlow(start, i int) ([]byte, error) {
 			case 't':
 				out = append(out, '\t')
 			case 'u':
-				r := getu4(d.b[i:])
+				r := getu4(b[i:])
 				if r < 0 {
-					d.p = i
-					return nil, d.syntax("in \\u escape")
+					return out, i, "in \\u escape"
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
-					if r2 := getu4(d.b[i:]); r2 >= 0 {
+					if r2 := getu4(b[i:]); r2 >= 0 {
 						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
 							out = utf8.AppendRune(out, dec)
 							i += 6
@@ -316,25 +336,23 @@ func (d *jsonDecoder) strSlow(start, i int) ([]byte, error) {
 				out = utf8.AppendRune(out, r)
 				continue
 			default:
-				d.p = i + 1
-				return nil, d.syntax("in string escape")
+				return out, i + 1, "in string escape"
 			}
 			i += 2
 		case c < utf8.RuneSelf:
 			out = append(out, c)
 			i++
 		default:
-			r, size := utf8.DecodeRune(d.b[i:])
+			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
 				out = utf8.AppendRune(out, utf8.RuneError)
 			} else {
-				out = append(out, d.b[i:i+size]...)
+				out = append(out, b[i:i+size]...)
 			}
 			i += size
 		}
 	}
-	d.p = len(d.b)
-	return nil, d.syntax("in string")
+	return out, len(b), "in string"
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/edgeplat/edgeplat/core/codec"
 )
 
 // decodeMessage decodes one stream entry value into m, accepting exactly
@@ -248,98 +249,15 @@ func (d *decoder) str(scratch bool) ([]byte, error) {
 }
 
 // unquote decodes a string with escapes or non-ASCII bytes into the
-// scratch buffer, as encoding/json does.
+// scratch buffer, with the codec's JSON string rules (encoding/json's).
 func (d *decoder) unquote() ([]byte, error) {
-	b := d.buf[:0]
-	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		switch {
-		case c == '"':
-			d.pos++
-			d.buf = b
-			return b, nil
-		case c < 0x20:
-			return nil, d.syntax("control character in string")
-		case c == '\\':
-			d.pos++
-			if d.pos >= len(d.data) {
-				return nil, d.syntax("unterminated string")
-			}
-			e := d.data[d.pos]
-			d.pos++
-			switch e {
-			case '"', '\\', '/':
-				b = append(b, e)
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				r, ok := d.hex4()
-				if !ok {
-					return nil, d.syntax("malformed \\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					// A pair when a \u low surrogate follows; alone it is
-					// U+FFFD, and whatever follows is read on its own.
-					save := d.pos
-					r2 := unicode.ReplacementChar
-					if d.pos+1 < len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
-						d.pos += 2
-						if r3, ok := d.hex4(); ok {
-							if dec := utf16.DecodeRune(r, r3); dec != unicode.ReplacementChar {
-								r2 = dec
-							} else {
-								d.pos = save
-							}
-						} else {
-							d.pos = save
-						}
-					}
-					r = r2
-				}
-				b = utf8.AppendRune(b, r)
-			default:
-				return nil, d.syntax("invalid escape")
-			}
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			d.pos++
-		default:
-			r, size := utf8.DecodeRune(d.data[d.pos:])
-			d.pos += size
-			b = utf8.AppendRune(b, r) // RuneError for invalid bytes, as encoding/json
-		}
+	b, end, err := codec.AppendUnquotedJSON(d.buf[:0], d.data, d.pos)
+	if err != nil {
+		d.pos = end
+		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	return nil, d.syntax("unterminated string")
-}
-
-func (d *decoder) hex4() (rune, bool) {
-	if len(d.data)-d.pos < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range d.data[d.pos : d.pos+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	d.pos += 4
-	return r, true
+	d.pos, d.buf = end, b
+	return b, nil
 }
 
 // foldKey is encoding/json's key folding: ASCII upper case, and each other

@@ -3,6 +3,7 @@ package api
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +82,24 @@ func principal(c *gin.Context) (Principal, bool) {
 func tenantKey(c *gin.Context) (string, bool) {
 	p, ok := principal(c)
 	return p.TenantKey, ok && p.TenantKey != ""
+}
+
+// agentOf answers the request itself (401 or 400) unless it carries the
+// caller's tenant and a valid :uuid, and returns both: the tenant as the
+// telemetry tables store it, the agent in the lowercase hyphenated form the
+// pipeline publishes and stores under.
+func agentOf(c *gin.Context) (tenant, agent string, ok bool) {
+	tenant, ok = tenantKey(c)
+	if !ok {
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
+		return "", "", false
+	}
+	u, err := codec.ParseUUID(c.Param("uuid"))
+	if err != nil {
+		WriteError(c, http.StatusBadRequest, "invalid_parameter", "uuid must be a hyphenated UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), got "+strconv.Quote(c.Param("uuid")))
+		return "", "", false
+	}
+	return tenant, u.String(), true
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header;

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/gin-gonic/gin"
@@ -101,17 +99,10 @@ func (l *live) openStreams() int {
 // a client that reads too slowly loses messages rather than slowing the
 // pipeline, and the loss is counted.
 func (l *live) stream(c *gin.Context) {
-	tenant, ok := tenantKey(c)
+	tenant, agent, ok := agentOf(c)
 	if !ok {
-		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
 		return
 	}
-	u, err := codec.ParseUUID(c.Param("uuid"))
-	if err != nil {
-		WriteError(c, http.StatusBadRequest, "invalid_parameter", "uuid must be a hyphenated UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), got "+strconv.Quote(c.Param("uuid")))
-		return
-	}
-	agent := u.String() // the pipeline publishes under the lowercase form
 	store := l.streams()
 	if store == nil {
 		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "the stream store is not available")

@@ -203,17 +203,10 @@ func (rp *reports) currentState(c *gin.Context) { rp.serve(c, "state") }
 func (rp *reports) systemMetrics(c *gin.Context) { rp.serve(c, "metrics") }
 
 func (rp *reports) serve(c *gin.Context, kind string) {
-	tenant, ok := tenantKey(c)
+	tenant, agent, ok := agentOf(c)
 	if !ok {
-		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
 		return
 	}
-	u, err := codec.ParseUUID(c.Param("uuid"))
-	if err != nil {
-		WriteError(c, http.StatusBadRequest, "invalid_parameter", "uuid must be a hyphenated UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx), got "+strconv.Quote(c.Param("uuid")))
-		return
-	}
-	agent := u.String()
 	d := rp.rt.DB
 	if d == nil {
 		WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available")
@@ -221,7 +214,7 @@ func (rp *reports) serve(c *gin.Context, kind string) {
 	}
 	var doc string
 	var reportedAt, receivedAt db.Timestamp
-	err = d.ReadSQL().QueryRowContext(c.Request.Context(),
+	err := d.ReadSQL().QueryRowContext(c.Request.Context(),
 		`SELECT report, reported_at, received_at FROM agent_reports WHERE tenant_id = $1 AND agent_uuid = $2 AND kind = $3`,
 		tenant, agent, kind).Scan(&doc, &reportedAt, &receivedAt)
 	switch {

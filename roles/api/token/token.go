@@ -204,27 +204,28 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// pemBytes returns v itself when it is PEM text and the file's contents
-// when it is a path, so keys can come from a secret file or an env var.
-func pemBytes(v string) ([]byte, error) {
-	if strings.Contains(v, "-----BEGIN") {
-		return []byte(v), nil
-	}
-	b, err := os.ReadFile(v)
-	if err != nil {
-		return nil, fmt.Errorf("neither PEM text nor a readable file: %w", err)
-	}
-	return b, nil
-}
-
-func loadRSAPrivate(v string) (*rsa.PrivateKey, error) {
-	b, err := pemBytes(v)
-	if err != nil {
-		return nil, err
+// pemBlock returns the first PEM block of v when it is PEM text, or of the
+// file it names when it is a path, so keys can come from a secret file or
+// an env var.
+func pemBlock(v string) (*pem.Block, error) {
+	b := []byte(v)
+	if !strings.Contains(v, "-----BEGIN") {
+		var err error
+		if b, err = os.ReadFile(v); err != nil {
+			return nil, fmt.Errorf("neither PEM text nor a readable file: %w", err)
+		}
 	}
 	blk, _ := pem.Decode(b)
 	if blk == nil {
 		return nil, errors.New("no PEM block found")
+	}
+	return blk, nil
+}
+
+func loadRSAPrivate(v string) (*rsa.PrivateKey, error) {
+	blk, err := pemBlock(v)
+	if err != nil {
+		return nil, err
 	}
 	if k, err := x509.ParsePKCS1PrivateKey(blk.Bytes); err == nil {
 		return k, nil
@@ -241,13 +242,9 @@ func loadRSAPrivate(v string) (*rsa.PrivateKey, error) {
 }
 
 func loadRSAPublic(v string) (*rsa.PublicKey, error) {
-	b, err := pemBytes(v)
+	blk, err := pemBlock(v)
 	if err != nil {
 		return nil, err
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, errors.New("no PEM block found")
 	}
 	if k, err := x509.ParsePKCS1PublicKey(blk.Bytes); err == nil {
 		return k, nil

@@ -2,8 +2,6 @@ package query
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/edgeplat/edgeplat/core/db"
 )
@@ -47,40 +45,28 @@ func matchColumn(label string, d db.Dialect) (valueExpr, textExpr string) {
 	panic(fmt.Sprintf("BUG: label %q passed the parser's whitelist but has no column", label))
 }
 
-// sqlBuilder collects SQL text and its arguments.
+// sqlBuilder is the shared builder (every value a bound argument) with the
+// dialect the statement is for.
 type sqlBuilder struct {
-	d    db.Dialect
-	b    strings.Builder
-	args []any
-}
-
-// arg appends v to the arguments and returns its placeholder.
-func (s *sqlBuilder) arg(v any) string {
-	s.args = append(s.args, v)
-	return "$" + strconv.Itoa(len(s.args))
-}
-
-func (s *sqlBuilder) write(parts ...string) {
-	for _, p := range parts {
-		s.b.WriteString(p)
-	}
+	db.SQLBuilder
+	d db.Dialect
 }
 
 // where writes the WHERE clause: the tenant, the time range (hiOp is "<"
 // or "<="), value IS NOT NULL (a BAD read has no value) and the matchers.
 func (s *sqlBuilder) where(tenant string, lo, hi any, hiOp string, ms []Matcher) error {
-	s.write("\nWHERE tenant_id = ", s.arg(tenant),
-		"\n  AND time >= ", s.arg(lo),
-		"\n  AND time ", hiOp, " ", s.arg(hi),
+	s.Write("\nWHERE tenant_id = ", s.Arg(tenant),
+		"\n  AND time >= ", s.Arg(lo),
+		"\n  AND time ", hiOp, " ", s.Arg(hi),
 		"\n  AND value IS NOT NULL")
 	for _, m := range ms {
 		valueExpr, textExpr := matchColumn(m.Label, s.d)
-		s.write("\n  AND ")
+		s.Write("\n  AND ")
 		switch m.Op {
 		case MatchEqual:
-			s.write(valueExpr, " = ", s.arg(m.Value))
+			s.Write(valueExpr, " = ", s.Arg(m.Value))
 		case MatchNotEqual:
-			s.write(valueExpr, " <> ", s.arg(m.Value))
+			s.Write(valueExpr, " <> ", s.Arg(m.Value))
 		case MatchRegexp, MatchNotRegexp:
 			if err := s.regexp(textExpr, m); err != nil {
 				return err
@@ -102,12 +88,12 @@ func (s *sqlBuilder) regexp(textExpr string, m Matcher) error {
 		if not {
 			op = " !~ "
 		}
-		s.write(textExpr, op, s.arg(re))
+		s.Write(textExpr, op, s.Arg(re))
 	case db.SQLite:
 		if not {
-			s.write("NOT ")
+			s.Write("NOT ")
 		}
-		s.write(sqliteRegexpFunc, "(", s.arg(anchored(m.Value)), ", ", textExpr, ")")
+		s.Write(sqliteRegexpFunc, "(", s.Arg(anchored(m.Value)), ", ", textExpr, ")")
 	}
 	return nil
 }
@@ -116,12 +102,12 @@ func (s *sqlBuilder) regexp(textExpr string, m Matcher) error {
 // time.
 func rawSQL(d db.Dialect, tenant string, sel *Selector, lo, hi any, limit int64) (string, []any, error) {
 	s := &sqlBuilder{d: d}
-	s.write("SELECT ", seriesSelect, ", time, value\nFROM readings")
+	s.Write("SELECT ", seriesSelect, ", time, value\nFROM readings")
 	if err := s.where(tenant, lo, hi, "<=", sel.Matchers); err != nil {
 		return "", nil, err
 	}
-	s.write("\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
-	return s.b.String(), s.args, nil
+	s.Write("\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args(), nil
 }
 
 // bucketSQL selects, per series and bucket of [lo, hi): count, sum, min,
@@ -132,16 +118,16 @@ func rawSQL(d db.Dialect, tenant string, sel *Selector, lo, hi any, limit int64)
 func bucketSQL(d db.Dialect, tenant string, sel *Selector, bucket string, counter bool, lo, hi any, limit int64) (string, []any, error) {
 	s := &sqlBuilder{d: d}
 	if !counter {
-		s.write("SELECT ", seriesSelect, ", ", bucket, " AS b,",
+		s.Write("SELECT ", seriesSelect, ", ", bucket, " AS b,",
 			"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time)",
 			"\nFROM readings")
 		if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
 			return "", nil, err
 		}
-		s.write("\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
-		return s.b.String(), s.args, nil
+		s.Write("\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
+		return s.String(), s.Args(), nil
 	}
-	s.write("SELECT ", seriesKey, ", b,",
+	s.Write("SELECT ", seriesKey, ", b,",
 		"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time),",
 		"\n  MAX(CASE WHEN rn = 1 THEN value END),",
 		"\n  MAX(CASE WHEN rn = n THEN value END),",
@@ -157,10 +143,10 @@ func bucketSQL(d db.Dialect, tenant string, sel *Selector, bucket string, counte
 	if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
 		return "", nil, err
 	}
-	s.write("\n) AS r",
+	s.Write("\n) AS r",
 		"\nWINDOW p AS (PARTITION BY ", seriesKey, ", b),",
 		"\n  w AS (PARTITION BY ", seriesKey, ", b ORDER BY time)",
 		"\n) AS s",
-		"\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.arg(limit))
-	return s.b.String(), s.args, nil
+		"\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args(), nil
 }

@@ -1,9 +1,6 @@
 package readings
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
@@ -12,25 +9,9 @@ import (
 // placeholders. Tenant ids, agent ids, metric names, times and limits are
 // always bound arguments; TestSQLCarriesNoInput checks it.
 
-// sqlBuilder collects SQL text and its arguments.
-type sqlBuilder struct {
-	b    strings.Builder
-	args []any
-}
-
-// arg appends v to the arguments and returns its placeholder.
-func (s *sqlBuilder) arg(v any) string {
-	s.args = append(s.args, v)
-	return "$" + strconv.Itoa(len(s.args))
-}
-
-func (s *sqlBuilder) write(parts ...string) {
-	for _, p := range parts {
-		s.b.WriteString(p)
-	}
-}
-
-func (s *sqlBuilder) String() string { return s.b.String() }
+// sqlBuilder is the shared builder (every value a bound argument) with
+// this package's statement fragments.
+type sqlBuilder struct{ db.SQLBuilder }
 
 // byteOrder makes a text column sort by bytes on PostgreSQL whatever the
 // database's collation, as SQLite's BINARY does, so a LIMIT keeps the same
@@ -54,13 +35,13 @@ type seriesFilter struct {
 // be argument $1. Rows with m NULL are walk bookkeeping; callers filter
 // them out.
 func (s *sqlBuilder) walkSeries(f seriesFilter) {
-	s.write("WITH RECURSIVE\n")
+	s.Write("WITH RECURSIVE\n")
 	if f.agent != "" {
-		s.write("agents(a) AS (\n",
-			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.arg(f.agent), " ORDER BY r.agent_uuid LIMIT 1)\n",
+		s.Write("agents(a) AS (\n",
+			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.Arg(f.agent), " ORDER BY r.agent_uuid LIMIT 1)\n",
 			"),\n")
 	} else {
-		s.write("agents(a) AS (\n",
+		s.Write("agents(a) AS (\n",
 			"  SELECT (SELECT r.agent_uuid FROM readings r ORDER BY r.agent_uuid LIMIT 1)\n",
 			"  UNION ALL\n",
 			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid > agents.a ORDER BY r.agent_uuid LIMIT 1)\n",
@@ -70,19 +51,19 @@ func (s *sqlBuilder) walkSeries(f seriesFilter) {
 	// An agent belongs to the tenant of its newest row of its last metric:
 	// one index probe, where checking every row would read the agent's
 	// whole history when it belongs to someone else.
-	s.write("owned(a) AS (\n",
+	s.Write("owned(a) AS (\n",
 		"  SELECT a FROM agents\n",
 		"  WHERE a IS NOT NULL\n",
 		"    AND (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = agents.a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1\n",
 		"),\n")
 	if f.metric != "" {
-		s.write("series(a, m) AS (\n",
-			"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a AND r.metric_name = ", s.arg(f.metric), " LIMIT 1)\n",
+		s.Write("series(a, m) AS (\n",
+			"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a AND r.metric_name = ", s.Arg(f.metric), " LIMIT 1)\n",
 			"  FROM owned\n",
 			")")
 		return
 	}
-	s.write("series(a, m) AS (\n",
+	s.Write("series(a, m) AS (\n",
 		"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a ORDER BY r.metric_name LIMIT 1)\n",
 		"  FROM owned\n",
 		"  UNION ALL\n",
@@ -93,7 +74,7 @@ func (s *sqlBuilder) walkSeries(f seriesFilter) {
 
 // walkLatest adds latest(a, m, t) to the walk: each series' newest time.
 func (s *sqlBuilder) walkLatest() {
-	s.write(",\nlatest(a, m, t) AS (\n",
+	s.Write(",\nlatest(a, m, t) AS (\n",
 		"  SELECT a, m, (SELECT r.time FROM readings r WHERE r.agent_uuid = series.a AND r.metric_name = series.m ORDER BY r.time DESC LIMIT 1)\n",
 		"  FROM series WHERE series.m IS NOT NULL\n",
 		")")
@@ -104,38 +85,38 @@ func (s *sqlBuilder) walkLatest() {
 // time of the series when withStats, with its row count.
 func latestSQL(d db.Dialect, tenant string, f seriesFilter, withStats bool, limit int64) (string, []any) {
 	s := &sqlBuilder{}
-	s.arg(tenant)
+	s.Arg(tenant)
 	s.walkSeries(f)
 	s.walkLatest()
-	s.write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality")
+	s.Write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality")
 	if withStats {
 		// No tenant condition: the series is the tenant's (an agent's
 		// readings all are), and without it both read the key alone, an
 		// index-only scan instead of a heap page per row.
-		s.write(",\n  (SELECT f.time FROM readings f WHERE f.agent_uuid = l.a AND f.metric_name = l.m ORDER BY f.time LIMIT 1),",
+		s.Write(",\n  (SELECT f.time FROM readings f WHERE f.agent_uuid = l.a AND f.metric_name = l.m ORDER BY f.time LIMIT 1),",
 			"\n  (SELECT COUNT(*) FROM readings c WHERE c.agent_uuid = l.a AND c.metric_name = l.m)")
 	}
 	// CROSS JOIN fixes the join order on SQLite (the walk outside, a
 	// primary key probe inside); on PostgreSQL it is a plain join.
-	s.write("\nFROM latest l CROSS JOIN readings r",
+	s.Write("\nFROM latest l CROSS JOIN readings r",
 		"\nWHERE r.agent_uuid = l.a AND r.metric_name = l.m AND r.time = l.t AND r.tenant_id = $1",
 		"\nORDER BY r.agent_uuid, ", byteOrder(d, "r.metric_name"),
-		"\nLIMIT ", s.arg(limit))
-	return s.String(), s.args
+		"\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args()
 }
 
 // metricNamesSQL selects the distinct metric names of the tenant's series
 // in byte order, at most limit.
 func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 	s := &sqlBuilder{}
-	s.arg(tenant)
+	s.Arg(tenant)
 	s.walkSeries(seriesFilter{})
 	// GROUP BY rather than DISTINCT: PostgreSQL lets DISTINCT order only
 	// by the selected expression, and m COLLATE "C" is another one.
-	s.write("\nSELECT m FROM series WHERE m IS NOT NULL GROUP BY m",
+	s.Write("\nSELECT m FROM series WHERE m IS NOT NULL GROUP BY m",
 		"\nORDER BY ", byteOrder(d, "m"),
-		"\nLIMIT ", s.arg(limit))
-	return s.String(), s.args
+		"\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args()
 }
 
 // bucketSQL selects, per series and bucket of the given width, the count,
@@ -143,31 +124,31 @@ func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 // and bucket, at most limit rows. Readings without a value are left out.
 func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, hi any, limit int64) (string, []any) {
 	s := &sqlBuilder{}
-	s.arg(tenant)
+	s.Arg(tenant)
 	s.walkSeries(f)
-	s.write("\nSELECT r.agent_uuid, r.metric_name, ", bucket, " AS b,",
+	s.Write("\nSELECT r.agent_uuid, r.metric_name, ", bucket, " AS b,",
 		"\n  COUNT(r.value), SUM(r.value), MIN(r.value), MAX(r.value)",
 		"\nFROM series s CROSS JOIN readings r",
 		"\nWHERE s.m IS NOT NULL AND r.agent_uuid = s.a AND r.metric_name = s.m",
-		"\n  AND r.time >= ", s.arg(lo), " AND r.time <= ", s.arg(hi),
+		"\n  AND r.time >= ", s.Arg(lo), " AND r.time <= ", s.Arg(hi),
 		"\n  AND r.tenant_id = $1 AND r.value IS NOT NULL",
 		"\nGROUP BY 1, 2, 3",
 		"\nORDER BY r.agent_uuid, ", byteOrder(d, "r.metric_name"), ", b",
-		"\nLIMIT ", s.arg(limit))
-	return s.String(), s.args
+		"\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args()
 }
 
 // rawSQL selects one series' readings in [lo, hi] in time order, at most
 // limit. A single series needs no walk: the primary key leads with it.
 func rawSQL(tenant, agent, metric string, lo, hi any, limit int64) (string, []any) {
 	s := &sqlBuilder{}
-	s.write("SELECT time, value, quality FROM readings",
-		"\nWHERE agent_uuid = ", s.arg(agent), " AND metric_name = ", s.arg(metric),
-		"\n  AND time >= ", s.arg(lo), " AND time <= ", s.arg(hi),
-		"\n  AND tenant_id = ", s.arg(tenant),
+	s.Write("SELECT time, value, quality FROM readings",
+		"\nWHERE agent_uuid = ", s.Arg(agent), " AND metric_name = ", s.Arg(metric),
+		"\n  AND time >= ", s.Arg(lo), " AND time <= ", s.Arg(hi),
+		"\n  AND tenant_id = ", s.Arg(tenant),
 		"\nORDER BY time",
-		"\nLIMIT ", s.arg(limit))
-	return s.String(), s.args
+		"\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args()
 }
 
 // ownerSQL selects the tenant an agent's readings belong to, by the same

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
@@ -30,18 +31,7 @@ func reportDBs(t *testing.T) map[string]config.DB {
 	return dbs
 }
 
-func openMigrated(t *testing.T, cfg config.DB) *db.DB {
-	t.Helper()
-	d, err := db.Open(t.Context(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	if _, err := d.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
+func openMigrated(t *testing.T, cfg config.DB) *db.DB { return dbtest.Open(t, cfg) }
 
 func encode(t *testing.T, v any, f codec.Format) []byte {
 	t.Helper()

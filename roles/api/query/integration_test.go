@@ -1,7 +1,6 @@
 package query
 
 import (
-	"context"
 	"errors"
 	"math/rand/v2"
 	"regexp"
@@ -9,41 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeplat/edgeplat/config"
-	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
 )
 
 // integrationDB opens and migrates a fresh database of the given engine.
-// Both engines skip in -short mode; PostgreSQL also when no server is
-// reachable (failing under CI instead).
-func integrationDB(t *testing.T, engine string) *db.DB {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: skipped in -short mode")
-	}
-	var cfg config.DB
-	if engine == "postgres" {
-		cfg = coretest.Postgres(t)
-	} else {
-		cfg = coretest.SQLite(t)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	d, err := db.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatalf("open %s: %v", engine, err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return d
-}
+func integrationDB(t *testing.T, engine string) *db.DB { return dbtest.Migrated(t, engine) }
 
 // nullable stores "" as NULL, as ingest does for a missing attribute.
 func nullable(s string) any {

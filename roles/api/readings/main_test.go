@@ -2,7 +2,6 @@ package readings
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -15,9 +14,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
-	"github.com/edgeplat/edgeplat/config"
-	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/roles/api/query"
 )
 
@@ -63,35 +61,7 @@ func newRouter(t testing.TB, d *db.DB, lim query.Limits, now time.Time) *gin.Eng
 }
 
 // integrationDB opens and migrates a fresh database of the given engine.
-// Both engines skip in -short mode; PostgreSQL also when no server is
-// reachable (failing under CI instead).
-func integrationDB(t *testing.T, engine string) *db.DB {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: skipped in -short mode")
-	}
-	var cfg config.DB
-	if engine == "postgres" {
-		cfg = coretest.Postgres(t)
-	} else {
-		cfg = coretest.SQLite(t)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	d, err := db.Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatalf("open %s: %v", engine, err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	if _, err := d.Migrate(ctx); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return d
-}
+func integrationDB(t *testing.T, engine string) *db.DB { return dbtest.Migrated(t, engine) }
 
 // apiCase is one request and what it must answer: the exact JSON body for
 // a success, the error code and a part of the message for a failure.

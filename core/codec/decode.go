@@ -195,3 +195,37 @@ func decodeSerialized(b []byte, enc Encoding, lim Limits) (Decoded, error) {
 		DictVersion: d.dictV,
 	}}, nil
 }
+
+// Unwrap gives a schema-specific decoder the serialized bytes of data where
+// Decode's detection is certain: a zlib stream that inflates (Decode then
+// never tries anything else), or bytes that start like JSON or MessagePack
+// and are no deflate stream. fn receives the bytes, their serialization and
+// the normalized limits, and reports whether it decoded them; the bytes are
+// only valid during the call. Unwrap returns false, without calling fn or
+// after fn declined, wherever Decode would need its fallbacks or fail: the
+// caller then decodes with Decode, which also produces the error. So a
+// decoder that accepts no more than Decode accepts, and maps what it accepts
+// to what Decode's value maps to, cannot change a result, only its cost.
+func Unwrap(data []byte, lim Limits, fn func(b []byte, enc Encoding, lim Limits) bool) bool {
+	lim = lim.normalized()
+	if len(data) == 0 || len(data) > lim.MaxInputSize {
+		return false
+	}
+	if isZlibHeader(data) {
+		buf := getBuf()
+		defer putBuf(buf)
+		if err := inflateZlib(buf, data, lim.MaxDecodedSize); err != nil {
+			return false
+		}
+		enc := sniff(*buf)
+		if enc == "" || len(*buf) > lim.MaxDecodedSize {
+			return false
+		}
+		return fn(*buf, enc, lim)
+	}
+	enc := sniff(data)
+	if enc == "" || len(data) > lim.MaxDecodedSize {
+		return false
+	}
+	return fn(data, enc, lim)
+}

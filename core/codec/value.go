@@ -21,9 +21,11 @@ type valueDecoder struct {
 	strs  strCache
 }
 
-// markerKey is the top-level key that marks a compacted payload; its value is
-// the dictionary version. It is never itself compacted.
-const markerKey = "_kc"
+// CompactionMarkerKey is the top-level key that marks a compacted payload;
+// its value is the dictionary version. It is never itself compacted.
+const CompactionMarkerKey = "_kc"
+
+const markerKey = CompactionMarkerKey
 
 var decoderPool = sync.Pool{New: func() any { return new(valueDecoder) }}
 

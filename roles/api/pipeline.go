@@ -182,13 +182,27 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 		// them into telemetry.
 		return t, envelope.Batch{}, false
 	}
+	// Agents publish MessagePack envelopes almost always; those are mapped
+	// straight from their bytes. Anything the fast path is not sure of goes
+	// the generic way, which also words the error.
+	var b envelope.Batch
+	if codec.Unwrap(msg.Payload, p.limits, func(raw []byte, enc codec.Encoding, lim codec.Limits) bool {
+		var ok bool
+		if enc == codec.EncodingMsgpack {
+			b, ok = envelope.MapMsgpack(t, raw, lim)
+		}
+		return ok
+	}) {
+		p.m.decoded.Inc()
+		return t, b, true
+	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
 	if err != nil {
 		p.m.dropped.WithLabelValues(decodeReason(err)).Inc()
 		p.log.Debug("undecodable payload dropped", "topic", msg.Topic, "err", err)
 		return t, envelope.Batch{}, false
 	}
-	b, err := envelope.Map(t, dec.Value)
+	b, err = envelope.Map(t, dec.Value)
 	if err != nil {
 		p.m.dropped.WithLabelValues("envelope").Inc()
 		p.log.Debug("invalid telemetry envelope dropped", "topic", msg.Topic, "err", err)

@@ -119,7 +119,7 @@ func Map(t Topic, v any) (Batch, error) {
 	if !ok {
 		return Batch{}, fmt.Errorf("%w: messages is %s, want an array", ErrPayload, typeName(env["messages"]))
 	}
-	byDevice := map[string]int{}
+	g := grouper{agent: t.AgentUUID}
 	var mr readingMapper
 	for i, m := range msgs {
 		mo, ok := m.(map[string]any)
@@ -130,29 +130,141 @@ func Map(t Topic, v any) (Batch, error) {
 		if !ok {
 			return Batch{}, fmt.Errorf("%w: messages[%d].readings is %s, want an array", ErrPayload, i, typeName(mo["readings"]))
 		}
+		if g.hint == 0 {
+			g.hint = len(readings)
+		}
 		for j, r := range readings {
 			ro, ok := r.(map[string]any)
 			if !ok {
 				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d] is %s, want an object", ErrPayload, i, j, typeName(r))
 			}
-			dev, reading, err := mr.mapReading(ro)
+			f := fieldsOf(ro)
+			dev, reading, err := mr.build(&f)
 			if err != nil {
 				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d]: %v", ErrPayload, i, j, err)
 			}
-			k, seen := byDevice[dev]
-			if !seen {
-				k = len(b.Messages)
-				byDevice[dev] = k
-				b.Messages = append(b.Messages, telemetry.Message{AgentUUID: t.AgentUUID, DeviceName: dev,
-					Protocol: protocol, Timestamp: envTS, MsgID: b.MsgID})
-			}
-			b.Messages[k].Readings = append(b.Messages[k].Readings, reading)
+			g.add(dev, reading)
 		}
 	}
+	b.Messages = g.finish(protocol, envTS, b.MsgID)
 	if len(b.Messages) == 0 {
 		return Batch{}, fmt.Errorf("%w: no readings", ErrPayload)
 	}
 	return b, nil
+}
+
+// grouper collects readings into one message per device, in the order
+// devices first appear. Both mapping paths use it, so they group alike.
+type grouper struct {
+	agent string
+	// hint is the readings the first device's slice is sized for: most
+	// envelopes are one device's poll.
+	hint     int
+	byDevice map[string]int
+	msgs     []telemetry.Message
+}
+
+func (g *grouper) add(dev string, r telemetry.Reading) {
+	// Most envelopes carry one device, so the last one is checked before
+	// the map is needed.
+	if n := len(g.msgs); n > 0 && g.msgs[n-1].DeviceName == dev {
+		g.msgs[n-1].Readings = append(g.msgs[n-1].Readings, r)
+		return
+	}
+	if g.byDevice == nil {
+		g.byDevice = make(map[string]int, 4)
+		for k := range g.msgs {
+			g.byDevice[g.msgs[k].DeviceName] = k
+		}
+	}
+	k, seen := g.byDevice[dev]
+	if !seen {
+		k = len(g.msgs)
+		g.byDevice[dev] = k
+		g.msgs = append(g.msgs, telemetry.Message{AgentUUID: g.agent, DeviceName: dev})
+		if k == 0 && g.hint > 0 {
+			// Capped: the hint is a claimed length, and a hostile one must
+			// not size an allocation.
+			g.msgs[0].Readings = make([]telemetry.Reading, 0, min(g.hint, 1024))
+		}
+	}
+	g.msgs[k].Readings = append(g.msgs[k].Readings, r)
+}
+
+// finish sets what every message of the envelope shares; they are only
+// known once the whole envelope has been read.
+func (g *grouper) finish(protocol string, ts *telemetry.Timestamp, msgID string) []telemetry.Message {
+	for k := range g.msgs {
+		g.msgs[k].Protocol, g.msgs[k].Timestamp, g.msgs[k].MsgID = protocol, ts, msgID
+	}
+	return g.msgs
+}
+
+// valueKind is what a reading's value turned out to be.
+type valueKind uint8
+
+const (
+	valueNone    valueKind = iota // absent, null, or a number JSON cannot carry
+	valueNumber                   // in fields.num
+	valueString                   // in fields.str, parsed as a number
+	valueInvalid                  // in fields.other; not a reading value
+)
+
+// fields are what a reading is mapped from. The generic path takes them
+// from a decoded map (fieldsOf), the MessagePack path straight from the
+// bytes; build is shared, so the two map alike. A field that is absent or
+// of another type is "", which is what Map's type assertions made of it.
+type fields struct {
+	deviceName, deviceID, metric, unit, quality string
+
+	value valueKind
+	num   float64
+	str   string
+	other any
+
+	// hasTS is a timestamp that is present and not null: tsText when it is
+	// a string, else tsRaw, which timestamp parses or refuses.
+	hasTS  bool
+	tsText string
+	tsRaw  any
+}
+
+func fieldsOf(r map[string]any) fields {
+	var f fields
+	f.deviceName, _ = r["deviceName"].(string)
+	f.deviceID, _ = r["deviceId"].(string)
+	f.metric, _ = r["metric"].(string)
+	f.unit, _ = r["unit"].(string)
+	f.quality, _ = r["quality"].(string)
+	switch v := r["value"].(type) {
+	case nil:
+	case float64:
+		f.value, f.num = valueNumber, v
+	case int64:
+		f.value, f.num = valueNumber, float64(v)
+	case int:
+		f.value, f.num = valueNumber, float64(v)
+	case uint64:
+		f.value, f.num = valueNumber, float64(v)
+	case bool:
+		f.value = valueNumber
+		if v {
+			f.num = 1
+		}
+	case string:
+		f.value, f.str = valueString, v
+	default:
+		f.value, f.other = valueInvalid, v
+	}
+	if raw, ok := r["timestamp"]; ok && raw != nil {
+		f.hasTS = true
+		if s, ok := raw.(string); ok {
+			f.tsText = s
+		} else {
+			f.tsRaw = raw
+		}
+	}
+	return f
 }
 
 // readingMapper maps the readings of one envelope. Readings of one poll
@@ -174,71 +286,57 @@ func (m *readingMapper) value(f float64) *float64 {
 	return &m.values[len(m.values)-1]
 }
 
-func (m *readingMapper) timestamp(raw any) (*telemetry.Timestamp, error) {
-	if s, ok := raw.(string); ok && m.lastParsed != nil && s == m.lastTS {
+func (m *readingMapper) timestamp(f *fields) (*telemetry.Timestamp, error) {
+	if f.tsRaw != nil {
+		return timestamp(f.tsRaw)
+	}
+	if m.lastParsed != nil && f.tsText == m.lastTS {
 		return m.lastParsed, nil
 	}
-	ts, err := timestamp(raw)
+	ts, err := timestamp(f.tsText)
 	if err != nil {
 		return nil, err
 	}
-	if s, ok := raw.(string); ok {
-		m.lastTS, m.lastParsed = s, ts
-	}
+	m.lastTS, m.lastParsed = f.tsText, ts
 	return ts, nil
 }
 
-func (m *readingMapper) mapReading(r map[string]any) (string, telemetry.Reading, error) {
-	dev, _ := r["deviceName"].(string)
+func (m *readingMapper) build(f *fields) (string, telemetry.Reading, error) {
+	dev := f.deviceName
 	if strings.TrimSpace(dev) == "" {
-		dev, _ = r["deviceId"].(string)
+		dev = f.deviceID
 	}
 	if strings.TrimSpace(dev) == "" {
 		return "", telemetry.Reading{}, errors.New("no deviceName")
 	}
-	name, _ := r["metric"].(string)
+	name := f.metric
 	if strings.TrimSpace(name) == "" {
 		return "", telemetry.Reading{}, errors.New("no metric")
 	}
-	out := telemetry.Reading{Name: name}
-	out.Unit, _ = r["unit"].(string)
-	out.Quality, _ = r["quality"].(string)
-	switch v := r["value"].(type) {
-	case nil:
-	case float64:
+	out := telemetry.Reading{Name: name, Unit: f.unit, Quality: f.quality}
+	switch f.value {
+	case valueNumber:
+		if isFinite(f.num) {
+			out.Value = m.value(f.num)
+		}
+	case valueString:
+		// Agents send numbers; a numeric string is accepted, anything else
+		// is not a reading the readings table can hold.
+		v, err := strconv.ParseFloat(strings.TrimSpace(f.str), 64)
+		if err != nil {
+			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s is not a number", truncate(f.str), name)
+		}
 		if isFinite(v) {
 			out.Value = m.value(v)
 		}
-	case int64:
-		out.Value = m.value(float64(v))
-	case int:
-		out.Value = m.value(float64(v))
-	case uint64:
-		out.Value = m.value(float64(v))
-	case bool:
-		f := 0.0
-		if v {
-			f = 1
-		}
-		out.Value = m.value(f)
-	case string:
-		// Agents send numbers; a numeric string is accepted, anything else
-		// is not a reading the readings table can hold.
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s is not a number", truncate(v), name)
-		}
-		if isFinite(f) {
-			out.Value = m.value(f)
-		}
-	default:
-		return "", telemetry.Reading{}, fmt.Errorf("value of %s is %s, want a number", name, typeName(v))
+	case valueInvalid:
+		return "", telemetry.Reading{}, fmt.Errorf("value of %s is %s, want a number", name, typeName(f.other))
 	}
 	if out.Value == nil && out.Quality == "" {
 		out.Quality = "BAD"
 	}
-	if raw, ok := r["timestamp"]; ok && raw != nil {
-		ts, err := m.timestamp(raw)
+	if f.hasTS {
+		ts, err := m.timestamp(f)
 		if err != nil {
 			return "", telemetry.Reading{}, fmt.Errorf("timestamp of %s: %v", name, err)
 		}

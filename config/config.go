@@ -33,6 +33,9 @@ type Sections struct {
 	MQTT        MQTT        `mapstructure:"mqtt"`
 	JWT         JWT         `mapstructure:"jwt"`
 	IDP         IDP         `mapstructure:"idp"`
+	Auth        Auth        `mapstructure:"auth"`
+	BrokerAuth  BrokerAuth  `mapstructure:"broker_auth"`
+	Licence     Licence     `mapstructure:"licence"`
 	API         API         `mapstructure:"api"`
 	Spool       Spool       `mapstructure:"spool"`
 	Ingest      Ingest      `mapstructure:"ingest"`
@@ -112,6 +115,38 @@ type IDP struct {
 	Domain   string `mapstructure:"domain"`
 	Audience string `mapstructure:"audience"`
 	Issuer   string `mapstructure:"issuer"`
+}
+
+// Auth configures the Cloud API's accounts: mail, links, proxies and rate
+// limits.
+type Auth struct {
+	PublicURL        string        `mapstructure:"public_url"`
+	SMTPHost         string        `mapstructure:"smtp_host"`
+	SMTPPort         int           `mapstructure:"smtp_port"`
+	SMTPUsername     string        `mapstructure:"smtp_username"`
+	SMTPPassword     Secret        `mapstructure:"smtp_password"`
+	SMTPFrom         string        `mapstructure:"smtp_from"`
+	ResetTokenExpiry time.Duration `mapstructure:"reset_token_expiry"`
+	InviteExpiry     time.Duration `mapstructure:"invite_expiry"`
+	TrustedProxies   string        `mapstructure:"trusted_proxies"`
+	RateLimitGlobal  int           `mapstructure:"rate_limit_global"`
+	RateLimitAuth    int           `mapstructure:"rate_limit_auth"`
+	RateLimitDevice  int           `mapstructure:"rate_limit_device"`
+	RateLimitAdmin   int           `mapstructure:"rate_limit_admin"`
+}
+
+// BrokerAuth configures the callbacks an external MQTT broker makes to
+// authenticate and authorize devices.
+type BrokerAuth struct {
+	Secret          Secret `mapstructure:"secret"`
+	AllowedNetworks string `mapstructure:"allowed_networks"`
+	BrokerURL       string `mapstructure:"broker_url"`
+}
+
+// Licence configures the signed licence the API enforces.
+type Licence struct {
+	Key       string `mapstructure:"key"`
+	PublicKey string `mapstructure:"public_key"`
 }
 
 // API configures the Cloud API's HTTP server and telemetry pipeline.

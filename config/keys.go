@@ -119,6 +119,30 @@ var Keys = []Key{
 	{Name: "idp.audience", Env: "IDP_AUDIENCE", Kind: String, Default: "", Doc: "Expected audience of identity-provider tokens."},
 	{Name: "idp.issuer", Env: "IDP_ISSUER", Kind: String, Default: "", Doc: "Expected issuer of identity-provider tokens."},
 
+	// auth
+	{Name: "auth.public_url", Env: "PUBLIC_URL", Kind: String, Default: "", Doc: "Base URL of the dashboard, used in password-reset and invitation links; without it the link is relative."},
+	{Name: "auth.smtp_host", Env: "SMTP_HOST", Kind: String, Default: "", Doc: "SMTP server for password-reset and invitation mail; without it the link is logged instead."},
+	{Name: "auth.smtp_port", Env: "SMTP_PORT", Kind: Int, Default: 587, Doc: "SMTP server port (STARTTLS is used when offered)."},
+	{Name: "auth.smtp_username", Env: "SMTP_USERNAME", Kind: String, Default: "", Doc: "SMTP user name; empty for no authentication."},
+	{Name: "auth.smtp_password", Env: "SMTP_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "SMTP password."},
+	{Name: "auth.smtp_from", Env: "SMTP_FROM", Kind: String, Default: "edgeplat@localhost", Doc: "Sender address of the mail the API sends."},
+	{Name: "auth.reset_token_expiry", Env: "PASSWORD_RESET_TOKEN_EXPIRY", Kind: Duration, Default: "1h", Doc: "Lifetime of a password-reset link."},
+	{Name: "auth.invite_expiry", Env: "INVITE_EXPIRY", Kind: Duration, Default: "7d", Doc: "Lifetime of an invitation."},
+	{Name: "auth.trusted_proxies", Env: "TRUSTED_PROXIES", Kind: String, Default: "", Doc: "Comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed (rate limits, audit); empty trusts none."},
+	{Name: "auth.rate_limit_global", Env: "RATE_LIMIT_GLOBAL_PER_MIN", Kind: Int, Default: 1000, Doc: "Requests per minute per credential or client IP, all routes; 0 disables."},
+	{Name: "auth.rate_limit_auth", Env: "RATE_LIMIT_AUTH_PER_MIN", Kind: Int, Default: 10, Doc: "Requests per minute per client IP to the /auth endpoints, and failed logins per account; 0 disables."},
+	{Name: "auth.rate_limit_device", Env: "RATE_LIMIT_DEVICE_PER_MIN", Kind: Int, Default: 10000, Doc: "Requests per minute per device API key; 0 disables."},
+	{Name: "auth.rate_limit_admin", Env: "RATE_LIMIT_ADMIN_PER_MIN", Kind: Int, Default: 100, Doc: "Requests per minute per admin to the admin-only routes; 0 disables."},
+
+	// broker_auth
+	{Name: "broker_auth.secret", Env: "BROKER_AUTH_SECRET", Kind: String, Default: "", Secret: true, Doc: "Shared secret the broker sends (X-Broker-Auth-Secret or Authorization: Bearer) on the /broker-auth callbacks; calls without it must come from broker_auth.allowed_networks."},
+	{Name: "broker_auth.allowed_networks", Env: "BROKER_AUTH_ALLOWED_NETWORKS", Kind: String, Default: "127.0.0.1/32,::1/128", Doc: "Comma-separated CIDRs from which the /broker-auth callbacks are accepted without the secret; empty accepts none."},
+	{Name: "broker_auth.broker_url", Env: "PROVISIONING_MQTT_BROKER_URL", Kind: String, Default: "", Doc: "Broker URL handed to agents at registration; empty means mqtt.broker_url."},
+
+	// licence
+	{Name: "licence.key", Env: "LICENSE_KEY", Kind: String, Default: "", Doc: "The licence: a signed JWT, as text or a file path. Without a valid one the API runs restricted: existing agents keep reporting, registrations and premium routes answer 403."},
+	{Name: "licence.public_key", Env: "LICENSE_PUBLIC_KEY", Kind: String, Default: "", Doc: "Public key (PEM text or file path, Ed25519 or RSA) licences are verified with."},
+
 	// api
 	{Name: "api.port", Env: "PORT", EnvRoles: []string{RoleAPI}, Kind: Int, Default: 3002, Doc: "Cloud API HTTP port (PORT is read by serve-api only)."},
 	{Name: "api.bind", Kind: String, Default: "0.0.0.0", RoleDefaults: map[string]any{RoleAllInOne: "127.0.0.1"}, Doc: "Address the Cloud API listens on."},
@@ -175,10 +199,10 @@ var Keys = []Key{
 // roleSections lists the sections each role reads; --print-config shows and
 // Validate checks only these.
 var roleSections = map[string][]string{
-	RoleAPI:      {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "api", "spool"},
+	RoleAPI:      {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "auth", "broker_auth", "licence", "api", "spool"},
 	RoleIngest:   {"log", "lifecycle", "db", "streamstore", "ingest", "spool"},
 	RoleAgent:    {"log", "lifecycle", "agent"},
-	RoleAllInOne: {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "api", "spool", "ingest", "agent", "all_in_one"},
+	RoleAllInOne: {"log", "lifecycle", "db", "streamstore", "mqtt", "jwt", "idp", "auth", "broker_auth", "licence", "api", "spool", "ingest", "agent", "all_in_one"},
 }
 
 // Roles lists the role names Load accepts.

@@ -87,6 +87,12 @@ func (c *Config) Validate() error {
 				p.notEmpty("idp.issuer", c.IDP.Issuer)
 				p.notEmpty("idp.audience", c.IDP.Audience)
 			}
+		case "auth":
+			c.Auth.validate(&p)
+		case "broker_auth":
+			if _, err := ParseCIDRList(c.BrokerAuth.AllowedNetworks); err != nil {
+				p.add("broker_auth.allowed_networks", "%v", err)
+			}
 		case "api":
 			p.port("api.port", c.API.Port)
 			p.bind("api.bind", c.API.Bind)
@@ -228,4 +234,56 @@ func (c *Config) validateAllInOne(p *problems) {
 	if c.StreamStore.Driver != "memory" {
 		p.add("streamstore.driver", "must be memory in all-in-one, got %q", c.StreamStore.Driver)
 	}
+}
+
+func (a Auth) validate(p *problems) {
+	if a.PublicURL != "" {
+		if u, err := url.Parse(a.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("auth.public_url", "must be an http or https URL, got %q", a.PublicURL)
+		}
+	}
+	p.port("auth.smtp_port", a.SMTPPort)
+	if a.ResetTokenExpiry < time.Minute || a.ResetTokenExpiry > 7*24*time.Hour {
+		p.add("auth.reset_token_expiry", "must be between 1m and 7d, got %s", a.ResetTokenExpiry)
+	}
+	if a.InviteExpiry < time.Hour || a.InviteExpiry > 90*24*time.Hour {
+		p.add("auth.invite_expiry", "must be between 1h and 90d, got %s", a.InviteExpiry)
+	}
+	if _, err := ParseCIDRList(a.TrustedProxies); err != nil {
+		p.add("auth.trusted_proxies", "%v", err)
+	}
+	p.between("auth.rate_limit_global", a.RateLimitGlobal, 0, 1<<30)
+	p.between("auth.rate_limit_auth", a.RateLimitAuth, 0, 1<<30)
+	p.between("auth.rate_limit_device", a.RateLimitDevice, 0, 1<<30)
+	p.between("auth.rate_limit_admin", a.RateLimitAdmin, 0, 1<<30)
+}
+
+// ParseCIDRList parses a comma-separated list of CIDRs or bare addresses
+// (a bare address is a network of one).
+func ParseCIDRList(s string) ([]*net.IPNet, error) {
+	var nets []*net.IPNet
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			ip := net.ParseIP(f)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is neither an IP address nor a CIDR", f)
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			nets = append(nets, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR", f)
+		}
+		nets = append(nets, n)
+	}
+	return nets, nil
 }

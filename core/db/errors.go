@@ -31,3 +31,21 @@ func IsDataError(err error) bool {
 	}
 	return false
 }
+
+// IsUniqueViolation reports whether err is a unique or primary-key
+// constraint refusing a duplicate, on either engine: the answer a
+// create-if-absent turns into 409.
+func IsUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case 2067, 1555: // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+			return true
+		}
+	}
+	return false
+}

@@ -30,3 +30,21 @@ func TestIsDataError(t *testing.T) {
 		}
 	}
 }
+
+func TestIsUniqueViolation(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "23505"}, true},
+		{fmt.Errorf("create user: %w", &pgconn.PgError{Code: "23505"}), true},
+		{&pgconn.PgError{Code: "23503"}, false}, // foreign key
+		{errors.New("UNIQUE constraint failed"), false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := IsUniqueViolation(tt.err); got != tt.want {
+			t.Errorf("IsUniqueViolation(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

@@ -29,6 +29,10 @@ type EngineOptions struct {
 	// server=Server, so the roles of all-in-one share one registry.
 	Metrics prometheus.Registerer
 	Server  string
+	// TrustedProxies are the addresses or CIDRs whose X-Forwarded-For
+	// c.ClientIP believes; none by default, so a client cannot pick the
+	// address its rate limit and audit entries are keyed by.
+	TrustedProxies []string
 }
 
 // DefaultMaxBodyBytes is the request body cap when a role sets none.
@@ -53,6 +57,10 @@ func NewEngine(opts EngineOptions) *gin.Engine {
 		panic("BUG: httpx.NewEngine without an error writer")
 	}
 	e := gin.New()
+	if err := e.SetTrustedProxies(opts.TrustedProxies); err != nil {
+		// Validate has parsed the list already.
+		panic("BUG: httpx.NewEngine: trusted proxies: " + err.Error())
+	}
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
 	e.Use(recovery(opts.Logger, opts.WriteError), requestLog(opts.Logger), limitBody(opts.MaxBodyBytes, opts.WriteError))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -23,6 +24,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -72,21 +74,35 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	}
 	r.Health.Register("mqtt", client.Check)
 	engine := httpx.NewEngine(httpx.EngineOptions{
-		Logger:       log,
-		WriteError:   WriteError,
-		MaxBodyBytes: int64(cfg.API.MaxBodyBytes),
-		Metrics:      r.Metrics,
-		Server:       "api",
+		Logger:         log,
+		WriteError:     WriteError,
+		MaxBodyBytes:   int64(cfg.API.MaxBodyBytes),
+		Metrics:        r.Metrics,
+		Server:         "api",
+		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
 	})
 	h := &handlers{rt: r, pipe: pipe}
-	auth := &authenticator{tokens: tokens, log: log}
+	store := accounts.NewStore(func() *db.DB { return r.DB })
+	auth := &authenticator{tokens: tokens, accounts: store, log: log}
 	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
 	// Everything under /api/v1 needs a credential; the caller's tenant
 	// comes from it and scopes every query.
+	public := engine.Group("/api/v1")
 	v1 := engine.Group("/api/v1", auth.require)
+	accounts.Register(public, v1, accounts.Deps{
+		Store:      store,
+		Tokens:     tokens,
+		Caller:     caller,
+		WriteError: WriteError,
+		ClientIP:   func(c *gin.Context) string { return c.ClientIP() },
+		Mailer:     newMailer(cfg.Auth),
+		PublicURL:  cfg.Auth.PublicURL,
+		ResetTTL:   cfg.Auth.ResetTokenExpiry,
+		Log:        r.Component("api-accounts"),
+	})
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 	v1.GET("/agents/:uuid/stream", lv.stream)
 	v1.GET("/agents/:uuid/current-state", rep.currentState)
@@ -172,4 +188,15 @@ func (h *handlers) ingestionHealth(c *gin.Context) {
 		body["spoolFileCount"], body["spoolSizeMb"] = st.Files, float64(st.Bytes)/(1<<20)
 	}
 	c.JSON(http.StatusOK, body)
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

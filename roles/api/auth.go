@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 )
@@ -28,12 +30,12 @@ type Principal struct {
 
 const principalKey = "edgeplat.principal"
 
-// authenticator turns a request's credential into a Principal. Bearer access
-// tokens are what it takes today; user and device API keys join it with the
-// registry.
+// authenticator turns a request's credential into a Principal: a Bearer
+// access token, or a user API key passed as a Bearer token.
 type authenticator struct {
-	tokens *token.Service
-	log    *slog.Logger
+	tokens   *token.Service
+	accounts *accounts.Store
+	log      *slog.Logger
 }
 
 // require answers 401 unless the request carries a valid access token, and
@@ -45,6 +47,10 @@ func (a *authenticator) require(c *gin.Context) {
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat"`)
 		WriteError(c, http.StatusUnauthorized, "unauthorized", "missing bearer token in the Authorization header")
+		return
+	}
+	if accounts.IsAPIKey(raw) {
+		a.requireAPIKey(c, raw)
 		return
 	}
 	claims, err := a.tokens.Verify(raw, token.Access)
@@ -66,6 +72,39 @@ func (a *authenticator) require(c *gin.Context) {
 	c.Set(principalKey, Principal{UserID: claims.Subject, Role: claims.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
 		ExpiresAt: claims.ExpiresAt})
 	c.Next()
+}
+
+// requireAPIKey authenticates a user API key: it acts as its user, with
+// the user's current role, and does not expire.
+func (a *authenticator) requireAPIKey(c *gin.Context, raw string) {
+	u, _, err := a.accounts.AuthenticateAPIKey(c.Request.Context(), raw)
+	if err != nil {
+		if !errors.Is(err, accounts.ErrBadCredentials) {
+			a.log.Error("api key check failed", "err", err)
+			WriteError(c, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked now; retry")
+			return
+		}
+		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or revoked API key")
+		return
+	}
+	tu, err := codec.ParseUUID(u.TenantUUID)
+	if err != nil {
+		a.log.Error("account with a malformed tenant id", "user", u.ID, "err", err)
+		WriteError(c, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	c.Set(principalKey, Principal{UserID: u.ID, Role: u.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu)})
+	c.Next()
+}
+
+// caller is the Principal as the accounts routes see it.
+func caller(c *gin.Context) (accounts.Caller, bool) {
+	p, ok := principal(c)
+	if !ok || p.UserID == "" {
+		return accounts.Caller{}, false
+	}
+	return accounts.Caller{UserID: p.UserID, TenantUUID: p.TenantUUID, Role: p.Role}, true
 }
 
 // principal returns the caller set by require.

@@ -1,0 +1,604 @@
+package accounts
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/roles/api/token"
+)
+
+// Caller is the authenticated user of a request, as the API's
+// authenticator found it.
+type Caller struct {
+	UserID     string
+	TenantUUID string
+	Role       string
+}
+
+// Mailer sends the password-reset mail.
+type Mailer interface {
+	Send(ctx context.Context, to, subject, body string) error
+}
+
+// Deps is what the handlers need from the role.
+type Deps struct {
+	Store  *Store
+	Tokens *token.Service
+	// Caller returns the request's authenticated user; false for a
+	// request without one (the protected group never lets those through).
+	Caller     func(*gin.Context) (Caller, bool)
+	WriteError httpx.ErrorWriter
+	// ClientIP is the request's client address for audit events.
+	ClientIP func(*gin.Context) string
+	// Mailer is nil when no SMTP server is configured: reset links are
+	// then logged for the operator to pass on.
+	Mailer    Mailer
+	PublicURL string
+	ResetTTL  time.Duration
+	Log       *slog.Logger
+}
+
+// maxBody caps the JSON bodies of these routes: credentials and names.
+const maxBody = 16 << 10
+
+type handler struct{ Deps }
+
+// Register adds the account routes: those that create a session to public
+// (no credential needed), the others to protected.
+func Register(public, protected gin.IRoutes, deps Deps) {
+	h := &handler{deps}
+	public.POST("/auth/register", h.register)
+	public.POST("/auth/login", h.login)
+	public.POST("/auth/refresh", h.refresh)
+	public.POST("/auth/logout", h.logout)
+	public.POST("/auth/bootstrap-admin", h.bootstrap)
+	public.POST("/auth/password/reset", h.requestReset)
+	public.POST("/auth/password/reset/confirm", h.confirmReset)
+
+	protected.GET("/auth/me", h.me)
+	protected.POST("/auth/change-password", h.changePassword)
+	protected.POST("/auth/reset-password", h.adminOnly, h.adminReset)
+	protected.GET("/users", h.adminOnly, h.listUsers)
+	protected.POST("/users", h.adminOnly, h.createUser)
+	protected.GET("/users/:id", h.getUser)
+	protected.PUT("/users/:id", h.adminOnly, h.updateUser)
+	protected.DELETE("/users/:id", h.adminOnly, h.deleteUser)
+	protected.GET("/api-keys", h.listAPIKeys)
+	protected.POST("/api-keys", h.createAPIKey)
+	protected.DELETE("/api-keys/:id", h.revokeAPIKey)
+	protected.GET("/audit/events", h.adminOnly, h.listEvents)
+}
+
+// fail answers err with the status its kind calls for; unexpected errors
+// are logged and answered 500 without their detail.
+func (h *handler) fail(c *gin.Context, err error) {
+	var status int
+	var code string
+	switch {
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrWeakPassword):
+		status, code = http.StatusUnprocessableEntity, "validation_failed"
+	case errors.Is(err, ErrBadCredentials):
+		status, code = http.StatusUnauthorized, "invalid_credentials"
+	case errors.Is(err, ErrTokenReuse), errors.Is(err, ErrRevoked):
+		status, code = http.StatusUnauthorized, "invalid_token"
+	case errors.Is(err, ErrNotFound):
+		status, code = http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrBootstrapped):
+		status, code = http.StatusConflict, "already_bootstrapped"
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrLastAdmin):
+		status, code = http.StatusConflict, "conflict"
+	case errors.Is(err, context.Canceled):
+		return // the client left
+	default:
+		h.Log.Error("account request failed", "path", c.FullPath(), "err", err)
+		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	h.WriteError(c, status, code, err.Error())
+}
+
+func (h *handler) bind(c *gin.Context, dst any) bool {
+	return httpx.BindStrict(c, maxBody, dst, h.WriteError)
+}
+
+func (h *handler) caller(c *gin.Context) (Caller, bool) {
+	who, ok := h.Caller(c)
+	if !ok {
+		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
+	}
+	return who, ok
+}
+
+func (h *handler) adminOnly(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	if who.Role != RoleAdmin {
+		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
+		return
+	}
+	c.Next()
+}
+
+// audit records e with the request's address. An audit write that fails
+// is logged, not answered: the action it describes has already happened.
+func (h *handler) audit(c *gin.Context, e Event) {
+	if h.ClientIP != nil {
+		e.IP = h.ClientIP(c)
+	}
+	if err := h.Store.Record(c.Request.Context(), e); err != nil {
+		h.Log.Error("audit event lost", "kind", e.Kind, "err", err)
+	}
+}
+
+// session is the body of every answer that creates a session.
+type session struct {
+	AccessToken  string `json:"accessToken"`
+	RefreshToken string `json:"refreshToken"`
+	ExpiresIn    int64  `json:"expiresIn"`
+	TokenType    string `json:"tokenType"`
+	User         *User  `json:"user,omitempty"`
+}
+
+// issue signs an access token and the first refresh token of a new family.
+func (h *handler) issue(ctx context.Context, u User) (session, error) {
+	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access})
+	if err != nil {
+		return session{}, err
+	}
+	family := randomString(24)
+	refresh, rc, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Refresh, Family: family})
+	if err != nil {
+		return session{}, err
+	}
+	if err := h.Store.StartSession(ctx, u.ID, family, rc.ID, rc.ExpiresAt); err != nil {
+		return session{}, err
+	}
+	return session{AccessToken: access, RefreshToken: refresh, ExpiresIn: int64(h.Tokens.AccessTTL().Seconds()), TokenType: "Bearer", User: &u}, nil
+}
+
+type credentials struct {
+	Email    string `json:"email"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+func (h *handler) bootstrap(c *gin.Context) {
+	var in credentials
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.Bootstrap(c.Request.Context(), NewUser{Email: in.Email, Username: in.Username, Password: in.Password})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditBootstrap, Actor: u.ID, ActorKind: "user", Target: u.Email})
+	c.JSON(http.StatusCreated, s)
+}
+
+func (h *handler) register(c *gin.Context) {
+	var in struct {
+		credentials
+		TenantName string `json:"tenantName"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.Register(c.Request.Context(), in.TenantName, NewUser{Email: in.Email, Username: in.Username, Password: in.Password})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditRegister, Actor: u.ID, ActorKind: "user", Target: u.Email})
+	c.JSON(http.StatusCreated, s)
+}
+
+func (h *handler) login(c *gin.Context) {
+	var in credentials
+	if !h.bind(c, &in) {
+		return
+	}
+	login := in.Email
+	if login == "" {
+		login = in.Username
+	}
+	if strings.TrimSpace(login) == "" || in.Password == "" {
+		h.WriteError(c, http.StatusBadRequest, "invalid_body", "email (or username) and password are required")
+		return
+	}
+	u, err := h.Store.Authenticate(c.Request.Context(), login, in.Password)
+	if errors.Is(err, ErrBadCredentials) {
+		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(strings.ToLower(strings.TrimSpace(login))), ActorKind: "login", Outcome: "failure"})
+		h.WriteError(c, http.StatusUnauthorized, "invalid_credentials", ErrBadCredentials.Error())
+		return
+	}
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLogin, Actor: u.ID, ActorKind: "user"})
+	c.JSON(http.StatusOK, s)
+}
+
+type refreshBody struct {
+	RefreshToken string `json:"refreshToken"`
+}
+
+// verifyRefresh checks a refresh token's signature, expiry and kind; the
+// session check is the store's.
+func (h *handler) verifyRefresh(c *gin.Context, raw string) (token.Claims, bool) {
+	claims, err := h.Tokens.Verify(raw, token.Refresh)
+	if err != nil || claims.Family == "" || claims.ID == "" {
+		h.Log.Debug("refresh token refused", "err", err)
+		h.WriteError(c, http.StatusUnauthorized, "invalid_token", "invalid or expired refresh token")
+		return token.Claims{}, false
+	}
+	return claims, true
+}
+
+func (h *handler) refresh(c *gin.Context) {
+	var in refreshBody
+	if !h.bind(c, &in) {
+		return
+	}
+	claims, ok := h.verifyRefresh(c, in.RefreshToken)
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	next, nc, err := h.Tokens.Sign(token.Claims{Subject: claims.Subject, Tenant: claims.Tenant, Role: claims.Role,
+		Kind: token.Refresh, Family: claims.Family})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	u, err := h.Store.Rotate(ctx, claims.Subject, claims.Family, claims.ID, nc.ID, nc.ExpiresAt)
+	if errors.Is(err, ErrTokenReuse) {
+		h.audit(c, Event{Tenant: claims.Tenant, Kind: AuditRefreshReuse, Actor: claims.Subject, ActorKind: "user", Outcome: "failure",
+			Detail: map[string]any{"family": claims.Family}})
+	}
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	// The role may have changed since login; the new access token carries
+	// the current one.
+	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditRefresh, Actor: u.ID, ActorKind: "user"})
+	c.JSON(http.StatusOK, session{AccessToken: access, RefreshToken: next, ExpiresIn: int64(h.Tokens.AccessTTL().Seconds()), TokenType: "Bearer"})
+}
+
+func (h *handler) logout(c *gin.Context) {
+	var in refreshBody
+	if !h.bind(c, &in) {
+		return
+	}
+	claims, ok := h.verifyRefresh(c, in.RefreshToken)
+	if !ok {
+		return
+	}
+	if err := h.Store.EndSession(c.Request.Context(), claims.Subject, claims.Family); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: claims.Tenant, Kind: AuditLogout, Actor: claims.Subject, ActorKind: "user"})
+	c.Status(http.StatusNoContent)
+}
+
+func (h *handler) me(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	u, err := h.Store.User(c.Request.Context(), who.TenantUUID, who.UserID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, u)
+}
+
+func (h *handler) changePassword(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	var in struct {
+		CurrentPassword string `json:"currentPassword"`
+		NewPassword     string `json:"newPassword"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	if err := h.Store.ChangePassword(c.Request.Context(), who.TenantUUID, who.UserID, in.CurrentPassword, in.NewPassword); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditPasswordChange, Actor: who.UserID, ActorKind: "user", Target: who.UserID})
+	c.Status(http.StatusNoContent)
+}
+
+// requestReset always answers 202, whether or not the address has an
+// account, so the endpoint cannot be used to find out who has one.
+func (h *handler) requestReset(c *gin.Context) {
+	var in struct {
+		Email string `json:"email"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	if err := CheckEmail(strings.ToLower(strings.TrimSpace(in.Email))); err != nil {
+		h.fail(c, err)
+		return
+	}
+	u, tok, ok, err := h.Store.StartReset(c.Request.Context(), in.Email, h.ResetTTL)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	if ok {
+		h.sendReset(c, u, tok)
+	}
+	c.JSON(http.StatusAccepted, gin.H{"message": "if the address has an account, a reset link is on its way"})
+}
+
+func (h *handler) adminReset(c *gin.Context) {
+	who, _ := h.Caller(c)
+	var in struct {
+		UserID string `json:"userId"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	u, tok, err := h.Store.StartResetFor(c.Request.Context(), who.TenantUUID, in.UserID, h.ResetTTL)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.sendReset(c, u, tok)
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditPasswordReset, Actor: who.UserID, ActorKind: "user", Target: u.ID,
+		Detail: map[string]any{"trigger": "admin"}})
+	c.JSON(http.StatusAccepted, gin.H{"message": "a reset link was sent to " + u.Email})
+}
+
+// sendReset mails the link, or logs it when no mail server is configured
+// (or the mail cannot be sent), for the operator to pass on.
+func (h *handler) sendReset(c *gin.Context, u User, tok string) {
+	link := strings.TrimRight(h.PublicURL, "/") + "/reset-password?token=" + tok
+	body := "A password reset was requested for your edgeplat account " + u.Email + ".\n\n" +
+		"Open this link within " + h.ResetTTL.String() + " to choose a new password:\n\n" + link +
+		"\n\nIf you did not ask for it, ignore this mail; your password stays as it is.\n"
+	if h.Mailer != nil {
+		err := h.Mailer.Send(c.Request.Context(), u.Email, "Reset your edgeplat password", body)
+		if err == nil {
+			return
+		}
+		h.Log.Error("reset mail not sent; the link is logged instead", "user", u.ID, "err", err)
+	}
+	h.Log.Warn("password reset link (no mail server configured)", "user", u.ID, "email", u.Email, "link", link)
+}
+
+func (h *handler) confirmReset(c *gin.Context) {
+	var in struct {
+		Token       string `json:"token"`
+		NewPassword string `json:"newPassword"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.FinishReset(c.Request.Context(), in.Token, in.NewPassword)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditPasswordReset, Actor: u.ID, ActorKind: "user", Target: u.ID,
+		Detail: map[string]any{"trigger": "link"}})
+	c.Status(http.StatusNoContent)
+}
+
+func (h *handler) listUsers(c *gin.Context) {
+	who, _ := h.Caller(c)
+	users, err := h.Store.Users(c.Request.Context(), who.TenantUUID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"users": users})
+}
+
+func (h *handler) createUser(c *gin.Context) {
+	who, _ := h.Caller(c)
+	var in struct {
+		credentials
+		Role string `json:"role"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.CreateUser(c.Request.Context(), who.TenantUUID, NewUser{Email: in.Email, Username: in.Username, Password: in.Password, Role: in.Role})
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditUserCreated, Actor: who.UserID, ActorKind: "user", Target: u.ID,
+		Detail: map[string]any{"role": u.Role}})
+	c.JSON(http.StatusCreated, u)
+}
+
+// getUser shows an account of the caller's tenant: any account to an
+// admin, their own to a member.
+func (h *handler) getUser(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	id := c.Param("id")
+	if who.Role != RoleAdmin && id != who.UserID {
+		h.WriteError(c, http.StatusForbidden, "forbidden", "members may see their own account only")
+		return
+	}
+	u, err := h.Store.User(c.Request.Context(), who.TenantUUID, id)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, u)
+}
+
+func (h *handler) updateUser(c *gin.Context) {
+	who, _ := h.Caller(c)
+	var in UserUpdate
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.UpdateUser(c.Request.Context(), who.TenantUUID, c.Param("id"), in)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditUserUpdated, Actor: who.UserID, ActorKind: "user", Target: u.ID,
+		Detail: map[string]any{"role": u.Role, "active": u.Active}})
+	c.JSON(http.StatusOK, u)
+}
+
+func (h *handler) deleteUser(c *gin.Context) {
+	who, _ := h.Caller(c)
+	id := c.Param("id")
+	if err := h.Store.DeleteUser(c.Request.Context(), who.TenantUUID, id); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditUserDeleted, Actor: who.UserID, ActorKind: "user", Target: id})
+	c.Status(http.StatusNoContent)
+}
+
+// keyOwner is whose keys a caller manages: an admin's "" (the tenant's),
+// a member's own.
+func keyOwner(who Caller) string {
+	if who.Role == RoleAdmin {
+		return ""
+	}
+	return who.UserID
+}
+
+func (h *handler) listAPIKeys(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	keys, err := h.Store.APIKeys(c.Request.Context(), who.TenantUUID, keyOwner(who))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"apiKeys": keys})
+}
+
+func (h *handler) createAPIKey(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	var in struct {
+		Name      string `json:"name"`
+		AgentUUID string `json:"agentUuid"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	k, plain, err := h.Store.CreateAPIKey(c.Request.Context(), who.TenantUUID, who.UserID, in.Name, in.AgentUUID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditAPIKeyCreated, Actor: who.UserID, ActorKind: "user", Target: k.ID,
+		Detail: map[string]any{"prefix": k.Prefix, "name": k.Name}})
+	c.JSON(http.StatusCreated, gin.H{"apiKey": k, "key": plain})
+}
+
+func (h *handler) revokeAPIKey(c *gin.Context) {
+	who, ok := h.caller(c)
+	if !ok {
+		return
+	}
+	id := c.Param("id")
+	if err := h.Store.RevokeAPIKey(c.Request.Context(), who.TenantUUID, keyOwner(who), id); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditAPIKeyRevoked, Actor: who.UserID, ActorKind: "user", Target: id})
+	c.Status(http.StatusNoContent)
+}
+
+// listEvents pages through the tenant's audit log: from, to (RFC 3339),
+// kind, actor, limit (1..500, default 50) and before (the previous
+// page's nextBefore).
+func (h *handler) listEvents(c *gin.Context) {
+	who, _ := h.Caller(c)
+	f := EventFilter{Kind: c.Query("kind"), Actor: c.Query("actor"), Limit: 50}
+	for name, dst := range map[string]*time.Time{"from": &f.From, "to": &f.To} {
+		if v := c.Query(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				h.WriteError(c, http.StatusBadRequest, "invalid_parameter", name+" must be an RFC 3339 time, got "+strconv.Quote(v))
+				return
+			}
+			*dst = t
+		}
+	}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			h.WriteError(c, http.StatusBadRequest, "invalid_parameter", "limit must be 1..500, got "+strconv.Quote(v))
+			return
+		}
+		f.Limit = n
+	}
+	if v := c.Query("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			h.WriteError(c, http.StatusBadRequest, "invalid_parameter", "before must be a positive event id, got "+strconv.Quote(v))
+			return
+		}
+		f.Before = n
+	}
+	events, next, err := h.Store.Events(c.Request.Context(), who.TenantUUID, f)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	body := gin.H{"events": events, "nextBefore": nil}
+	if next > 0 {
+		body["nextBefore"] = next
+	}
+	c.JSON(http.StatusOK, body)
+}

@@ -23,22 +23,34 @@ import (
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 )
 
-// accountsEngine is New's /api/v1 engine with the account routes on d.
+// accountsEngine is New's /api/v1 engine with the access routes on d and
+// no licence.
 func accountsEngine(t *testing.T, d *db.DB, tokens *token.Service) *gin.Engine {
-	t.Helper()
-	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
-	store := accounts.NewStore(func() *db.DB { return d })
-	log := slog.New(slog.DiscardHandler)
-	auth := &authenticator{tokens: tokens, accounts: store, log: log}
-	public := e.Group("/api/v1")
-	v1 := e.Group("/api/v1", auth.require)
-	accounts.Register(public, v1, accounts.Deps{Store: store, Tokens: tokens, Caller: caller, WriteError: WriteError,
-		ClientIP: func(c *gin.Context) string { return c.ClientIP() }, ResetTTL: time.Hour, Log: log})
+	e, _ := accessEngine(t, d, tokens, config.Licence{})
 	return e
+}
+
+// accessEngine mounts the access layer as New does, on d, with the licence
+// lic (loaded).
+func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Licence) (*gin.Engine, *access) {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Licence = lic
+	cfg.MQTT.BrokerURL = "tcp://127.0.0.1:1"
+	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
+	a := newAccess(cfg, r, tokens)
+	a.licence.Load(t.Context())
+	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
+	a.mount(e.Group("/api/v1"), e.Group("/api/v1", a.auth.require))
+	return e, a
 }
 
 type reply struct {

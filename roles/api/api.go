@@ -24,7 +24,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
-	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -82,27 +81,17 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
 	})
 	h := &handlers{rt: r, pipe: pipe}
-	store := accounts.NewStore(func() *db.DB { return r.DB })
-	auth := &authenticator{tokens: tokens, accounts: store, log: log}
+	acc := newAccess(cfg, r, tokens)
 	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
-	// Everything under /api/v1 needs a credential; the caller's tenant
-	// comes from it and scopes every query.
+	// Everything under /api/v1 but the routes that create a session or
+	// carry their own credential needs one; the caller's tenant comes from
+	// it and scopes every query.
 	public := engine.Group("/api/v1")
-	v1 := engine.Group("/api/v1", auth.require)
-	accounts.Register(public, v1, accounts.Deps{
-		Store:      store,
-		Tokens:     tokens,
-		Caller:     caller,
-		WriteError: WriteError,
-		ClientIP:   func(c *gin.Context) string { return c.ClientIP() },
-		Mailer:     newMailer(cfg.Auth),
-		PublicURL:  cfg.Auth.PublicURL,
-		ResetTTL:   cfg.Auth.ResetTokenExpiry,
-		Log:        r.Component("api-accounts"),
-	})
+	v1 := engine.Group("/api/v1", acc.auth.require)
+	acc.mount(public, v1)
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 	v1.GET("/agents/:uuid/stream", lv.stream)
 	v1.GET("/agents/:uuid/current-state", rep.currentState)
@@ -128,7 +117,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
-	return []lifecycle.Service{srv, lv, pipe, client}, nil
+	return []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, srv, lv, pipe, client}, nil
 }
 
 // maxLiveStreams bounds open Server-Sent Event streams: each holds a

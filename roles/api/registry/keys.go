@@ -1,0 +1,397 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/brokerauth"
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/db"
+)
+
+// Key formats. Every key is [A-Za-z0-9_] only, so it is a valid MQTT
+// username (brokerauth.ValidateIdentifier) and survives any header.
+//
+//	provisioning key  pk_{prefix:8}_{secret:40}
+//	device API key    dk2_{kid:8}_{secret:40}   (kid: the msgId key id)
+const (
+	provisioningScheme = "pk_"
+	deviceScheme       = "dk2_"
+	prefixLen          = 8
+	secretLen          = 40
+	mqttPasswordLen    = 32
+)
+
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+// randomString returns n characters of [A-Za-z0-9] without modulo bias.
+func randomString(n int) string {
+	out := make([]byte, 0, n)
+	buf := make([]byte, n+n/4+8)
+	for len(out) < n {
+		if _, err := rand.Read(buf); err != nil {
+			panic("BUG: crypto/rand: " + err.Error())
+		}
+		for _, b := range buf {
+			if b < 248 && len(out) < n {
+				out = append(out, alphabet[b%62])
+			}
+		}
+	}
+	return string(out)
+}
+
+func newUUID() string {
+	var u codec.UUID
+	if _, err := rand.Read(u[:]); err != nil {
+		panic("BUG: crypto/rand: " + err.Error())
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u.String()
+}
+
+func hashSecret(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func secretMatches(storedHash, presented string) bool {
+	return subtle.ConstantTimeCompare([]byte(storedHash), []byte(hashSecret(presented))) == 1
+}
+
+// splitKey returns the prefix (or kid) of a key of the given scheme.
+func splitKey(key, scheme string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, scheme)
+	if !ok || len(rest) != prefixLen+1+secretLen || rest[prefixLen] != '_' {
+		return "", false
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; i != prefixLen && !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return "", false
+		}
+	}
+	return rest[:prefixLen], true
+}
+
+// ProvisioningKey is a key as listings show it.
+type ProvisioningKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Fleet     string    `json:"fleet"`
+	Prefix    string    `json:"prefix"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Provisioning key lifetimes.
+const (
+	DefaultProvisioningTTL = 24 * time.Hour
+	MaxProvisioningTTL     = 365 * 24 * time.Hour
+)
+
+// NewProvisioningKey is what creating a key takes; every field is
+// optional. ExpiresAt wins over TTL; neither gives 24 h.
+type NewProvisioningKey struct {
+	Name      string
+	Fleet     string
+	ExpiresAt time.Time
+	TTL       time.Duration
+}
+
+// CreateProvisioningKey issues a single-use key for tenant. The plaintext
+// is returned once.
+func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy string, n NewProvisioningKey) (ProvisioningKey, string, error) {
+	now := s.now()
+	exp := n.ExpiresAt
+	switch {
+	case !exp.IsZero():
+	case n.TTL != 0:
+		exp = now.Add(n.TTL)
+	default:
+		exp = now.Add(DefaultProvisioningTTL)
+	}
+	if !exp.After(now) || exp.Sub(now) > MaxProvisioningTTL {
+		return ProvisioningKey{}, "", fmt.Errorf("%w: the key must expire in the future and within %s", ErrInvalid, "365 days")
+	}
+	if len(n.Name) > maxNameLen || len(n.Fleet) > maxNameLen {
+		return ProvisioningKey{}, "", fmt.Errorf("%w: name and fleet are at most %d bytes", ErrInvalid, maxNameLen)
+	}
+	conn, d := s.sql()
+	k := ProvisioningKey{ID: newUUID(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet),
+		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: exp.UTC().Truncate(time.Microsecond)}
+	for attempt := 0; ; attempt++ {
+		k.Prefix = randomString(prefixLen)
+		plain := provisioningScheme + k.Prefix + "_" + randomString(secretLen)
+		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			k.ID, tenant, k.Name, k.Fleet, k.Prefix, hashSecret(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt))
+		if db.IsUniqueViolation(err) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return ProvisioningKey{}, "", fmt.Errorf("create provisioning key: %w", err)
+		}
+		return k, plain, nil
+	}
+}
+
+func nullUUID(s string) any {
+	if _, err := codec.ParseUUID(s); err != nil {
+		return nil
+	}
+	return s
+}
+
+// ProvisioningKeys lists tenant's unused, unexpired keys.
+func (s *Store) ProvisioningKeys(ctx context.Context, tenant string) ([]ProvisioningKey, error) {
+	conn, d := s.sql()
+	rows, err := conn.QueryContext(ctx, `SELECT id, name, fleet, prefix, created_at, expires_at FROM provisioning_keys
+		WHERE tenant_uuid = $1 AND expires_at > $2 ORDER BY created_at DESC, id`, tenant, d.TimeArg(s.now()))
+	if err != nil {
+		return nil, fmt.Errorf("list provisioning keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []ProvisioningKey{}
+	for rows.Next() {
+		var k ProvisioningKey
+		var created, expires db.Timestamp
+		if err := rows.Scan(&k.ID, &k.Name, &k.Fleet, &k.Prefix, &created, &expires); err != nil {
+			return nil, fmt.Errorf("list provisioning keys: %w", err)
+		}
+		k.CreatedAt, k.ExpiresAt = created.Time, expires.Time
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// DeleteProvisioningKey revokes an unused key of tenant.
+func (s *Store) DeleteProvisioningKey(ctx context.Context, tenant, id string) error {
+	if _, err := codec.ParseUUID(id); err != nil {
+		return ErrNotFound
+	}
+	conn, _ := s.sql()
+	res, err := conn.ExecContext(ctx, `DELETE FROM provisioning_keys WHERE id = $1 AND tenant_uuid = $2`, id, tenant)
+	if err != nil {
+		return fmt.Errorf("delete provisioning key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Registration is an agent registering itself with a provisioning key.
+// AgentUUID is the agent's own id when it has one (a re-provisioned agent
+// keeps its UUID); otherwise one is assigned.
+type Registration struct {
+	Key       string
+	AgentName string
+	AgentUUID string
+	Version   string
+}
+
+// Credentials are what an agent receives once: its device API key (also
+// its MQTT username) and MQTT password.
+type Credentials struct {
+	Agent        Agent
+	APIKey       string
+	Kid          string
+	MQTTPassword string
+}
+
+// Register consumes a provisioning key and registers the agent in the
+// key's tenant and fleet. The key is deleted by the same statement that
+// checks it, so of two registrations with one key exactly one wins; an
+// unknown, used or expired key is ErrKeyRefused. admit is the licence
+// check. Registering an agent UUID the tenant already has re-provisions
+// it: its old device keys are revoked (their kids are returned in
+// revoked) and new credentials issued.
+func (s *Store) Register(ctx context.Context, r Registration, admit func(agents int) error) (creds Credentials, revoked []string, err error) {
+	prefix, ok := splitKey(strings.TrimSpace(r.Key), provisioningScheme)
+	if !ok {
+		return Credentials{}, nil, ErrKeyRefused
+	}
+	n := NewAgent{UUID: r.AgentUUID, Name: r.AgentName, Version: r.Version}
+	if err := n.check(); err != nil {
+		return Credentials{}, nil, err
+	}
+	conn, d := s.sql()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return Credentials{}, nil, fmt.Errorf("register: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	now := s.now()
+	var tenant, fleet string
+	err = tx.QueryRowContext(ctx, `DELETE FROM provisioning_keys WHERE prefix = $1 AND key_hash = $2 AND expires_at > $3
+		RETURNING tenant_uuid, fleet`, prefix, hashSecret(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Credentials{}, nil, ErrKeyRefused
+	}
+	if err != nil {
+		return Credentials{}, nil, fmt.Errorf("register: use key: %w", err)
+	}
+	n.Fleet = fleet
+	var agent Agent
+	var owner string
+	switch err := tx.QueryRowContext(ctx, `SELECT tenant_uuid FROM agents WHERE uuid = $1`, n.UUID).Scan(&owner); {
+	case errors.Is(err, sql.ErrNoRows):
+		if err := s.admit(ctx, tx, d, admit); err != nil {
+			return Credentials{}, nil, err
+		}
+		if agent, err = s.insertAgent(ctx, tx, d, tenant, n); err != nil {
+			return Credentials{}, nil, err
+		}
+	case err != nil:
+		return Credentials{}, nil, fmt.Errorf("register: %w", err)
+	case owner != tenant:
+		return Credentials{}, nil, fmt.Errorf("%w: agent %s belongs to another tenant", ErrConflict, n.UUID)
+	default:
+		if revoked, err = agentKids(ctx, tx, tenant, n.UUID); err != nil {
+			return Credentials{}, nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM device_keys WHERE agent_uuid = $1`, n.UUID); err != nil {
+			return Credentials{}, nil, fmt.Errorf("register: revoke old keys: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET name = $1, version = $2, active = $3, updated_at = $4 WHERE uuid = $5`,
+			n.Name, n.Version, true, d.TimeArg(now), n.UUID); err != nil {
+			return Credentials{}, nil, fmt.Errorf("register: %w", err)
+		}
+		if agent, err = s.agent(ctx, tx, tenant, n.UUID); err != nil {
+			return Credentials{}, nil, err
+		}
+	}
+	creds, err = s.issue(ctx, tx, d, tenant, agent.UUID)
+	if err != nil {
+		return Credentials{}, nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Credentials{}, nil, fmt.Errorf("register: commit: %w", err)
+	}
+	creds.Agent = agent
+	return creds, revoked, nil
+}
+
+// issue creates a device key and MQTT password for an agent.
+func (s *Store) issue(ctx context.Context, x execer, d db.Dialect, tenant, agent string) (Credentials, error) {
+	var kid string
+	for attempt := 0; ; attempt++ {
+		kid = randomString(prefixLen)
+		var one int
+		err := x.QueryRowContext(ctx, `SELECT 1 FROM device_keys WHERE kid = $1`, kid).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return Credentials{}, fmt.Errorf("issue device key: %w", err)
+		}
+		if attempt == 3 {
+			return Credentials{}, errors.New("issue device key: no free key id after 4 draws")
+		}
+	}
+	c := Credentials{Kid: kid, APIKey: deviceScheme + kid + "_" + randomString(secretLen), MQTTPassword: randomString(mqttPasswordLen)}
+	if err := brokerauth.ValidateIdentifier(c.APIKey); err != nil {
+		panic("BUG: a generated device key is not a valid MQTT username: " + err.Error())
+	}
+	if _, err := x.ExecContext(ctx, `INSERT INTO device_keys (kid, tenant_uuid, agent_uuid, key_hash, mqtt_password_hash, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, kid, tenant, agent, hashSecret(c.APIKey), hashSecret(c.MQTTPassword), d.TimeArg(s.now())); err != nil {
+		return Credentials{}, fmt.Errorf("issue device key: %w", err)
+	}
+	return c, nil
+}
+
+// IssueDeviceKey gives an agent of tenant another device key and MQTT
+// password (POST /auth/api-keys).
+func (s *Store) IssueDeviceKey(ctx context.Context, tenant, agentUUID string) (Credentials, error) {
+	conn, d := s.sql()
+	a, err := s.agent(ctx, conn, tenant, agentUUID)
+	if err != nil {
+		return Credentials{}, err
+	}
+	c, err := s.issue(ctx, conn, d, tenant, a.UUID)
+	c.Agent = a
+	return c, err
+}
+
+// RevokeDeviceKey revokes one device key of tenant by its kid.
+func (s *Store) RevokeDeviceKey(ctx context.Context, tenant, kid string) error {
+	conn, d := s.sql()
+	res, err := conn.ExecContext(ctx, `UPDATE device_keys SET revoked_at = $1 WHERE kid = $2 AND tenant_uuid = $3 AND revoked_at IS NULL`,
+		d.TimeArg(s.now()), kid, tenant)
+	if err != nil {
+		return fmt.Errorf("revoke device key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Device is who a device API key belongs to.
+type Device struct {
+	TenantUUID string
+	AgentUUID  string
+	Kid        string
+}
+
+// deviceRow finds a live key by its kid and checks it in constant time;
+// the MQTT password hash comes along for the broker check.
+func (s *Store) deviceRow(ctx context.Context, key string) (Device, string, error) {
+	kid, ok := splitKey(key, deviceScheme)
+	if !ok {
+		return Device{}, "", ErrDeviceDenied
+	}
+	conn, _ := s.sql()
+	var dev Device
+	var keyHash, pwHash string
+	var revoked db.Timestamp
+	var active bool
+	err := conn.QueryRowContext(ctx, `SELECT k.tenant_uuid, k.agent_uuid, k.key_hash, k.mqtt_password_hash, k.revoked_at, a.active
+		FROM device_keys k JOIN agents a ON a.uuid = k.agent_uuid WHERE k.kid = $1`, kid).
+		Scan(&dev.TenantUUID, &dev.AgentUUID, &keyHash, &pwHash, &revoked, &active)
+	if errors.Is(err, sql.ErrNoRows) {
+		hashSecret(key)
+		return Device{}, "", ErrDeviceDenied
+	}
+	if err != nil {
+		return Device{}, "", fmt.Errorf("find device key: %w", err)
+	}
+	if !secretMatches(keyHash, key) || !revoked.IsZero() || !active {
+		return Device{}, "", ErrDeviceDenied
+	}
+	dev.Kid = kid
+	return dev, pwHash, nil
+}
+
+// DeviceByKey authenticates an X-Device-API-Key header.
+func (s *Store) DeviceByKey(ctx context.Context, key string) (Device, error) {
+	dev, _, err := s.deviceRow(ctx, key)
+	return dev, err
+}
+
+// AuthenticateDevice implements brokerauth.Store: the MQTT username is the
+// device API key, the password the MQTT password issued with it.
+func (s *Store) AuthenticateDevice(ctx context.Context, username, password string) (brokerauth.Identity, error) {
+	dev, pwHash, err := s.deviceRow(ctx, username)
+	if errors.Is(err, ErrDeviceDenied) {
+		return brokerauth.Identity{}, fmt.Errorf("%w: %w", brokerauth.ErrDenied, err)
+	}
+	if err != nil {
+		return brokerauth.Identity{}, err
+	}
+	if !secretMatches(pwHash, password) {
+		return brokerauth.Identity{}, fmt.Errorf("%w: wrong MQTT password", brokerauth.ErrDenied)
+	}
+	return brokerauth.Identity{Username: username, TenantUUID: dev.TenantUUID, AgentUUID: dev.AgentUUID}, nil
+}
+
+var _ brokerauth.Store = (*Store)(nil)

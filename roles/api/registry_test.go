@@ -1,0 +1,281 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/brokerauth"
+	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/licence"
+)
+
+// testLicence issues a licence for maxAgents (0: unlimited) with its own
+// key pair and returns the config that loads it.
+func testLicence(t *testing.T, maxAgents int) config.Licence {
+	t.Helper()
+	priv, pub, err := licence.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := licence.Issue(priv, licence.Claims{Customer: "test", MaxAgents: maxAgents, ExpiresAt: time.Now().Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Licence{Key: raw, PublicKey: string(pub)}
+}
+
+// admin bootstraps the installation and returns the admin's access token.
+func admin(t *testing.T, e http.Handler) string {
+	t.Helper()
+	r := call(t, e, "POST", "/api/v1/auth/bootstrap-admin", "", map[string]string{"email": "admin@example.com", "password": "correct horse battery"})
+	if r.status != http.StatusCreated {
+		t.Fatalf("bootstrap: %d %s", r.status, r.raw)
+	}
+	l := call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": "admin@example.com", "password": "correct horse battery"})
+	if l.status != http.StatusOK {
+		t.Fatalf("login: %d %s", l.status, l.raw)
+	}
+	return l.str("accessToken")
+}
+
+func provisioningKey(t *testing.T, e http.Handler, tok string) string {
+	t.Helper()
+	r := call(t, e, "POST", "/api/v1/provisioning/keys", tok, nil)
+	if r.status != http.StatusCreated || !strings.HasPrefix(r.str("key"), "pk_") {
+		t.Fatalf("create provisioning key: %d %s", r.status, r.raw)
+	}
+	exp, err := time.Parse(time.RFC3339Nano, r.str("expiresAt"))
+	if err != nil || exp.Before(time.Now().Add(23*time.Hour)) || exp.After(time.Now().Add(25*time.Hour)) {
+		t.Fatalf("an empty body should give a key valid 24 h, got expiresAt %q", r.str("expiresAt"))
+	}
+	return r.str("key")
+}
+
+func TestProvisioningFlowIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, acc := accessEngine(t, d, testTokens(t), testLicence(t, 0))
+		tok := admin(t, e)
+		key := provisioningKey(t, e, tok)
+
+		reg := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": key, "agentName": "press-7"})
+		if reg.status != http.StatusCreated {
+			t.Fatalf("register: %d %s", reg.status, reg.raw)
+		}
+		apiKey, agent, password := reg.str("apiKey"), reg.str("agentUuid"), reg.str("mqtt", "password")
+		if !strings.HasPrefix(apiKey, "dk2_") || reg.str("mqtt", "username") != apiKey || reg.str("mqtt", "clientId") != "agent-"+agent ||
+			password == "" || reg.str("mqtt", "brokerUrl") == "" || reg.str("tenantId") == "" {
+			t.Fatalf("registration answer: %s", reg.raw)
+		}
+		// Single use: the same key again, and through the other path.
+		for _, path := range []string{"/api/v1/provision/agent", "/api/v1/provisioning/register"} {
+			if r := call(t, e, "POST", path, "", map[string]string{"key": key, "agentName": "press-8"}); r.status != http.StatusUnauthorized ||
+				r.str("error", "code") != "provisioning_key_refused" {
+				t.Fatalf("second use of a key at %s: %d %s", path, r.status, r.raw)
+			}
+		}
+		// Unknown and malformed keys are refused alike.
+		for _, k := range []string{"pk_AAAAAAAA_" + strings.Repeat("B", 40), "garbage"} {
+			if r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": k, "agentName": "x"}); r.status != http.StatusUnauthorized ||
+				r.str("error", "code") != "provisioning_key_refused" {
+				t.Fatalf("key %q: %d %s", k, r.status, r.raw)
+			}
+		}
+		if r := call(t, e, "GET", "/api/v1/agents/"+agent, tok, nil); r.status != http.StatusOK || r.str("name") != "press-7" {
+			t.Fatalf("get agent: %d %s", r.status, r.raw)
+		}
+
+		// The device credentials are what the broker checks.
+		ctx := t.Context()
+		id, err := acc.agents.AuthenticateDevice(ctx, apiKey, password)
+		if err != nil || id.AgentUUID != agent {
+			t.Fatalf("device credentials refused: %+v %v", id, err)
+		}
+		if _, err := acc.agents.AuthenticateDevice(ctx, apiKey, password+"x"); !errors.Is(err, brokerauth.ErrDenied) {
+			t.Fatalf("wrong MQTT password: %v", err)
+		}
+
+		// Two registrations racing with one key: exactly one wins.
+		race := provisioningKey(t, e, tok)
+		var wg sync.WaitGroup
+		statuses := make([]int, 6)
+		for i := range statuses {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses[i] = call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": race, "agentName": "racer"}).status
+			}()
+		}
+		wg.Wait()
+		won := 0
+		for _, s := range statuses {
+			if s == http.StatusCreated {
+				won++
+			} else if s != http.StatusUnauthorized {
+				t.Fatalf("racing registration answered %d", s)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%d registrations won with one key (statuses %v), want 1", won, statuses)
+		}
+
+		// Deleting the agent kills its device key.
+		if r := call(t, e, "DELETE", "/api/v1/agents/"+agent, tok, nil); r.status != http.StatusNoContent {
+			t.Fatalf("delete agent: %d %s", r.status, r.raw)
+		}
+		if _, err := acc.agents.AuthenticateDevice(ctx, apiKey, password); !errors.Is(err, brokerauth.ErrDenied) {
+			t.Fatalf("device key of a deleted agent: %v", err)
+		}
+		ev := call(t, e, "GET", "/api/v1/audit/events?kind=agent.registered", tok, nil)
+		if evs, _ := ev.body["events"].([]any); len(evs) != 2 {
+			t.Fatalf("registration audit events: %s", ev.raw)
+		}
+	})
+}
+
+func TestLicenceEnforcementIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		// A licence for two agents, in a file so that it can be replaced.
+		lic := testLicence(t, 2)
+		path := filepath.Join(t.TempDir(), "licence.jwt")
+		if err := os.WriteFile(path, []byte(lic.Key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lic.Key = path
+		e, acc := accessEngine(t, d, testTokens(t), lic)
+		tok := admin(t, e)
+		var creds []reply
+		for i := range 2 {
+			r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "a" + string(rune('0'+i))})
+			if r.status != http.StatusCreated {
+				t.Fatalf("registration %d: %d %s", i+1, r.status, r.raw)
+			}
+			creds = append(creds, r)
+		}
+		third := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "a3"})
+		if third.status != http.StatusForbidden || third.str("error", "code") != licence.CodeAgentLimit {
+			t.Fatalf("third registration under max-agents 2: %d %s", third.status, third.raw)
+		}
+		if r := call(t, e, "POST", "/api/v1/agents", tok, map[string]string{"name": "by hand"}); r.status != http.StatusForbidden {
+			t.Fatalf("third agent created by hand: %d %s", r.status, r.raw)
+		}
+		if u := call(t, e, "GET", "/api/v1/billing/usage", tok, nil); u.status != http.StatusOK || u.body["agents"] != float64(2) || u.body["maxAgents"] != float64(2) {
+			t.Fatalf("usage: %d %s", u.status, u.raw)
+		}
+
+		// The licence goes away: restricted mode.
+		if err := os.WriteFile(path, []byte("not a licence"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := call(t, e, "POST", "/api/v1/billing/refresh-license", tok, nil); r.status != http.StatusOK || r.str("state") != "restricted" {
+			t.Fatalf("refresh licence: %d %s", r.status, r.raw)
+		}
+		if r := call(t, e, "DELETE", "/api/v1/agents/"+creds[1].str("agentUuid"), tok, nil); r.status != http.StatusNoContent {
+			t.Fatalf("delete agent: %d", r.status)
+		}
+		r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "a4"})
+		if r.status != http.StatusForbidden || r.str("error", "code") != licence.CodeRestricted {
+			t.Fatalf("registration while restricted: %d %s", r.status, r.raw)
+		}
+		// The agent registered before still authenticates at the broker.
+		if _, err := acc.agents.AuthenticateDevice(t.Context(), creds[0].str("apiKey"), creds[0].str("mqtt", "password")); err != nil {
+			t.Fatalf("existing agent refused while restricted: %v", err)
+		}
+	})
+}
+
+// TestTenantScopedRoutesIntegration: every route that names a record by id
+// answers 404 to another tenant. The table must cover every such route:
+// the test fails when a new one is missing from it.
+func TestTenantScopedRoutesIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, _ := accessEngine(t, d, testTokens(t), testLicence(t, 0))
+		tokB := admin(t, e)
+		ra := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "a@example.com", "password": "correct horse battery"})
+		tokA := ra.str("accessToken")
+
+		// Tenant B's records.
+		agentB := call(t, e, "POST", "/api/v1/agents", tokB, map[string]any{"name": "b-agent", "tags": map[string]string{"site": "b"},
+			"location": map[string]any{"latitude": 1, "longitude": 2}})
+		if agentB.status != http.StatusCreated {
+			t.Fatalf("create agent: %d %s", agentB.status, agentB.raw)
+		}
+		pk := call(t, e, "POST", "/api/v1/provisioning/keys", tokB, map[string]string{"name": "b"})
+		userB := call(t, e, "GET", "/api/v1/auth/me", tokB, nil)
+		keyB := call(t, e, "POST", "/api/v1/api-keys", tokB, map[string]string{"name": "b"})
+		ids := map[string]string{":uuid": agentB.str("uuid"), ":id": ""}
+		byPath := map[string]string{
+			"/api/v1/provisioning/keys/:id": pk.str("id"),
+			"/api/v1/provision/keys/:id":    pk.str("id"),
+			"/api/v1/users/:id":             userB.str("id"),
+			"/api/v1/api-keys/:id":          keyB.str("apiKey", "id"),
+		}
+		bodies := map[string]any{
+			"PATCH /api/v1/agents/:uuid":        map[string]string{"name": "stolen"},
+			"PATCH /api/v1/agents/:uuid/active": map[string]bool{"active": false},
+			"POST /api/v1/agents/:uuid/tags":    map[string]any{"tags": map[string]string{"x": "y"}},
+			"PUT /api/v1/users/:id":             map[string]string{"role": "member"},
+		}
+		covered := map[string]bool{}
+		for _, rt := range e.Routes() {
+			if !strings.Contains(rt.Path, "/:") {
+				continue
+			}
+			name := rt.Method + " " + rt.Path
+			path := rt.Path
+			for param, v := range ids {
+				if param == ":id" {
+					v = byPath[rt.Path]
+				}
+				path = strings.ReplaceAll(path, param, v)
+			}
+			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") {
+				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
+				continue
+			}
+			covered[name] = true
+			r := call(t, e, rt.Method, path, tokA, bodies[name])
+			if r.status != http.StatusNotFound {
+				t.Errorf("%s as tenant A on tenant B's record: %d %s, want 404", name, r.status, r.raw)
+			}
+		}
+		if len(covered) < 12 {
+			names := make([]string, 0, len(covered))
+			for n := range covered {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			t.Errorf("only %d id routes tried: %v", len(covered), names)
+		}
+		// Lists and queries do not show B's records to A.
+		for _, tt := range []struct{ method, path string }{
+			{"GET", "/api/v1/agents"}, {"GET", "/api/v1/agents/locations"}, {"POST", "/api/v1/agents/query"},
+			{"GET", "/api/v1/provisioning/keys"}, {"GET", "/api/v1/users"}, {"GET", "/api/v1/api-keys"},
+		} {
+			var body any
+			if tt.method == "POST" {
+				body = map[string]any{"tags": map[string]string{}}
+			}
+			r := call(t, e, tt.method, tt.path, tokA, body)
+			if r.status != http.StatusOK || strings.Contains(r.raw, agentB.str("uuid")) || strings.Contains(r.raw, pk.str("id")) ||
+				strings.Contains(r.raw, "admin@example.com") {
+				t.Errorf("%s %s as tenant A: %d %s", tt.method, tt.path, r.status, r.raw)
+			}
+		}
+		// And the device-key route takes the agent from B's tenant only.
+		if r := call(t, e, "POST", "/api/v1/auth/api-keys", tokA, map[string]string{"name": "x", "agentUuid": agentB.str("uuid")}); r.status != http.StatusNotFound {
+			t.Errorf("device key for another tenant's agent: %d %s", r.status, r.raw)
+		}
+		// B still sees its own.
+		if r := call(t, e, "POST", "/api/v1/agents/query", tokB, map[string]any{"tags": map[string]string{"site": "b"}}); !strings.Contains(r.raw, agentB.str("uuid")) {
+			t.Errorf("tag query: %s", r.raw)
+		}
+	})
+}

@@ -61,6 +61,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 // Name implements lifecycle.Service.
 func (s *Server) Name() string { return s.opts.Name }
 
+// Handler is the server's handler, for tests that drive it without a
+// listener.
+func (s *Server) Handler() http.Handler { return s.opts.Handler }
+
 // Addr is the bound address once Start has returned, else the configured one.
 func (s *Server) Addr() string {
 	if s.ln != nil {

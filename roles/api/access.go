@@ -2,12 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
@@ -27,6 +32,12 @@ type access struct {
 	auth     *authenticator
 	log      *slog.Logger
 	r        *rt.Runtime
+
+	// Rate limits of spec §8, per minute: every request by credential or
+	// client address, the auth endpoints by address, admin routes by
+	// admin; failed logins by account and by address.
+	global, authLimit, admin *httpx.Limiter
+	attempts                 *httpx.Attempts
 }
 
 func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access {
@@ -41,7 +52,42 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access
 		r:        r,
 	}
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log}
+	a.global = httpx.NewLimiter(cfg.Auth.RateLimitGlobal, time.Minute)
+	a.authLimit = httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)
+	a.admin = httpx.NewLimiter(cfg.Auth.RateLimitAdmin, time.Minute)
+	a.attempts = httpx.NewAttempts(cfg.Auth.RateLimitAuth, cfg.Auth.RateLimitAuth, time.Minute)
 	return a
+}
+
+// clientKey keys a limit by the client's address (c.ClientIP believes
+// X-Forwarded-For only from auth.trusted_proxies).
+func clientKey(c *gin.Context) string { return "ip:" + httpx.IPRateKey(c.ClientIP()) }
+
+// subjectKey keys a limit by the authenticated user, else the address.
+func subjectKey(c *gin.Context) string {
+	if p, ok := principal(c); ok && p.UserID != "" {
+		return "user:" + p.UserID
+	}
+	return clientKey(c)
+}
+
+// adminKey keys the admin limit by the admin; other callers are not
+// counted (they get 403 from the route).
+func adminKey(c *gin.Context) string {
+	if p, ok := principal(c); ok && p.Role == accounts.RoleAdmin {
+		return "admin:" + p.UserID
+	}
+	return ""
+}
+
+// publicGroup and protectedGroup are the /api/v1 groups with their
+// credential check and rate limits.
+func (a *access) publicGroup(e *gin.Engine) *gin.RouterGroup {
+	return e.Group("/api/v1", httpx.RateLimit(a.global, clientKey, WriteError))
+}
+
+func (a *access) protectedGroup(e *gin.Engine) *gin.RouterGroup {
+	return e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, subjectKey, WriteError))
 }
 
 // audit records e with the request's client address. A lost audit write is
@@ -56,7 +102,11 @@ func (a *access) audit(c *gin.Context, e accounts.Event) {
 // mount adds the access routes: public ones (they create a session or
 // carry their own credential) and protected ones (behind auth.require).
 func (a *access) mount(public, protected *gin.RouterGroup) {
-	accounts.Register(public, protected, accounts.Deps{
+	// The routes that take a password or a key without a session are the
+	// auth endpoints of the rate limits.
+	authLimited := public.Group("", httpx.RateLimit(a.authLimit, clientKey, WriteError))
+	adminGate := httpx.RateLimit(a.admin, adminKey, WriteError)
+	accounts.Register(authLimited, protected, accounts.Deps{
 		Store:      a.accounts,
 		Tokens:     a.tokens,
 		Caller:     caller,
@@ -65,23 +115,61 @@ func (a *access) mount(public, protected *gin.RouterGroup) {
 		Mailer:     newMailer(a.cfg.Auth),
 		PublicURL:  a.cfg.Auth.PublicURL,
 		ResetTTL:   a.cfg.Auth.ResetTokenExpiry,
+		Attempts:   a.attempts,
+		AdminGate:  adminGate,
 		Log:        a.r.Component("api-accounts"),
 	})
 	brokerURL := a.cfg.BrokerAuth.BrokerURL
 	if brokerURL == "" {
 		brokerURL = a.cfg.MQTT.BrokerURL
 	}
-	registry.Register(public, protected, registry.Deps{
+	registry.Register(authLimited, protected, registry.Deps{
 		Store:      a.agents,
 		Caller:     caller,
 		WriteError: WriteError,
 		Audit:      a.audit,
 		Admit:      a.licence.CheckRegistration,
 		BrokerURL:  brokerURL,
+		AdminGate:  adminGate,
 		Log:        a.r.Component("api-registry"),
 	})
 	a.licence.Routes(protected, func(ctx context.Context) (licence.Usage, error) {
 		n, err := a.agents.CountAgents(ctx)
 		return licence.Usage{Agents: n}, err
-	}, requireAdmin, WriteError)
+	}, func(c *gin.Context) {
+		if p, ok := principal(c); !ok || p.Role != accounts.RoleAdmin {
+			WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
+			return
+		}
+		adminGate(c)
+	}, WriteError)
+}
+
+// agentGuard answers 404 unless the agent named by the path parameter
+// param is in the caller's tenant's registry: another tenant's agent and
+// no agent get the same answer. A malformed id goes on to the handler,
+// which names the parameter in its 400.
+func (a *access) agentGuard(param string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		p, ok := principal(c)
+		if !ok {
+			WriteError(c, http.StatusUnauthorized, "unauthorized", "a credential is required")
+			return
+		}
+		u, err := codec.ParseUUID(c.Param(param))
+		if err != nil {
+			c.Next()
+			return
+		}
+		_, err = a.agents.Agent(c.Request.Context(), p.TenantUUID, u.String())
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			WriteError(c, http.StatusNotFound, "not_found", "agent "+u.String()+" not found")
+		case err != nil:
+			a.log.Error("agent lookup failed", "agent", u.String(), "err", err)
+			WriteError(c, http.StatusServiceUnavailable, "unavailable", "the agent registry cannot be read now; retry")
+		default:
+			c.Next()
+		}
+	}
 }

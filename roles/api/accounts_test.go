@@ -36,20 +36,25 @@ func accountsEngine(t *testing.T, d *db.DB, tokens *token.Service) *gin.Engine {
 }
 
 // accessEngine mounts the access layer as New does, on d, with the licence
-// lic (loaded).
-func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Licence) (*gin.Engine, *access) {
+// lic (loaded). The auth rate limit is off (tests of flows make more than
+// ten calls a minute from one address) unless a mod sets it.
+func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Licence, mods ...func(*config.Config)) (*gin.Engine, *access) {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Licence = lic
+	cfg.Auth.RateLimitAuth = 0
+	for _, m := range mods {
+		m(cfg)
+	}
 	cfg.MQTT.BrokerURL = "tcp://127.0.0.1:1"
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
 	a := newAccess(cfg, r, tokens)
 	a.licence.Load(t.Context())
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
-	a.mount(e.Group("/api/v1"), e.Group("/api/v1", a.auth.require))
+	a.mount(a.publicGroup(e), a.protectedGroup(e))
 	return e, a
 }
 
@@ -389,4 +394,29 @@ func TestPasswordResetIntegration(t *testing.T) {
 			t.Fatalf("login with the reset password: %d", r.status)
 		}
 	})
+}
+
+// TestLoginRateLimitIntegration: the 11th login attempt of a minute gets
+// 429 with Retry-After and the JSON error.
+func TestLoginRateLimitIntegration(t *testing.T) {
+	e, _ := accessEngine(t, dbtest.Migrated(t, "sqlite"), testTokens(t), config.Licence{}, func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
+	admin(t, e)
+	// From another address than the setup's requests.
+	for i := 1; i <= 11; i++ {
+		req := httptest.NewRequest("POST", "/api/v1/auth/login", strings.NewReader(`{"email":"admin@example.com","password":"wrong password"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.RemoteAddr = "198.51.100.7:40000"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		if i <= 10 && w.Code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: %d %s", i, w.Code, w.Body)
+		}
+		if i == 11 {
+			var body struct{ Error struct{ Code string } }
+			_ = json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || body.Error.Code != "rate_limited" {
+				t.Fatalf("11th attempt: %d Retry-After=%q %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+			}
+		}
+	}
 }

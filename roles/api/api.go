@@ -89,19 +89,21 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// Everything under /api/v1 but the routes that create a session or
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.
-	public := engine.Group("/api/v1")
-	v1 := engine.Group("/api/v1", acc.auth.require)
+	public := acc.publicGroup(engine)
+	v1 := acc.protectedGroup(engine)
 	acc.mount(public, v1)
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
-	v1.GET("/agents/:uuid/stream", lv.stream)
-	v1.GET("/agents/:uuid/current-state", rep.currentState)
-	v1.GET("/agents/:uuid/metrics", rep.systemMetrics)
+	agent := acc.agentGuard("uuid")
+	v1.GET("/agents/:uuid/stream", agent, lv.stream)
+	v1.GET("/agents/:uuid/current-state", agent, rep.currentState)
+	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	readings.Register(v1, readings.Deps{
 		// rt.DB is opened after the roles are built.
 		DB:         func() *db.DB { return r.DB },
 		Tenant:     tenantKey,
 		WriteError: WriteError,
 		Log:        r.Component("api-readings"),
+		AgentGuard: acc.agentGuard("agent_uuid"),
 	})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{

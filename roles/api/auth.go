@@ -107,16 +107,6 @@ func caller(c *gin.Context) (accounts.Caller, bool) {
 	return accounts.Caller{UserID: p.UserID, TenantUUID: p.TenantUUID, Role: p.Role}, true
 }
 
-// requireAdmin answers 403 unless the caller is an admin of their tenant.
-func requireAdmin(c *gin.Context) {
-	p, ok := principal(c)
-	if !ok || p.Role != accounts.RoleAdmin {
-		WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
-		return
-	}
-	c.Next()
-}
-
 // principal returns the caller set by require.
 func principal(c *gin.Context) (Principal, bool) {
 	v, ok := c.Get(principalKey)

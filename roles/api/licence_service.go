@@ -24,7 +24,7 @@ func (l *licenceLoader) Start(ctx context.Context) error {
 			"expires", st.ExpiresAt, "demo", st.Demo)
 	} else {
 		l.log.Warn("no valid licence: running restricted (existing agents keep reporting; registrations and premium routes answer 403)",
-			"reason", st.Reason, "detail", st.Message)
+			"reason", st.Reason, "detail", st.Detail)
 	}
 	return nil
 }

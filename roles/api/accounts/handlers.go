@@ -43,7 +43,20 @@ type Deps struct {
 	Mailer    Mailer
 	PublicURL string
 	ResetTTL  time.Duration
+	// Attempts counts failed logins per account and per client address;
+	// nil counts nothing.
+	Attempts LoginAttempts
+	// AdminGate runs after the admin check of admin-only routes (the
+	// admin rate limit); nil runs nothing.
+	AdminGate gin.HandlerFunc
 	Log       *slog.Logger
+}
+
+// LoginAttempts limits failed logins (httpx.Attempts).
+type LoginAttempts interface {
+	Check(account, ip string) (blocked bool, retryAfter time.Duration)
+	Fail(account, ip string) (blocked bool, retryAfter time.Duration)
+	Succeed(account string)
 }
 
 // maxBody caps the JSON bodies of these routes: credentials and names.
@@ -126,15 +139,17 @@ func (h *handler) adminOnly(c *gin.Context) {
 		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
 		return
 	}
+	if h.AdminGate != nil {
+		h.AdminGate(c)
+		return
+	}
 	c.Next()
 }
 
 // audit records e with the request's address. An audit write that fails
 // is logged, not answered: the action it describes has already happened.
 func (h *handler) audit(c *gin.Context, e Event) {
-	if h.ClientIP != nil {
-		e.IP = h.ClientIP(c)
-	}
+	e.IP = h.clientIP(c)
 	if err := h.Store.Record(c.Request.Context(), e); err != nil {
 		h.Log.Error("audit event lost", "kind", e.Kind, "err", err)
 	}
@@ -226,9 +241,20 @@ func (h *handler) login(c *gin.Context) {
 		h.WriteError(c, http.StatusBadRequest, "invalid_body", "email (or username) and password are required")
 		return
 	}
+	account, ip := strings.ToLower(strings.TrimSpace(login)), h.clientIP(c)
+	if h.Attempts != nil {
+		if blocked, wait := h.Attempts.Check(account, ip); blocked {
+			h.tooMany(c, wait)
+			return
+		}
+	}
 	u, err := h.Store.Authenticate(c.Request.Context(), login, in.Password)
 	if errors.Is(err, ErrBadCredentials) {
-		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(strings.ToLower(strings.TrimSpace(login))), ActorKind: "login", Outcome: "failure"})
+		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(account), ActorKind: "login", Outcome: "failure"})
+		if h.Attempts != nil {
+			// This attempt was judged; only the next one is refused.
+			h.Attempts.Fail(account, ip)
+		}
 		h.WriteError(c, http.StatusUnauthorized, "invalid_credentials", ErrBadCredentials.Error())
 		return
 	}
@@ -241,8 +267,24 @@ func (h *handler) login(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	if h.Attempts != nil {
+		h.Attempts.Succeed(account)
+	}
 	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLogin, Actor: u.ID, ActorKind: "user"})
 	c.JSON(http.StatusOK, s)
+}
+
+func (h *handler) clientIP(c *gin.Context) string {
+	if h.ClientIP != nil {
+		return h.ClientIP(c)
+	}
+	return c.ClientIP()
+}
+
+// tooMany answers a login refused for too many failures.
+func (h *handler) tooMany(c *gin.Context, wait time.Duration) {
+	c.Header("Retry-After", strconv.Itoa(httpx.RetryAfterSeconds(wait)))
+	h.WriteError(c, http.StatusTooManyRequests, "rate_limited", "too many failed logins; retry in "+strconv.Itoa(httpx.RetryAfterSeconds(wait))+" s")
 }
 
 type refreshBody struct {

@@ -33,6 +33,10 @@ type Deps struct {
 	Now func() time.Time
 	// Log receives database failures; discarded when nil.
 	Log *slog.Logger
+	// AgentGuard, when set, runs before the routes that name an agent
+	// (:agent_uuid) and answers 404 for an agent the caller's tenant does
+	// not have, so another tenant's agent looks like no agent at all.
+	AgentGuard gin.HandlerFunc
 }
 
 // Register adds the telemetry endpoints to g, the /api/v1 group, whose
@@ -53,9 +57,13 @@ func Register(g *gin.RouterGroup, d Deps) {
 	g.GET("/readings/hourly", h.hourly)
 	g.GET("/readings/daily", h.daily)
 	g.POST("/readings/query", h.query)
-	g.GET("/readings/:agent_uuid/latest", h.agentLatest)
-	g.GET("/readings/:agent_uuid/timeseries", h.timeseries)
-	g.GET("/readings/:agent_uuid/aggregate", h.aggregate)
+	guard := d.AgentGuard
+	if guard == nil {
+		guard = func(c *gin.Context) { c.Next() }
+	}
+	g.GET("/readings/:agent_uuid/latest", guard, h.agentLatest)
+	g.GET("/readings/:agent_uuid/timeseries", guard, h.timeseries)
+	g.GET("/readings/:agent_uuid/aggregate", guard, h.aggregate)
 	g.POST("/readings", h.insert)
 	g.GET("/metrics", h.metricNames)
 	g.GET("/profiles", h.profiles)

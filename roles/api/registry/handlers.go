@@ -33,6 +33,9 @@ type Deps struct {
 	Revoked func(kids []string)
 	// BrokerURL is handed to registering agents.
 	BrokerURL string
+	// AdminGate runs after the admin check of admin-only routes (the
+	// admin rate limit); nil runs nothing.
+	AdminGate gin.HandlerFunc
 	Log       *slog.Logger
 }
 
@@ -108,6 +111,10 @@ func (h *handler) adminOnly(c *gin.Context) {
 	}
 	if who.Role != accounts.RoleAdmin {
 		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
+		return
+	}
+	if h.AdminGate != nil {
+		h.AdminGate(c)
 		return
 	}
 	c.Next()

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/edgeplat/edgeplat/core/brokerauth"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/logging"
@@ -27,6 +28,9 @@ type Options struct {
 	Port int
 	// PortHint names the flag that changes Port, for the port-in-use error.
 	PortHint string
+	// Auth, when set, decides connects and topic access (auth.go); nil
+	// accepts every client, for a broker reachable only from loopback.
+	Auth *brokerauth.Authorizer
 }
 
 // Broker is the embedded broker service.
@@ -70,9 +74,14 @@ func (b *Broker) Start(ctx context.Context) error {
 
 	// mochi logs every hook and listener at Info; keep that to Debug runs.
 	server := mqtt.New(&mqtt.Options{InlineClient: false, Logger: logging.AtLeast(b.log, slog.LevelWarn)})
-	// Until broker authentication lands, the embedded broker accepts every
-	// client; it listens on loopback by default for that reason.
-	if err := server.AddHook(new(auth.AllowHook), nil); err != nil {
+	// Without an Authorizer the embedded broker accepts every client; it
+	// listens on loopback by default for that reason.
+	var hook mqtt.Hook = new(auth.AllowHook)
+	authMode := "anonymous allowed"
+	if b.opts.Auth != nil {
+		hook, authMode = newAuthHook(b.opts.Auth), "edgeplat"
+	}
+	if err := server.AddHook(hook, nil); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("add broker auth hook: %w", err)
 	}
@@ -86,7 +95,7 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.server = server
 	b.rt.Health.Register("mqtt-broker", b.check)
-	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", "anonymous allowed")
+	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", authMode)
 	return nil
 }
 

@@ -14,7 +14,9 @@ import (
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/device"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/edgeplat/edgeplat/roles/api/token"
@@ -36,8 +38,8 @@ type access struct {
 	// Rate limits of spec §8, per minute: every request by credential or
 	// client address, the auth endpoints by address, admin routes by
 	// admin; failed logins by account and by address.
-	global, authLimit, admin *httpx.Limiter
-	attempts                 *httpx.Attempts
+	global, authLimit, admin, device *httpx.Limiter
+	attempts                         *httpx.Attempts
 }
 
 func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access {
@@ -55,6 +57,7 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access
 	a.global = httpx.NewLimiter(cfg.Auth.RateLimitGlobal, time.Minute)
 	a.authLimit = httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)
 	a.admin = httpx.NewLimiter(cfg.Auth.RateLimitAdmin, time.Minute)
+	a.device = httpx.NewLimiter(cfg.Auth.RateLimitDevice, time.Minute)
 	a.attempts = httpx.NewAttempts(cfg.Auth.RateLimitAuth, cfg.Auth.RateLimitAuth, time.Minute)
 	return a
 }
@@ -80,16 +83,6 @@ func adminKey(c *gin.Context) string {
 	return ""
 }
 
-// publicGroup and protectedGroup are the /api/v1 groups with their
-// credential check and rate limits.
-func (a *access) publicGroup(e *gin.Engine) *gin.RouterGroup {
-	return e.Group("/api/v1", httpx.RateLimit(a.global, clientKey, WriteError))
-}
-
-func (a *access) protectedGroup(e *gin.Engine) *gin.RouterGroup {
-	return e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, subjectKey, WriteError))
-}
-
 // audit records e with the request's client address. A lost audit write is
 // logged, not answered: what it describes has already happened.
 func (a *access) audit(c *gin.Context, e accounts.Event) {
@@ -99,9 +92,13 @@ func (a *access) audit(c *gin.Context, e accounts.Event) {
 	}
 }
 
-// mount adds the access routes: public ones (they create a session or
-// carry their own credential) and protected ones (behind auth.require).
-func (a *access) mount(public, protected *gin.RouterGroup) {
+// mount adds the access routes to e and returns the /api/v1 groups for the
+// role's other routes: public (no credential needed; limited per client
+// address) and protected (behind auth.require; limited per user). Device
+// routes check their key themselves and are limited per key.
+func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
+	public = e.Group("/api/v1", httpx.RateLimit(a.global, clientKey, WriteError))
+	protected = e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, subjectKey, WriteError))
 	// The routes that take a password or a key without a session are the
 	// auth endpoints of the rate limits.
 	authLimited := public.Group("", httpx.RateLimit(a.authLimit, clientKey, WriteError))
@@ -133,6 +130,13 @@ func (a *access) mount(public, protected *gin.RouterGroup) {
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-registry"),
 	})
+	device.Register(e.Group("/api/v1"), device.Deps{
+		Agents:     a.agents,
+		Streams:    func() streamstore.Store { return a.r.Streams },
+		WriteError: WriteError,
+		Limit:      a.device,
+		Log:        a.r.Component("api-device"),
+	})
 	a.licence.Routes(protected, func(ctx context.Context) (licence.Usage, error) {
 		n, err := a.agents.CountAgents(ctx)
 		return licence.Usage{Agents: n}, err
@@ -143,6 +147,7 @@ func (a *access) mount(public, protected *gin.RouterGroup) {
 		}
 		adminGate(c)
 	}, WriteError)
+	return public, protected
 }
 
 // agentGuard answers 404 unless the agent named by the path parameter

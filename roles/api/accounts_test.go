@@ -54,7 +54,7 @@ func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Lice
 	a := newAccess(cfg, r, tokens)
 	a.licence.Load(t.Context())
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
-	a.mount(a.publicGroup(e), a.protectedGroup(e))
+	a.mount(e)
 	return e, a
 }
 

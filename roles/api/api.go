@@ -89,9 +89,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// Everything under /api/v1 but the routes that create a session or
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.
-	public := acc.publicGroup(engine)
-	v1 := acc.protectedGroup(engine)
-	acc.mount(public, v1)
+	_, v1 := acc.mount(engine)
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 	agent := acc.agentGuard("uuid")
 	v1.GET("/agents/:uuid/stream", agent, lv.stream)

@@ -22,7 +22,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
-	"github.com/edgeplat/edgeplat/roles/api/token"
 )
 
 // testLicence issues a licence for maxAgents (0: unlimited) with its own
@@ -201,7 +200,7 @@ func TestLicenceEnforcementIntegration(t *testing.T) {
 
 // fullEngine is the handler of the role as New builds it, on d and an
 // in-process stream store, with licence lic loaded.
-func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *token.Service) {
+func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Runtime) {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
@@ -234,7 +233,7 @@ func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *toke
 	if h == nil {
 		t.Fatal("New built no HTTP server")
 	}
-	return h, testTokens(t)
+	return h, r
 }
 
 // TestTenantScopedRoutesIntegration: every route that names a record by id
@@ -267,15 +266,19 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"/api/v1/api-keys/:id":          keyB.str("apiKey", "id"),
 		}
 		bodies := map[string]any{
-			"PATCH /api/v1/agents/:uuid":        map[string]string{"name": "stolen"},
-			"PATCH /api/v1/agents/:uuid/active": map[string]bool{"active": false},
-			"POST /api/v1/agents/:uuid/tags":    map[string]any{"tags": map[string]string{"x": "y"}},
-			"PUT /api/v1/users/:id":             map[string]string{"role": "member"},
+			"PATCH /api/v1/agents/:uuid":             map[string]string{"name": "stolen"},
+			"PATCH /api/v1/agents/:uuid/active":      map[string]bool{"active": false},
+			"POST /api/v1/agents/:uuid/tags":         map[string]any{"tags": map[string]string{"x": "y"}},
+			"PUT /api/v1/users/:id":                  map[string]string{"role": "member"},
+			"POST /api/v1/agents/:uuid/target-state": map[string]any{"state": map[string]any{}},
+			"PUT /api/v1/agents/:uuid/target-state":  map[string]any{"state": map[string]any{}},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
 		for _, rt := range routes {
-			if !strings.Contains(rt.Path, "/:") {
+			// Device routes take a device key, not a user's credential;
+			// TestDeviceRoutesIntegration covers their scoping.
+			if !strings.Contains(rt.Path, "/:") || strings.HasPrefix(rt.Path, "/api/v1/device/") {
 				continue
 			}
 			name := rt.Method + " " + rt.Path

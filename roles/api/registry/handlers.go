@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -61,6 +62,10 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.PATCH("/agents/:uuid", h.adminOnly, h.updateAgent)
 	protected.DELETE("/agents/:uuid", h.adminOnly, h.deleteAgent)
 	protected.PATCH("/agents/:uuid/active", h.adminOnly, h.setActive)
+	protected.GET("/agents/:uuid/target-state", h.getTargetState)
+	protected.POST("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(true))
+	protected.PUT("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(false))
+	protected.DELETE("/agents/:uuid/target-state", h.adminOnly, h.clearTargetState)
 	protected.GET("/agents/:uuid/tags", h.getTags)
 	protected.POST("/agents/:uuid/tags", h.adminOnly, h.setTags)
 	for _, base := range []string{"/provisioning/keys", "/provision/keys"} {
@@ -136,6 +141,7 @@ const (
 	AuditProvisioningKey    = "provisioning_key.created"
 	AuditProvisioningDelete = "provisioning_key.deleted"
 	AuditDeviceKeyCreated   = "device_key.created"
+	AuditTargetState        = "agent.target_state"
 )
 
 func (h *handler) listAgents(c *gin.Context) {
@@ -237,6 +243,59 @@ func (h *handler) setActive(c *gin.Context) {
 }
 
 func (h *handler) conn() execer { c, _ := h.Store.sql(); return c }
+
+func (h *handler) getTargetState(c *gin.Context) {
+	who, ok := h.tenant(c)
+	if !ok {
+		return
+	}
+	ts, err := h.Store.TargetState(c.Request.Context(), who.TenantUUID, c.Param("uuid"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, ts)
+}
+
+// putTargetState creates (POST: 409 when the agent has one) or replaces
+// (PUT) an agent's target state; body {"state": {...}}.
+func (h *handler) putTargetState(create bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		who, _ := h.Caller(c)
+		var in struct {
+			State json.RawMessage `json:"state"`
+		}
+		if !h.bind(c, &in) {
+			return
+		}
+		if len(in.State) == 0 {
+			h.WriteError(c, http.StatusBadRequest, "invalid_body", "body: state (an object) is required")
+			return
+		}
+		ts, err := h.Store.SetTargetState(c.Request.Context(), who.TenantUUID, c.Param("uuid"), in.State, who.UserID, create)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		h.audit(c, who, AuditTargetState, ts.AgentUUID, map[string]any{"version": ts.Version})
+		status := http.StatusOK
+		if create {
+			status = http.StatusCreated
+		}
+		c.JSON(status, ts)
+	}
+}
+
+func (h *handler) clearTargetState(c *gin.Context) {
+	who, _ := h.Caller(c)
+	ts, err := h.Store.ClearTargetState(c.Request.Context(), who.TenantUUID, c.Param("uuid"), who.UserID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, who, AuditTargetState, ts.AgentUUID, map[string]any{"version": ts.Version, "cleared": true})
+	c.JSON(http.StatusOK, ts)
+}
 
 func (h *handler) getTags(c *gin.Context) {
 	who, ok := h.tenant(c)

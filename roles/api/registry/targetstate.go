@@ -1,0 +1,124 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/db"
+)
+
+// TargetState is the state an agent should converge to. Version increases
+// with every change; an agent that has a version does not fetch it again.
+type TargetState struct {
+	AgentUUID string          `json:"agentUuid"`
+	State     json.RawMessage `json:"state"`
+	Version   int64           `json:"version"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+	UpdatedBy string          `json:"updatedBy,omitempty"`
+}
+
+// maxTargetState bounds one agent's target state document.
+const maxTargetState = 1 << 20
+
+// idleState is the target state of an agent with nothing to run: what a
+// cleared target state becomes, so the agent sees a change and goes idle.
+var idleState = json.RawMessage(`{}`)
+
+// TargetState returns the target state of an agent of tenant; an agent
+// that never had one is at version 0 with the idle state.
+func (s *Store) TargetState(ctx context.Context, tenant, agent string) (TargetState, error) {
+	conn, _ := s.sql()
+	a, err := s.agent(ctx, conn, tenant, agent)
+	if err != nil {
+		return TargetState{}, err
+	}
+	ts := TargetState{AgentUUID: a.UUID}
+	var state string
+	var updated db.Timestamp
+	err = conn.QueryRowContext(ctx, `SELECT state, version, updated_at, updated_by FROM agent_target_state WHERE agent_uuid = $1 AND tenant_uuid = $2`,
+		a.UUID, tenant).Scan(&state, &ts.Version, &updated, &ts.UpdatedBy)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		ts.State = idleState
+		return ts, nil
+	case err != nil:
+		return TargetState{}, fmt.Errorf("get target state: %w", err)
+	}
+	ts.State, ts.UpdatedAt = json.RawMessage(state), updated.Time
+	return ts, nil
+}
+
+// ErrTargetStateExists answers a create for an agent that has one.
+var ErrTargetStateExists = fmt.Errorf("%w: the agent has a target state; replace it with PUT", ErrConflict)
+
+// SetTargetState writes an agent's target state: create only when it has
+// none (POST), else replace (PUT). state must be a JSON object.
+func (s *Store) SetTargetState(ctx context.Context, tenant, agent string, state json.RawMessage, by string, create bool) (TargetState, error) {
+	if len(state) > maxTargetState {
+		return TargetState{}, fmt.Errorf("%w: the target state is over %d bytes", ErrInvalid, maxTargetState)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(state, &obj); err != nil || obj == nil {
+		return TargetState{}, fmt.Errorf("%w: state must be a JSON object", ErrInvalid)
+	}
+	compact, err := json.Marshal(obj)
+	if err != nil {
+		return TargetState{}, fmt.Errorf("%w: state: %v", ErrInvalid, err)
+	}
+	return s.writeTargetState(ctx, tenant, agent, compact, by, create)
+}
+
+// ClearTargetState sets the idle state (the agent stops what it runs).
+func (s *Store) ClearTargetState(ctx context.Context, tenant, agent, by string) (TargetState, error) {
+	return s.writeTargetState(ctx, tenant, agent, idleState, by, false)
+}
+
+func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create bool) (TargetState, error) {
+	conn, d := s.sql()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return TargetState{}, fmt.Errorf("set target state: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	a, err := s.agent(ctx, tx, tenant, agent)
+	if err != nil {
+		return TargetState{}, err
+	}
+	now := s.now()
+	// The version moves in the statement that writes the state, so two
+	// concurrent writes can never both publish the same version.
+	var version int64 = 1
+	if create {
+		var res sql.Result
+		res, err = tx.ExecContext(ctx, `INSERT INTO agent_target_state (agent_uuid, tenant_uuid, state, version, updated_at, updated_by)
+			VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT DO NOTHING`, a.UUID, tenant, string(state), d.TimeArg(now), by)
+		if err == nil {
+			if n, _ := res.RowsAffected(); n == 0 {
+				return TargetState{}, ErrTargetStateExists
+			}
+		}
+	} else {
+		err = tx.QueryRowContext(ctx, `UPDATE agent_target_state SET state = $1, version = version + 1, updated_at = $2, updated_by = $3
+			WHERE agent_uuid = $4 RETURNING version`, string(state), d.TimeArg(now), by, a.UUID).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			version = 1
+			_, err = tx.ExecContext(ctx, `INSERT INTO agent_target_state (agent_uuid, tenant_uuid, state, version, updated_at, updated_by)
+				VALUES ($1, $2, $3, 1, $4, $5)`, a.UUID, tenant, string(state), d.TimeArg(now), by)
+		}
+	}
+	if db.IsUniqueViolation(err) {
+		// A concurrent first write won; its state stands.
+		return TargetState{}, fmt.Errorf("%w: the target state changed concurrently; retry", ErrConflict)
+	}
+	if err != nil {
+		return TargetState{}, fmt.Errorf("set target state: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return TargetState{}, fmt.Errorf("set target state: commit: %w", err)
+	}
+	return TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}, nil
+}

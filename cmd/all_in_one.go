@@ -10,6 +10,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/agent"
 	"github.com/edgeplat/edgeplat/roles/api"
+	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/broker"
 	"github.com/edgeplat/edgeplat/roles/ingest"
 	"github.com/spf13/cobra"
@@ -57,20 +58,40 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, erro
 			return nil
 		},
 	}
-	brk, err := broker.New(broker.Options{Bind: cfg.AllInOne.MQTTBind, Port: cfg.AllInOne.MQTTPort, PortHint: "--mqtt-port"}, r)
-	if err != nil {
-		return nil, err
-	}
 	back, err := newBackends(cfg, r)
 	if err != nil {
 		return nil, err
 	}
-	services := []lifecycle.Service{dataDir, brk, back}
 	if err := ensureJWTSecret(cfg, cfg.AllInOne.DataDir); err != nil {
 		return nil, err
 	}
+	if err := ensureServiceUser(cfg, cfg.AllInOne.DataDir); err != nil {
+		return nil, err
+	}
+	if cfg.Licence.Key == "" {
+		// A laptop or demo install is not restricted: all-in-one signs
+		// itself a licence labelled as a local demo (docs/licence.md).
+		lic, err := licence.Demo(cfg.AllInOne.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("demo licence: %w", err)
+		}
+		cfg.Licence = lic
+	}
+	// One authorizer for the embedded broker and the API: devices connect
+	// with the credentials registration hands out, and revoking a key in
+	// the API is seen by the broker at once.
+	ba, err := api.NewBrokerAuth(cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	brk, err := broker.New(broker.Options{Bind: cfg.AllInOne.MQTTBind, Port: cfg.AllInOne.MQTTPort, PortHint: "--mqtt-port",
+		Auth: ba.Authorizer}, r)
+	if err != nil {
+		return nil, err
+	}
+	services := []lifecycle.Service{dataDir, brk, back, ba}
 
-	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port"})
+	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port", BrokerAuth: ba})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

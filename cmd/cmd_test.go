@@ -3,6 +3,8 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,7 +22,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
-	"github.com/edgeplat/edgeplat/roles/api/token"
 )
 
 // syncBuffer lets a test read a command's output while it still runs.
@@ -197,6 +198,31 @@ func (p aioPorts) args(dataDir string) []string {
 
 func get(url string) (int, string, error) { return getWithToken(url, "") }
 
+// postJSON posts body and checks the status; it returns the decoded answer.
+func postJSON(t *testing.T, url, bearer, body string, want int) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s: %d %s, want %d", url, resp.StatusCode, raw, want)
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
 func getWithToken(url, bearerToken string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -240,16 +266,55 @@ func TestAllInOneSmoke(t *testing.T) {
 		}
 	}
 
-	opts := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)).
-		SetClientID("aio-smoke").SetConnectTimeout(5 * time.Second)
-	client := paho.NewClient(opts)
-	if tok := client.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatalf("MQTT connect to the embedded broker: %v", tok.Error())
+	// The provisioning flow, as an operator and an agent run it: the first
+	// admin, a login, a provisioning key, the agent's registration, and its
+	// connection to the embedded broker with what registration returned.
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1", p.api)
+	admin := postJSON(t, apiURL+"/auth/bootstrap-admin", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusCreated)
+	if again := postJSON(t, apiURL+"/auth/bootstrap-admin", "", `{"email":"late@example.com","password":"correct horse battery"}`, http.StatusConflict); again["error"] == nil {
+		t.Errorf("second bootstrap: %v", again)
 	}
-	// Publish as an agent would: a custom envelope, msgpack+deflate, on a
-	// telemetry topic. It must come out as rows in the SQLite file.
-	tenant, _ := codec.IDFromUUID("5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a")
-	agent, _ := codec.IDFromUUID("0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11")
+	login := postJSON(t, apiURL+"/auth/login", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusOK)
+	access, _ := login["accessToken"].(string)
+	if access == "" || admin["accessToken"] == nil {
+		t.Fatalf("no access token: %v", login)
+	}
+	pk := postJSON(t, apiURL+"/provisioning/keys", access, ``, http.StatusCreated)
+	reg := postJSON(t, apiURL+"/provision/agent", "", fmt.Sprintf(`{"key":%q,"agentName":"line-1"}`, pk["key"]), http.StatusCreated)
+	postJSON(t, apiURL+"/provision/agent", "", fmt.Sprintf(`{"key":%q,"agentName":"line-2"}`, pk["key"]), http.StatusUnauthorized)
+	agentUUID, _ := reg["agentUuid"].(string)
+	mq, _ := reg["mqtt"].(map[string]any)
+	username, _ := mq["username"].(string)
+	password, _ := mq["password"].(string)
+	clientID, _ := mq["clientId"].(string)
+	prefix, _ := mq["topicPrefix"].(string)
+	if agentUUID == "" || username == "" || password == "" || clientID != "agent-"+agentUUID || prefix == "" {
+		t.Fatalf("registration answer: %v", reg)
+	}
+	tenant := strings.Split(prefix, "/")[1]
+
+	connect := func(id, user, pass string) (paho.Client, error) {
+		opts := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)).
+			SetClientID(id).SetUsername(user).SetPassword(pass).SetConnectTimeout(5 * time.Second).SetAutoReconnect(false)
+		c := paho.NewClient(opts)
+		tok := c.Connect()
+		if !tok.WaitTimeout(5 * time.Second) {
+			return nil, errors.New("connect timed out")
+		}
+		return c, tok.Error()
+	}
+	if _, err := connect("anon", "", ""); err == nil {
+		t.Error("the embedded broker admitted an anonymous client")
+	}
+	if _, err := connect(clientID, username, password+"x"); err == nil {
+		t.Error("the embedded broker admitted a wrong password")
+	}
+	client, err := connect(clientID, username, password)
+	if err != nil {
+		t.Fatalf("MQTT connect with the registration's credentials: %v", err)
+	}
+	// Publish as an agent would: a custom envelope, msgpack+deflate, on its
+	// own telemetry topic. It must come out as rows in the SQLite file.
 	payload, err := codec.Encode(map[string]any{
 		"timestamp": "2026-11-22T10:00:00Z", "protocol": "modbus", "msgId": "v2_Ab12Cd34_1",
 		"messages": []any{map[string]any{"readings": []any{
@@ -260,17 +325,14 @@ func TestAllInOneSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topic := "i/" + tenant + "/a/" + agent + "/endpoints/modbus"
+	topic := prefix + "/endpoints/modbus"
 	for range 2 { // the second copy is a duplicate msgId and adds nothing
 		if tok := client.Publish(topic, 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 			t.Fatalf("publish: %v", tok.Error())
 		}
 	}
-	if tok := client.Publish("i/not/a/topic", 1, false, "x"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Errorf("publish: %v", tok.Error())
-	}
 	state := `{"timestamp":"2026-11-22T10:00:00Z","apps":{"web":{"status":"running"}}}`
-	if tok := client.Publish("i/"+tenant+"/a/"+agent+"/state", 1, false, state); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+	if tok := client.Publish(prefix+"/state", 1, false, state); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Errorf("publish state: %v", tok.Error())
 	}
 	client.Disconnect(100)
@@ -291,21 +353,9 @@ func TestAllInOneSmoke(t *testing.T) {
 		t.Errorf("rows = %d, want 2 (the duplicate must add nothing)", rows)
 	}
 
-	// The REST API takes tokens signed with the secret all-in-one keeps in
-	// its data directory, and the state report is there for the tenant.
-	secret, err := os.ReadFile(filepath.Join(dataDir, jwtSecretFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens, err := token.New(config.JWT{Secret: config.Secret(strings.TrimSpace(string(secret))), AccessTokenExpiry: time.Minute, RefreshTokenExpiry: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	access, _, err := tokens.Sign(token.Claims{Subject: "smoke", Tenant: "5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a", Kind: token.Access})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1/agents/0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11/current-state", p.api)
+	// The state report and the rows come back through the REST API, for
+	// this tenant only.
+	stateURL := apiURL + "/agents/" + agentUUID + "/current-state"
 	if code, _, err := get(stateURL); err != nil || code != http.StatusUnauthorized {
 		t.Errorf("current-state without a token: %d %v, want 401", code, err)
 	}
@@ -318,10 +368,7 @@ func TestAllInOneSmoke(t *testing.T) {
 	if !strings.Contains(stateBody, `"status":"running"`) {
 		t.Errorf("current-state = %s", stateBody)
 	}
-
-	// The ingested rows come back through the readings REST API, for this
-	// tenant only.
-	latestURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1/readings/0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11/latest", p.api)
+	latestURL := apiURL + "/readings/" + agentUUID + "/latest"
 	code, latest, err := getWithToken(latestURL, access)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("readings latest: %d %v %s", code, err, latest)
@@ -331,15 +378,16 @@ func TestAllInOneSmoke(t *testing.T) {
 			t.Errorf("readings latest = %s, want %s in it", latest, want)
 		}
 	}
-	otherTenant, _, err := tokens.Sign(token.Claims{Subject: "smoke", Tenant: "1a2b3c4d-1f0e-4d9c-8b7a-6f5e4d3c2b1a", Kind: token.Access})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, body, err := getWithToken(latestURL, otherTenant); err != nil || code != http.StatusOK || strings.Contains(body, "plc1") {
-		t.Errorf("readings latest for another tenant: %d %v %s, want 200 without the rows", code, err, body)
+	other := postJSON(t, apiURL+"/auth/register", "", `{"email":"other@example.com","password":"correct horse battery"}`, http.StatusCreated)
+	otherToken, _ := other["accessToken"].(string)
+	if code, body, err := getWithToken(latestURL, otherToken); err != nil || code != http.StatusNotFound || strings.Contains(body, "plc1") {
+		t.Errorf("readings latest for another tenant: %d %v %s, want 404", code, err, body)
 	}
 	if code, body, _ := getWithToken(latestURL+"?bogus=1", access); code != http.StatusBadRequest || !strings.Contains(body, "bogus") {
 		t.Errorf("readings latest with an unknown parameter: %d %s, want 400 naming it", code, body)
+	}
+	if code, body, _ := getWithToken(apiURL+"/license", access); code != http.StatusOK || !strings.Contains(body, `"demo":true`) || !strings.Contains(body, `"state":"valid"`) {
+		t.Errorf("licence of all-in-one: %d %s, want the valid demo licence", code, body)
 	}
 
 	for name, url := range map[string]string{

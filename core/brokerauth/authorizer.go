@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -372,6 +373,40 @@ func (a *Authorizer) Invalidate(username string) {
 	a.ids.remove(username)
 	for f := range a.flights[username] {
 		f.revoked = true
+	}
+}
+
+// InvalidatePrefix is Invalidate for every username that starts with
+// prefix. The account store keeps only hashes of keys, so when it revokes
+// one it knows the key's id (its prefix), not the username itself.
+func (a *Authorizer) InvalidatePrefix(prefix string) {
+	if prefix == "" {
+		panic("BUG: brokerauth.InvalidatePrefix with an empty prefix")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var names []string
+	for name := range a.results.byKey {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	for name := range a.ids.byName {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	for name := range a.flights {
+		if strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		a.results.remove(name)
+		a.ids.remove(name)
+		for f := range a.flights[name] {
+			f.revoked = true
+		}
 	}
 }
 

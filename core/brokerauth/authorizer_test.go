@@ -515,3 +515,26 @@ func TestClip(t *testing.T) {
 		t.Errorf("clip = %q", got)
 	}
 }
+
+func TestInvalidatePrefix(t *testing.T) {
+	store := newMemStore()
+	a, _, _ := newTestAuthorizer(t, store, nil)
+	ctx := context.Background()
+	if _, err := a.Authenticate(ctx, deviceKey, devicePassword, deviceClientID); err != nil {
+		t.Fatal(err)
+	}
+	store.revoke(deviceKey)
+	// Another prefix leaves the cached answer alone...
+	a.InvalidatePrefix(deviceKey + "x")
+	if _, err := a.Authenticate(ctx, deviceKey, devicePassword, deviceClientID); err != nil {
+		t.Fatalf("an unrelated prefix dropped the cached answer: %v", err)
+	}
+	// ...the key's own prefix drops it.
+	a.InvalidatePrefix(deviceKey[:len(deviceKey)/2])
+	if _, err := a.Authenticate(ctx, deviceKey, devicePassword, deviceClientID); !errors.Is(err, ErrDenied) {
+		t.Fatalf("connect after InvalidatePrefix = %v, want refused", err)
+	}
+	if a.CheckACL(ctx, deviceKey, deviceClientID, topicOf(t, "i/{T}/a/{A}/state"), AccessWrite) {
+		t.Error("ACL check after InvalidatePrefix allowed")
+	}
+}

@@ -32,8 +32,10 @@ type access struct {
 	agents   *registry.Store
 	licence  *licence.Manager
 	auth     *authenticator
-	log      *slog.Logger
-	r        *rt.Runtime
+	// revoked is told the kids of device keys that stopped working.
+	revoked func(kids []string)
+	log     *slog.Logger
+	r       *rt.Runtime
 
 	// Rate limits of spec §8, per minute: every request by credential or
 	// client address, the auth endpoints by address, admin routes by
@@ -126,6 +128,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		WriteError: WriteError,
 		Audit:      a.audit,
 		Admit:      a.licence.CheckRegistration,
+		Revoked:    a.revoked,
 		BrokerURL:  brokerURL,
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-registry"),

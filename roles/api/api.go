@@ -24,6 +24,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
+	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -33,6 +34,9 @@ import (
 // the port, which differs between serve-api and all-in-one.
 type Options struct {
 	PortHint string
+	// BrokerAuth is the broker authorizer all-in-one shares with its
+	// embedded broker; nil makes New build its own for the callbacks.
+	BrokerAuth *BrokerAuth
 }
 
 // New builds the role's services without doing I/O. The HTTP server comes
@@ -81,7 +85,15 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
 	})
 	h := &handlers{rt: r, pipe: pipe}
+	ba := opts.BrokerAuth
+	ownBrokerAuth := ba == nil
+	if ownBrokerAuth {
+		if ba, err = NewBrokerAuth(cfg, r); err != nil {
+			return nil, err
+		}
+	}
 	acc := newAccess(cfg, r, tokens)
+	acc.revoked = ba.Revoked
 	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
@@ -90,6 +102,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.
 	_, v1 := acc.mount(engine)
+	if err := apibrokerauth.Register(engine, ba.Authorizer, cfg.BrokerAuth, WriteError); err != nil {
+		return nil, err
+	}
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 	agent := acc.agentGuard("uuid")
 	v1.GET("/agents/:uuid/stream", agent, lv.stream)
@@ -117,7 +132,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
-	return []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, srv, lv, pipe, client}, nil
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, srv, lv, pipe, client}
+	if ownBrokerAuth {
+		svcs = append(svcs, ba)
+	}
+	return svcs, nil
 }
 
 // maxLiveStreams bounds open Server-Sent Event streams: each holds a

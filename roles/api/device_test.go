@@ -118,4 +118,3 @@ func TestDeviceRoutesIntegration(t *testing.T) {
 		}
 	})
 }
-

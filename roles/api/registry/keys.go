@@ -395,3 +395,7 @@ func (s *Store) AuthenticateDevice(ctx context.Context, username, password strin
 }
 
 var _ brokerauth.Store = (*Store)(nil)
+
+// DeviceKeyPrefix is the start every device key with this kid has: what
+// the broker's authorizer forgets when the key is revoked.
+func DeviceKeyPrefix(kid string) string { return deviceScheme + kid + "_" }

@@ -32,6 +32,8 @@ type access struct {
 	agents   *registry.Store
 	licence  *licence.Manager
 	auth     *authenticator
+	// mailer sends reset and invitation mail; nil logs the links.
+	mailer accounts.Mailer
 	// revoked is told the kids of device keys that stopped working.
 	revoked func(kids []string)
 	log     *slog.Logger
@@ -56,6 +58,9 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access
 		r:        r,
 	}
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log}
+	if m := newMailer(cfg.Auth); m != nil {
+		a.mailer = m
+	}
 	a.global = httpx.NewLimiter(cfg.Auth.RateLimitGlobal, time.Minute)
 	a.authLimit = httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)
 	a.admin = httpx.NewLimiter(cfg.Auth.RateLimitAdmin, time.Minute)
@@ -111,9 +116,10 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		Caller:     caller,
 		WriteError: WriteError,
 		ClientIP:   func(c *gin.Context) string { return c.ClientIP() },
-		Mailer:     newMailer(a.cfg.Auth),
+		Mailer:     a.mailer,
 		PublicURL:  a.cfg.Auth.PublicURL,
 		ResetTTL:   a.cfg.Auth.ResetTokenExpiry,
+		InviteTTL:  a.cfg.Auth.InviteExpiry,
 		Attempts:   a.attempts,
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-accounts"),

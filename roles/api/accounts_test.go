@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -419,4 +420,92 @@ func TestLoginRateLimitIntegration(t *testing.T) {
 			}
 		}
 	}
+}
+
+// mailbox keeps the mail the API sends.
+type mailbox struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (m *mailbox) Send(_ context.Context, to, subject, body string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sent = append(m.sent, to+"\n"+subject+"\n"+body)
+	return nil
+}
+
+// token returns the token=... of the last mail.
+func (m *mailbox) token(t *testing.T) string {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.sent) == 0 {
+		t.Fatal("no mail sent")
+	}
+	last := m.sent[len(m.sent)-1]
+	i := strings.Index(last, "token=")
+	if i < 0 {
+		t.Fatalf("no token in the mail:\n%s", last)
+	}
+	return strings.Fields(last[i+len("token="):])[0]
+}
+
+func TestInvitesIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Auth.RateLimitAuth = 0
+		r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
+		a := newAccess(cfg, r, testTokens(t))
+		mail := &mailbox{}
+		a.mailer = mail
+		e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
+		a.mount(e)
+		tok := admin(t, e)
+
+		inv := call(t, e, "POST", "/api/v1/invites", tok, map[string]string{"email": "New@Example.com", "role": "member"})
+		if inv.status != http.StatusCreated || inv.str("email") != "new@example.com" {
+			t.Fatalf("invite: %d %s", inv.status, inv.raw)
+		}
+		if r := call(t, e, "POST", "/api/v1/invites", tok, map[string]string{"email": "new@example.com"}); r.status != http.StatusConflict {
+			t.Fatalf("second invitation to one address: %d %s", r.status, r.raw)
+		}
+		if r := call(t, e, "POST", "/api/v1/invites", tok, map[string]string{"email": "admin@example.com"}); r.status != http.StatusConflict {
+			t.Fatalf("invitation to an existing account: %d %s", r.status, r.raw)
+		}
+		if r := call(t, e, "GET", "/api/v1/invites", tok, nil); !strings.Contains(r.raw, "new@example.com") {
+			t.Fatalf("pending invites: %s", r.raw)
+		}
+		invToken := mail.token(t)
+		if r := call(t, e, "POST", "/api/v1/invites/accept", "", map[string]string{"token": invToken, "password": "short"}); r.status != http.StatusUnprocessableEntity {
+			t.Fatalf("accept with a short password: %d %s", r.status, r.raw)
+		}
+		acc := call(t, e, "POST", "/api/v1/invites/accept", "", map[string]string{"token": invToken, "password": "correct horse battery"})
+		if acc.status != http.StatusCreated || acc.str("user", "role") != "member" || acc.str("accessToken") == "" {
+			t.Fatalf("accept: %d %s", acc.status, acc.raw)
+		}
+		me := call(t, e, "GET", "/api/v1/auth/me", tok, nil)
+		if acc.str("user", "tenantId") != me.str("tenantId") {
+			t.Fatalf("the invitee joined tenant %s, not the inviter's %s", acc.str("user", "tenantId"), me.str("tenantId"))
+		}
+		if r := call(t, e, "POST", "/api/v1/invites/accept", "", map[string]string{"token": invToken, "password": "correct horse battery"}); r.status != http.StatusUnauthorized {
+			t.Fatalf("second use of an invitation: %d %s", r.status, r.raw)
+		}
+		// Cancel.
+		second := call(t, e, "POST", "/api/v1/invites", tok, map[string]string{"email": "later@example.com"})
+		if r := call(t, e, "DELETE", "/api/v1/invites/"+second.str("id"), tok, nil); r.status != http.StatusNoContent {
+			t.Fatalf("cancel: %d %s", r.status, r.raw)
+		}
+		if r := call(t, e, "POST", "/api/v1/invites/accept", "", map[string]string{"token": mail.token(t), "password": "correct horse battery"}); r.status != http.StatusUnauthorized {
+			t.Fatalf("accepting a cancelled invitation: %d %s", r.status, r.raw)
+		}
+		// The reset mail goes through the same mailer.
+		call(t, e, "POST", "/api/v1/auth/password/reset", "", map[string]string{"email": "new@example.com"})
+		if r := call(t, e, "POST", "/api/v1/auth/password/reset/confirm", "", map[string]string{"token": mail.token(t), "newPassword": "a brand new secret"}); r.status != http.StatusNoContent {
+			t.Fatalf("reset through the mailed link: %d %s", r.status, r.raw)
+		}
+	})
 }

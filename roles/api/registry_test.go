@@ -21,6 +21,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
+	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 )
 
@@ -191,9 +192,13 @@ func TestLicenceEnforcementIntegration(t *testing.T) {
 		if r.status != http.StatusForbidden || r.str("error", "code") != licence.CodeRestricted {
 			t.Fatalf("registration while restricted: %d %s", r.status, r.raw)
 		}
-		// The agent registered before still authenticates at the broker.
+		// The agent registered before still authenticates at the broker
+		// and still reaches its device routes.
 		if _, err := acc.agents.AuthenticateDevice(t.Context(), creds[0].str("apiKey"), creds[0].str("mqtt", "password")); err != nil {
 			t.Fatalf("existing agent refused while restricted: %v", err)
+		}
+		if w := deviceCall(t, e, "GET", "/api/v1/device/"+creds[0].str("agentUuid")+"/state", creds[0].str("apiKey"), nil); w.Code != http.StatusOK {
+			t.Fatalf("existing agent's state poll while restricted: %d %s", w.Code, w.Body)
 		}
 	})
 }
@@ -259,11 +264,13 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		pk := call(t, e, "POST", "/api/v1/provisioning/keys", tokB, map[string]string{"name": "b"})
 		userB := call(t, e, "GET", "/api/v1/auth/me", tokB, nil)
 		keyB := call(t, e, "POST", "/api/v1/api-keys", tokB, map[string]string{"name": "b"})
+		invB := call(t, e, "POST", "/api/v1/invites", tokB, map[string]string{"email": "invitee@example.com"})
 		byPath := map[string]string{
 			"/api/v1/provisioning/keys/:id": pk.str("id"),
 			"/api/v1/provision/keys/:id":    pk.str("id"),
 			"/api/v1/users/:id":             userB.str("id"),
 			"/api/v1/api-keys/:id":          keyB.str("apiKey", "id"),
+			"/api/v1/invites/:id":           invB.str("id"),
 		}
 		bodies := map[string]any{
 			"PATCH /api/v1/agents/:uuid":             map[string]string{"name": "stolen"},
@@ -321,6 +328,40 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		}
 		if r := call(t, e, "POST", "/api/v1/agents/query", tokB, map[string]any{"tags": map[string]string{"site": "b"}}); !strings.Contains(r.raw, uuidB) {
 			t.Errorf("tag query: %s", r.raw)
+		}
+	})
+}
+
+// TestBrokerCallbackDeniesWhenDatabaseDownIntegration: with the registry's
+// database gone, the broker callback answers deny, never allow.
+func TestBrokerCallbackDeniesWhenDatabaseDownIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, acc := accessEngine(t, d, testTokens(t), testLicence(t, 0))
+		tok := admin(t, e)
+		reg := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "a"})
+		cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MQTT.AuthCacheTTLSeconds = 0 // every connect asks the database
+		cfg.BrokerAuth.AllowedNetworks = "192.0.2.0/24"
+		ba, err := NewBrokerAuth(cfg, acc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb := gin.New()
+		if err := apibrokerauth.Register(cb, ba.Authorizer, cfg.BrokerAuth, WriteError); err != nil {
+			t.Fatal(err)
+		}
+		body := map[string]string{"username": reg.str("apiKey"), "password": reg.str("mqtt", "password"), "clientid": reg.str("mqtt", "clientId")}
+		if r := call(t, cb, "POST", "/broker-auth/user", "", body); r.status != http.StatusOK {
+			t.Fatalf("callback with the database up: %d %s", r.status, r.raw)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if r := call(t, cb, "POST", "/broker-auth/user", "", body); r.status != http.StatusForbidden || strings.Contains(r.raw, `"allow"`) {
+			t.Fatalf("callback with the database down: %d %s, want a deny", r.status, r.raw)
 		}
 	})
 }

@@ -12,20 +12,23 @@ import (
 
 // Audit event kinds.
 const (
-	AuditLogin          = "auth.login"
-	AuditLoginFailed    = "auth.login_failed"
-	AuditRefresh        = "auth.refresh"
-	AuditRefreshReuse   = "auth.refresh_reuse"
-	AuditLogout         = "auth.logout"
-	AuditRegister       = "auth.register"
-	AuditBootstrap      = "auth.bootstrap_admin"
-	AuditPasswordChange = "auth.password_changed"
-	AuditPasswordReset  = "auth.password_reset"
-	AuditUserCreated    = "user.created"
-	AuditUserUpdated    = "user.updated"
-	AuditUserDeleted    = "user.deleted"
-	AuditAPIKeyCreated  = "api_key.created"
-	AuditAPIKeyRevoked  = "api_key.revoked"
+	AuditLogin           = "auth.login"
+	AuditLoginFailed     = "auth.login_failed"
+	AuditRefresh         = "auth.refresh"
+	AuditRefreshReuse    = "auth.refresh_reuse"
+	AuditLogout          = "auth.logout"
+	AuditRegister        = "auth.register"
+	AuditBootstrap       = "auth.bootstrap_admin"
+	AuditPasswordChange  = "auth.password_changed"
+	AuditPasswordReset   = "auth.password_reset"
+	AuditUserCreated     = "user.created"
+	AuditUserUpdated     = "user.updated"
+	AuditUserDeleted     = "user.deleted"
+	AuditAPIKeyCreated   = "api_key.created"
+	AuditAPIKeyRevoked   = "api_key.revoked"
+	AuditInviteCreated   = "invite.created"
+	AuditInviteCancelled = "invite.cancelled"
+	AuditInviteAccepted  = "invite.accepted"
 )
 
 // Event is one audit record. Tenant is empty for events no tenant can be

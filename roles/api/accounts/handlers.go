@@ -43,6 +43,8 @@ type Deps struct {
 	Mailer    Mailer
 	PublicURL string
 	ResetTTL  time.Duration
+	// InviteTTL is how long an invitation can be accepted.
+	InviteTTL time.Duration
 	// Attempts counts failed logins per account and per client address;
 	// nil counts nothing.
 	Attempts LoginAttempts
@@ -75,6 +77,7 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	public.POST("/auth/bootstrap-admin", h.bootstrap)
 	public.POST("/auth/password/reset", h.requestReset)
 	public.POST("/auth/password/reset/confirm", h.confirmReset)
+	public.POST("/invites/accept", h.acceptInvite)
 
 	protected.GET("/auth/me", h.me)
 	protected.POST("/auth/change-password", h.changePassword)
@@ -88,6 +91,9 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.POST("/api-keys", h.createAPIKey)
 	protected.DELETE("/api-keys/:id", h.revokeAPIKey)
 	protected.GET("/audit/events", h.adminOnly, h.listEvents)
+	protected.GET("/invites", h.adminOnly, h.listInvites)
+	protected.POST("/invites", h.adminOnly, h.createInvite)
+	protected.DELETE("/invites/:id", h.adminOnly, h.cancelInvite)
 }
 
 // fail answers err with the status its kind calls for; unexpected errors
@@ -432,21 +438,97 @@ func (h *handler) adminReset(c *gin.Context) {
 	c.JSON(http.StatusAccepted, gin.H{"message": "a reset link was sent to " + u.Email})
 }
 
-// sendReset mails the link, or logs it when no mail server is configured
-// (or the mail cannot be sent), for the operator to pass on.
+func (h *handler) listInvites(c *gin.Context) {
+	who, _ := h.Caller(c)
+	invites, err := h.Store.Invites(c.Request.Context(), who.TenantUUID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"invites": invites})
+}
+
+func (h *handler) createInvite(c *gin.Context) {
+	who, _ := h.Caller(c)
+	var in struct {
+		Email string `json:"email"`
+		Role  string `json:"role"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	ttl := h.InviteTTL
+	if ttl <= 0 {
+		ttl = 7 * 24 * time.Hour
+	}
+	inv, tok, err := h.Store.CreateInvite(c.Request.Context(), who.TenantUUID, who.UserID, in.Email, in.Role, ttl)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	link := strings.TrimRight(h.PublicURL, "/") + "/accept-invite?token=" + tok
+	body := "You are invited to an edgeplat workspace as " + inv.Role + ".\n\n" +
+		"Open this link within " + ttl.String() + " to choose your password:\n\n" + link + "\n"
+	h.deliver(c, inv.Email, "Your edgeplat invitation", body, link, "invitation")
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditInviteCreated, Actor: who.UserID, ActorKind: "user", Target: inv.Email,
+		Detail: map[string]any{"role": inv.Role, "id": inv.ID}})
+	c.JSON(http.StatusCreated, inv)
+}
+
+func (h *handler) cancelInvite(c *gin.Context) {
+	who, _ := h.Caller(c)
+	if err := h.Store.CancelInvite(c.Request.Context(), who.TenantUUID, c.Param("id")); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditInviteCancelled, Actor: who.UserID, ActorKind: "user", Target: c.Param("id")})
+	c.Status(http.StatusNoContent)
+}
+
+// acceptInvite creates the invitee's account and signs them in.
+func (h *handler) acceptInvite(c *gin.Context) {
+	var in struct {
+		Token    string `json:"token"`
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if !h.bind(c, &in) {
+		return
+	}
+	u, err := h.Store.AcceptInvite(c.Request.Context(), in.Token, in.Username, in.Password)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditInviteAccepted, Actor: u.ID, ActorKind: "user", Target: u.Email})
+	c.JSON(http.StatusCreated, s)
+}
+
+// sendReset mails a reset link.
 func (h *handler) sendReset(c *gin.Context, u User, tok string) {
 	link := strings.TrimRight(h.PublicURL, "/") + "/reset-password?token=" + tok
 	body := "A password reset was requested for your edgeplat account " + u.Email + ".\n\n" +
 		"Open this link within " + h.ResetTTL.String() + " to choose a new password:\n\n" + link +
 		"\n\nIf you did not ask for it, ignore this mail; your password stays as it is.\n"
+	h.deliver(c, u.Email, "Reset your edgeplat password", body, link, "password reset")
+}
+
+// deliver mails body to to, or logs the link when no mail server is
+// configured (or the mail cannot be sent), for the operator to pass on.
+func (h *handler) deliver(c *gin.Context, to, subject, body, link, what string) {
 	if h.Mailer != nil {
-		err := h.Mailer.Send(c.Request.Context(), u.Email, "Reset your edgeplat password", body)
+		err := h.Mailer.Send(c.Request.Context(), to, subject, body)
 		if err == nil {
 			return
 		}
-		h.Log.Error("reset mail not sent; the link is logged instead", "user", u.ID, "err", err)
+		h.Log.Error(what+" mail not sent; the link is logged instead", "to", to, "err", err)
 	}
-	h.Log.Warn("password reset link (no mail server configured)", "user", u.ID, "email", u.Email, "link", link)
+	h.Log.Warn(what+" link (no mail server configured)", "to", to, "link", link)
 }
 
 func (h *handler) confirmReset(c *gin.Context) {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/device"
+	"github.com/edgeplat/edgeplat/roles/api/idp"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/edgeplat/edgeplat/roles/api/token"
@@ -32,6 +34,8 @@ type access struct {
 	agents   *registry.Store
 	licence  *licence.Manager
 	auth     *authenticator
+	// idp verifies identity-provider tokens when IDP_ENABLED.
+	idp accounts.IdentityProvider
 	// mailer sends reset and invitation mail; nil logs the links.
 	mailer accounts.Mailer
 	// revoked is told the kids of device keys that stopped working.
@@ -46,7 +50,7 @@ type access struct {
 	attempts                         *httpx.Attempts
 }
 
-func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access {
+func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*access, error) {
 	dbf := func() *db.DB { return r.DB } // opened after the roles are built
 	a := &access{
 		cfg:      cfg,
@@ -61,12 +65,20 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) *access
 	if m := newMailer(cfg.Auth); m != nil {
 		a.mailer = m
 	}
+	if cfg.IDP.Enabled {
+		v, err := idp.New(cfg.IDP, idp.WithLogger(r.Component("api-idp")))
+		if err != nil {
+			return nil, fmt.Errorf("identity provider (idp.*, IDP_*): %w", err)
+		}
+		a.idp = v
+		a.auth.idp = v
+	}
 	a.global = httpx.NewLimiter(cfg.Auth.RateLimitGlobal, time.Minute)
 	a.authLimit = httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)
 	a.admin = httpx.NewLimiter(cfg.Auth.RateLimitAdmin, time.Minute)
 	a.device = httpx.NewLimiter(cfg.Auth.RateLimitDevice, time.Minute)
 	a.attempts = httpx.NewAttempts(cfg.Auth.RateLimitAuth, cfg.Auth.RateLimitAuth, time.Minute)
-	return a
+	return a, nil
 }
 
 // clientKey keys a limit by the client's address (c.ClientIP believes
@@ -120,6 +132,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		PublicURL:  a.cfg.Auth.PublicURL,
 		ResetTTL:   a.cfg.Auth.ResetTokenExpiry,
 		InviteTTL:  a.cfg.Auth.InviteExpiry,
+		IdP:        a.idp,
 		Attempts:   a.attempts,
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-accounts"),

@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,7 +54,10 @@ func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Lice
 	}
 	cfg.MQTT.BrokerURL = "tcp://127.0.0.1:1"
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
-	a := newAccess(cfg, r, tokens)
+	a, err := newAccess(cfg, r, tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.licence.Load(t.Context())
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
 	a.mount(e)
@@ -459,7 +464,10 @@ func TestInvitesIntegration(t *testing.T) {
 		}
 		cfg.Auth.RateLimitAuth = 0
 		r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
-		a := newAccess(cfg, r, testTokens(t))
+		a, err := newAccess(cfg, r, testTokens(t))
+		if err != nil {
+			t.Fatal(err)
+		}
 		mail := &mailbox{}
 		a.mailer = mail
 		e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
@@ -508,4 +516,70 @@ func TestInvitesIntegration(t *testing.T) {
 			t.Fatalf("reset through the mailed link: %d %s", r.status, r.raw)
 		}
 	})
+}
+
+// TestIdPExchangeIntegration runs /auth/idp-exchange against a local
+// identity provider (discovery document and JWKS over HTTP).
+func TestIdPExchangeIntegration(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issuer string
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": issuer, "jwks_uri": issuer + "/jwks"})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []any{map[string]string{
+			"kty": "RSA", "kid": "k1", "use": "sig", "alg": "RS256",
+			"n": base64.RawURLEncoding.EncodeToString(key.N.Bytes()),
+			"e": base64.RawURLEncoding.EncodeToString(big.NewInt(int64(key.E)).Bytes()),
+		}}})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	issuer = srv.URL
+	idpToken := func(email string, verified bool, signer *rsa.PrivateKey) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": issuer, "aud": "edgeplat", "sub": "idp|" + email,
+			"email": email, "email_verified": verified, "exp": time.Now().Add(time.Minute).Unix(), "iat": time.Now().Unix()})
+		tok.Header["kid"] = "k1"
+		s, err := tok.SignedString(signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	e, _ := accessEngine(t, dbtest.Migrated(t, "sqlite"), testTokens(t), config.Licence{}, func(c *config.Config) {
+		c.IDP = config.IDP{Enabled: true, Issuer: issuer, Audience: "edgeplat"}
+	})
+	admin(t, e)
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	for _, tt := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"an account's verified e-mail", idpToken("admin@example.com", true, key), http.StatusOK},
+		{"no account", idpToken("stranger@example.com", true, key), http.StatusForbidden},
+		{"unverified e-mail", idpToken("admin@example.com", false, key), http.StatusForbidden},
+		{"signed by another key", idpToken("admin@example.com", true, other), http.StatusUnauthorized},
+		{"none", "", http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := call(t, e, "POST", "/api/v1/auth/idp-exchange", tt.token, nil)
+			if r.status != tt.want {
+				t.Fatalf("%d %s, want %d", r.status, r.raw, tt.want)
+			}
+			if tt.want == http.StatusOK {
+				if me := call(t, e, "GET", "/api/v1/auth/me", r.str("accessToken"), nil); me.status != http.StatusOK || me.str("email") != "admin@example.com" {
+					t.Fatalf("the exchanged token: %d %s", me.status, me.raw)
+				}
+				// The provider's token itself is accepted as a credential.
+				if me := call(t, e, "GET", "/api/v1/auth/me", tt.token, nil); me.status != http.StatusOK {
+					t.Fatalf("the provider's token as a bearer: %d %s", me.status, me.raw)
+				}
+			}
+		})
+	}
 }

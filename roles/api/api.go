@@ -92,7 +92,10 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 			return nil, err
 		}
 	}
-	acc := newAccess(cfg, r, tokens)
+	acc, err := newAccess(cfg, r, tokens)
+	if err != nil {
+		return nil, err
+	}
 	acc.revoked = ba.Revoked
 	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)

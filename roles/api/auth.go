@@ -35,7 +35,10 @@ const principalKey = "edgeplat.principal"
 type authenticator struct {
 	tokens   *token.Service
 	accounts *accounts.Store
-	log      *slog.Logger
+	// idp, when set, verifies identity-provider access tokens, accepted
+	// in addition to the API's own.
+	idp accounts.IdentityProvider
+	log *slog.Logger
 }
 
 // require answers 401 unless the request carries a valid access token, and
@@ -54,6 +57,11 @@ func (a *authenticator) require(c *gin.Context) {
 		return
 	}
 	claims, err := a.tokens.Verify(raw, token.Access)
+	if err != nil && a.idp != nil {
+		if a.requireIdP(c, raw) {
+			return
+		}
+	}
 	if err != nil {
 		a.log.Debug("token refused", "path", c.FullPath(), "err", err)
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
@@ -96,6 +104,30 @@ func (a *authenticator) requireAPIKey(c *gin.Context, raw string) {
 	}
 	c.Set(principalKey, Principal{UserID: u.ID, Role: u.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu)})
 	c.Next()
+}
+
+// requireIdP authenticates an identity provider's access token as the
+// account with its verified e-mail. It reports whether it answered the
+// request (either way); false lets require refuse the token as its own.
+func (a *authenticator) requireIdP(c *gin.Context, raw string) bool {
+	id, err := a.idp.Verify(c.Request.Context(), raw)
+	if err != nil || id.Email == "" || !id.EmailVerified {
+		return false
+	}
+	u, err := a.accounts.UserByEmail(c.Request.Context(), id.Email)
+	if err != nil {
+		if !errors.Is(err, accounts.ErrNotFound) {
+			a.log.Error("account lookup for an identity provider token failed", "err", err)
+		}
+		return false
+	}
+	tu, err := codec.ParseUUID(u.TenantUUID)
+	if err != nil {
+		return false
+	}
+	c.Set(principalKey, Principal{UserID: u.ID, Role: u.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu)})
+	c.Next()
+	return true
 }
 
 // caller is the Principal as the accounts routes see it.

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/roles/api/idp"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 )
 
@@ -51,7 +52,15 @@ type Deps struct {
 	// AdminGate runs after the admin check of admin-only routes (the
 	// admin rate limit); nil runs nothing.
 	AdminGate gin.HandlerFunc
-	Log       *slog.Logger
+	// IdP is set when IDP_ENABLED: /auth/idp-exchange exists only then.
+	IdP IdentityProvider
+	Log *slog.Logger
+}
+
+// IdentityProvider verifies an external identity provider's access
+// tokens (idp.Verifier).
+type IdentityProvider interface {
+	Verify(ctx context.Context, raw string) (idp.Identity, error)
 }
 
 // LoginAttempts limits failed logins (httpx.Attempts).
@@ -78,6 +87,9 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	public.POST("/auth/password/reset", h.requestReset)
 	public.POST("/auth/password/reset/confirm", h.confirmReset)
 	public.POST("/invites/accept", h.acceptInvite)
+	if deps.IdP != nil {
+		public.POST("/auth/idp-exchange", h.idpExchange)
+	}
 
 	protected.GET("/auth/me", h.me)
 	protected.POST("/auth/change-password", h.changePassword)
@@ -436,6 +448,54 @@ func (h *handler) adminReset(c *gin.Context) {
 	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditPasswordReset, Actor: who.UserID, ActorKind: "user", Target: u.ID,
 		Detail: map[string]any{"trigger": "admin"}})
 	c.JSON(http.StatusAccepted, gin.H{"message": "a reset link was sent to " + u.Email})
+}
+
+// idpExchange turns an identity provider's access token (Authorization:
+// Bearer) into a local session for the account with the identity's
+// verified e-mail. The provider vouches for who the caller is; which
+// tenant and role they have stays this API's decision, so an identity
+// without an account is refused rather than given one.
+func (h *handler) idpExchange(c *gin.Context) {
+	scheme, raw, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	raw = strings.TrimSpace(raw)
+	if !strings.EqualFold(scheme, "Bearer") || raw == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="edgeplat"`)
+		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "missing the identity provider's token in Authorization: Bearer")
+		return
+	}
+	id, err := h.IdP.Verify(c.Request.Context(), raw)
+	switch {
+	case errors.Is(err, idp.ErrUnavailable):
+		h.Log.Error("identity provider keys unavailable", "err", err)
+		h.WriteError(c, http.StatusServiceUnavailable, "unavailable", "the identity provider cannot be reached; retry")
+		return
+	case err != nil:
+		h.Log.Debug("identity provider token refused", "err", err)
+		h.WriteError(c, http.StatusUnauthorized, "invalid_token", "invalid or expired identity provider token")
+		return
+	}
+	if id.Email == "" || !id.EmailVerified {
+		h.WriteError(c, http.StatusForbidden, "forbidden", "the identity carries no verified e-mail address")
+		return
+	}
+	u, err := h.Store.UserByEmail(c.Request.Context(), id.Email)
+	if errors.Is(err, ErrNotFound) {
+		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(strings.ToLower(id.Email)), ActorKind: "idp", Outcome: "failure",
+			Detail: map[string]any{"issuer": id.Issuer, "reason": "no account"}})
+		h.WriteError(c, http.StatusForbidden, "forbidden", "no edgeplat account has the e-mail address of this identity; ask an admin for an invitation")
+		return
+	}
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLogin, Actor: u.ID, ActorKind: "user", Detail: map[string]any{"via": "idp", "issuer": id.Issuer}})
+	c.JSON(http.StatusOK, s)
 }
 
 func (h *handler) listInvites(c *gin.Context) {

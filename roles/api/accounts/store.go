@@ -260,6 +260,20 @@ func (s *Store) Authenticate(ctx context.Context, login, password string) (User,
 	return u, nil
 }
 
+// UserByEmail returns the active account with e-mail email, for a
+// sign-in an identity provider vouched for; ErrNotFound otherwise.
+func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
+	conn, _ := s.sql()
+	u, err := scanUser(conn.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1`, strings.ToLower(strings.TrimSpace(email))))
+	if err == nil && !u.Active {
+		return User{}, ErrNotFound
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return User{}, fmt.Errorf("find account: %w", err)
+	}
+	return u, err
+}
+
 // ErrBadCredentials is the one answer to every failed login.
 var ErrBadCredentials = errors.New("invalid login or password")
 

@@ -51,6 +51,13 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMsgpack$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
 	$(GO) test -run='^$$' -fuzz='^FuzzTranslate$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
+	$(GO) test -run='^$$' -fuzz='^FuzzAppendTimestamp$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzParseStep$$' -fuzztime=$(FUZZEXECS) ./roles/api/readings
+	$(GO) test -run='^$$' -fuzz='^FuzzParseTime$$' -fuzztime=$(FUZZEXECS) ./roles/api/readings
+	$(GO) test -run='^$$' -fuzz='^FuzzIdentifier$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
+	$(GO) test -run='^$$' -fuzz='^FuzzTopicRules$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
+	$(GO) test -run='^$$' -fuzz='^FuzzParseKeySet$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
+	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

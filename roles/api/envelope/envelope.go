@@ -274,7 +274,11 @@ func fieldsOf(r map[string]any) fields {
 type readingMapper struct {
 	lastTS     string
 	lastParsed *telemetry.Timestamp
-	values     []float64
+	// lastRaw is the last numeric timestamp (Unix milliseconds), parsed
+	// as lastRawParsed: numbers cost a formatting and a parse each.
+	lastRaw       any
+	lastRawParsed *telemetry.Timestamp
+	values        []float64
 }
 
 // value returns a pointer to f that stays valid for the envelope's life.
@@ -288,7 +292,15 @@ func (m *readingMapper) value(f float64) *float64 {
 
 func (m *readingMapper) timestamp(f *fields) (*telemetry.Timestamp, error) {
 	if f.tsRaw != nil {
-		return timestamp(f.tsRaw)
+		if m.lastRawParsed != nil && f.tsRaw == m.lastRaw {
+			return m.lastRawParsed, nil
+		}
+		ts, err := timestamp(f.tsRaw)
+		if err != nil {
+			return nil, err
+		}
+		m.lastRaw, m.lastRawParsed = f.tsRaw, ts
+		return ts, nil
 	}
 	if m.lastParsed != nil && f.tsText == m.lastTS {
 		return m.lastParsed, nil

@@ -134,6 +134,23 @@ func TestProvisioningFlowIntegration(t *testing.T) {
 			t.Fatalf("%d registrations won with one key (statuses %v), want 1", won, statuses)
 		}
 
+		// Revoking a device key stops it at once; the agent's others work.
+		extra := call(t, e, "POST", "/api/v1/auth/api-keys", tok, map[string]string{"name": "spare", "agentUuid": agent})
+		if extra.status != http.StatusCreated {
+			t.Fatalf("second device key: %d %s", extra.status, extra.raw)
+		}
+		if r := call(t, e, "GET", "/api/v1/agents/"+agent+"/keys", tok, nil); !strings.Contains(r.raw, extra.str("kid")) || strings.Contains(r.raw, extra.str("apiKey")) {
+			t.Fatalf("device key list: %s", r.raw)
+		}
+		if r := call(t, e, "DELETE", "/api/v1/agents/"+agent+"/keys/"+extra.str("kid"), tok, nil); r.status != http.StatusNoContent {
+			t.Fatalf("revoke device key: %d %s", r.status, r.raw)
+		}
+		if _, err := acc.agents.AuthenticateDevice(ctx, extra.str("apiKey"), extra.str("mqtt", "password")); !errors.Is(err, brokerauth.ErrDenied) {
+			t.Fatalf("revoked device key: %v", err)
+		}
+		if _, err := acc.agents.AuthenticateDevice(ctx, apiKey, password); err != nil {
+			t.Fatalf("the agent's other key after a revocation: %v", err)
+		}
 		// Deleting the agent kills its device key.
 		if r := call(t, e, "DELETE", "/api/v1/agents/"+agent, tok, nil); r.status != http.StatusNoContent {
 			t.Fatalf("delete agent: %d %s", r.status, r.raw)
@@ -258,6 +275,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			t.Fatalf("create agent: %d %s", agentB.status, agentB.raw)
 		}
 		uuidB := agentB.str("uuid")
+		devKeyB := call(t, e, "POST", "/api/v1/auth/api-keys", tokB, map[string]string{"name": "b", "agentUuid": uuidB})
 		if r := call(t, e, "POST", "/api/v1/readings", tokB, map[string]any{"agentUuid": uuidB, "metricName": "plc.temp", "value": 1.5}); r.status != http.StatusCreated && r.status != http.StatusOK {
 			t.Fatalf("insert a reading: %d %s", r.status, r.raw)
 		}
@@ -289,7 +307,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 				continue
 			}
 			name := rt.Method + " " + rt.Path
-			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":id", byPath[rt.Path]).Replace(rt.Path)
+			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":id", byPath[rt.Path]).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
 				continue

@@ -66,6 +66,8 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.POST("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(true))
 	protected.PUT("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(false))
 	protected.DELETE("/agents/:uuid/target-state", h.adminOnly, h.clearTargetState)
+	protected.GET("/agents/:uuid/keys", h.adminOnly, h.listDeviceKeys)
+	protected.DELETE("/agents/:uuid/keys/:kid", h.adminOnly, h.revokeDeviceKey)
 	protected.GET("/agents/:uuid/tags", h.getTags)
 	protected.POST("/agents/:uuid/tags", h.adminOnly, h.setTags)
 	for _, base := range []string{"/provisioning/keys", "/provision/keys"} {
@@ -141,6 +143,7 @@ const (
 	AuditProvisioningKey    = "provisioning_key.created"
 	AuditProvisioningDelete = "provisioning_key.deleted"
 	AuditDeviceKeyCreated   = "device_key.created"
+	AuditDeviceKeyRevoked   = "device_key.revoked"
 	AuditTargetState        = "agent.target_state"
 )
 
@@ -295,6 +298,30 @@ func (h *handler) clearTargetState(c *gin.Context) {
 	}
 	h.audit(c, who, AuditTargetState, ts.AgentUUID, map[string]any{"version": ts.Version, "cleared": true})
 	c.JSON(http.StatusOK, ts)
+}
+
+func (h *handler) listDeviceKeys(c *gin.Context) {
+	who, _ := h.Caller(c)
+	keys, err := h.Store.DeviceKeys(c.Request.Context(), who.TenantUUID, c.Param("uuid"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"keys": keys})
+}
+
+// revokeDeviceKey revokes one of an agent's device keys; the broker
+// forgets it at once.
+func (h *handler) revokeDeviceKey(c *gin.Context) {
+	who, _ := h.Caller(c)
+	kid := c.Param("kid")
+	if err := h.Store.RevokeDeviceKey(c.Request.Context(), who.TenantUUID, c.Param("uuid"), kid); err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.Revoked([]string{kid})
+	h.audit(c, who, AuditDeviceKeyRevoked, c.Param("uuid"), map[string]any{"kid": kid})
+	c.Status(http.StatusNoContent)
 }
 
 func (h *handler) getTags(c *gin.Context) {

@@ -322,11 +322,15 @@ func (s *Store) IssueDeviceKey(ctx context.Context, tenant, agentUUID string) (C
 	return c, err
 }
 
-// RevokeDeviceKey revokes one device key of tenant by its kid.
-func (s *Store) RevokeDeviceKey(ctx context.Context, tenant, kid string) error {
+// RevokeDeviceKey revokes one device key of an agent of tenant by its kid.
+func (s *Store) RevokeDeviceKey(ctx context.Context, tenant, agent, kid string) error {
+	id, err := codec.ParseUUID(agent)
+	if err != nil {
+		return ErrNotFound
+	}
 	conn, d := s.sql()
-	res, err := conn.ExecContext(ctx, `UPDATE device_keys SET revoked_at = $1 WHERE kid = $2 AND tenant_uuid = $3 AND revoked_at IS NULL`,
-		d.TimeArg(s.now()), kid, tenant)
+	res, err := conn.ExecContext(ctx, `UPDATE device_keys SET revoked_at = $1 WHERE kid = $2 AND agent_uuid = $3 AND tenant_uuid = $4
+		AND revoked_at IS NULL`, d.TimeArg(s.now()), kid, id.String(), tenant)
 	if err != nil {
 		return fmt.Errorf("revoke device key: %w", err)
 	}
@@ -399,3 +403,40 @@ var _ brokerauth.Store = (*Store)(nil)
 // DeviceKeyPrefix is the start every device key with this kid has: what
 // the broker's authorizer forgets when the key is revoked.
 func DeviceKeyPrefix(kid string) string { return deviceScheme + kid + "_" }
+
+// DeviceKey is a device key as listings show it: its id, never the key.
+type DeviceKey struct {
+	Kid       string     `json:"kid"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt"`
+}
+
+// DeviceKeys lists the keys of an agent of tenant, newest first.
+func (s *Store) DeviceKeys(ctx context.Context, tenant, agent string) ([]DeviceKey, error) {
+	conn, _ := s.sql()
+	a, err := s.agent(ctx, conn, tenant, agent)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT kid, created_at, revoked_at FROM device_keys WHERE agent_uuid = $1 AND tenant_uuid = $2
+		ORDER BY created_at DESC, kid`, a.UUID, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list device keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []DeviceKey{}
+	for rows.Next() {
+		var k DeviceKey
+		var created, revoked db.Timestamp
+		if err := rows.Scan(&k.Kid, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("list device keys: %w", err)
+		}
+		k.CreatedAt = created.Time
+		if !revoked.IsZero() {
+			t := revoked.Time
+			k.RevokedAt = &t
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}

@@ -16,6 +16,9 @@
 //     agents or tenants, and $SYS and $share are closed to devices.
 //   - Service users (the Cloud API's own clients, from mqtt.username and
 //     mqtt.password) are superusers.
+//   - Broker users, MQTT accounts a tenant's admins create for
+//     integrations, use the topics their rules allow inside their tenant's
+//     space i/{tenant}/ and nothing else (users.go).
 //   - Every failure closes: a store error, a timeout or an unreadable
 //     request is a refusal.
 //
@@ -50,6 +53,10 @@ type Store interface {
 	// is username and whose MQTT password is password. It returns an error
 	// wrapping ErrDenied for an unknown or revoked key or a wrong password,
 	// and any other error when it could not decide.
+	//
+	// A store that also holds broker users answers for them here too, with
+	// an Identity whose ACL is set (their tenant and rules) and AgentUUID
+	// empty.
 	AuthenticateDevice(ctx context.Context, username, password string) (Identity, error)
 }
 
@@ -241,7 +248,7 @@ func (a *Authorizer) Authenticate(ctx context.Context, username, password, clien
 		}
 		return Identity{}, fmt.Errorf("%w: %s", ErrDenied, reason)
 	}
-	a.metrics.allow(CheckConnect, id)
+	a.allow(CheckConnect, id)
 	return id, nil
 }
 
@@ -259,8 +266,10 @@ func (a *Authorizer) authenticate(ctx context.Context, username, password, clien
 		}
 		return Identity{Username: username, Superuser: true}, "", nil
 	}
-	agent, ok := agentFromClientID(clientID)
-	if !ok {
+	// A device's client id is agent-{uuid}; a broker user's starts with its
+	// username. Anything else is refused before the store is asked.
+	agent, isAgent := agentFromClientID(clientID)
+	if !isAgent && !brokerUserClientID(username, clientID) {
 		return Identity{}, ReasonBadClientID, nil
 	}
 	if password == "" {
@@ -270,7 +279,13 @@ func (a *Authorizer) authenticate(ctx context.Context, username, password, clien
 	if reason != "" {
 		return id, reason, err
 	}
-	if id.AgentUUID != agent {
+	if id.IsBrokerUser() {
+		if !brokerUserClientID(username, clientID) {
+			return id, ReasonBadClientID, nil
+		}
+		return id, "", nil
+	}
+	if !isAgent || id.AgentUUID != agent {
 		// Right key, someone else's client id: refused, so one device
 		// cannot take over another's session.
 		return id, ReasonBadClientID, nil
@@ -327,6 +342,17 @@ func (a *Authorizer) device(ctx context.Context, username, password string) (Ide
 	case err != nil:
 		a.log.Warn("broker auth store failed; refusing the client", "user", Fingerprint(username), "err", err)
 		return Identity{}, ReasonStoreError, fmt.Errorf("device store: %w", err)
+	}
+	if id.IsBrokerUser() {
+		uid, err := brokerUserIdentity(username, id)
+		if err != nil {
+			a.log.Warn("broker auth store returned an invalid broker user; refusing the client", "user", Fingerprint(username), "err", err)
+			return Identity{}, ReasonStoreError, err
+		}
+		uid = a.internUser(uid)
+		a.ids.put(uid)
+		a.cache(username, cachedResult{mac: mac, id: uid, ok: true})
+		return uid, "", nil
 	}
 	tenant, okT := canonicalUUID(id.TenantUUID)
 	agent, okA := canonicalUUID(id.AgentUUID)
@@ -446,6 +472,13 @@ func (a *Authorizer) CheckACL(ctx context.Context, username, clientID, topic str
 		a.deny(ctx, check, ReasonUnknownSession, username, clientID, Identity{}, topic)
 		return false
 	}
+	if id.IsBrokerUser() {
+		if !brokerUserClientID(username, clientID) {
+			a.deny(ctx, check, ReasonBadClientID, username, clientID, id, topic)
+			return false
+		}
+		return a.Authorize(ctx, id, topic, acc)
+	}
 	if AgentClientID(id.AgentUUID) != clientID {
 		a.deny(ctx, check, ReasonBadClientID, username, clientID, id, topic)
 		return false
@@ -456,12 +489,21 @@ func (a *Authorizer) CheckACL(ctx context.Context, username, clientID, topic str
 // Authorize decides an ACL check for a known identity, counting and
 // reporting the answer: AccessWrite by the publish rule, AccessRead and
 // AccessSubscribe by the subscribe rule (a topic name being a filter
-// without wildcards).
+// without wildcards). A broker user's identity must also still be the
+// current one for its username: once its account is deleted, its password
+// reset or its rules changed (Invalidate), the sessions that connected
+// before are refused everything until they connect again.
 func (a *Authorizer) Authorize(ctx context.Context, id Identity, topic string, acc Access) bool {
 	check := checkFor(acc)
 	if acc <= 0 || acc&^accessAll != 0 {
 		a.deny(ctx, check, ReasonMalformed, id.Username, "", id, topic)
 		return false
+	}
+	if id.IsBrokerUser() {
+		if reason := a.userSessionReason(id); reason != "" {
+			a.deny(ctx, check, reason, id.Username, "", id, topic)
+			return false
+		}
 	}
 	for _, k := range []Access{AccessWrite, AccessSubscribe, AccessRead} {
 		if acc&k == 0 {
@@ -478,7 +520,7 @@ func (a *Authorizer) Authorize(ctx context.Context, id Identity, topic string, a
 			return false
 		}
 	}
-	a.metrics.allow(check, id)
+	a.allow(check, id)
 	return true
 }
 

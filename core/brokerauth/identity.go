@@ -12,15 +12,19 @@ import (
 
 // Identity is who an MQTT client authenticated as.
 type Identity struct {
-	// Username is the MQTT username: a device's API key, or the name of a
-	// service user.
+	// Username is the MQTT username: a device's API key, the name of a
+	// service user, or the name of a broker user.
 	Username string
 	// TenantUUID and AgentUUID are canonical (lowercase, hyphenated) UUIDs
 	// of the device's tenant and agent; both are empty for service users.
+	// A broker user has its tenant and no agent.
 	TenantUUID string
 	AgentUUID  string
 	// Superuser is true for service users, which may use every topic.
 	Superuser bool
+	// ACL is set for broker users only (see users.go): the rules their
+	// topics are checked against. A pointer keeps Identity comparable.
+	ACL *ACL
 }
 
 // ClientIDPrefix starts every device's MQTT client id: a device connects as

@@ -32,18 +32,23 @@ const (
 	ReasonCommandTopic   = "command_topic"     // a device publishing into its cmd subtree
 	ReasonNotCommand     = "not_command_topic" // a device subscribing outside its cmd subtree
 	ReasonMalformed      = "malformed_request" // a callback the HTTP layer could not read
+	ReasonNoRule         = "no_matching_rule"  // a broker user's topic or filter that none of its rules allows
 )
 
 // CanPublish reports whether id may publish to topic: service users
 // anywhere; a device only under i/{its tenant}/a/{its agent}/, outside the
-// command subtree, with no wildcard, empty level or control character.
+// command subtree, with no wildcard, empty level or control character; a
+// broker user only to topics under i/{its tenant}/ that one of its rules
+// allows (users.go).
 func (a *Authorizer) CanPublish(id Identity, topic string) bool {
 	return publishReason(id, topic) == ""
 }
 
 // CanSubscribe reports whether id may subscribe to filter: service users to
 // anything; a device only to filters inside i/{its tenant}/a/{its agent}/cmd,
-// so no filter it holds can match another agent's or tenant's topic. A
+// so no filter it holds can match another agent's or tenant's topic; a
+// broker user only to filters under i/{its tenant}/ that one of its rules
+// covers entirely (users.go). A
 // topic name is a filter without wildcards, so the same rule decides whether
 // a message may be delivered to the device.
 func (a *Authorizer) CanSubscribe(id Identity, filter string) bool {
@@ -53,6 +58,9 @@ func (a *Authorizer) CanSubscribe(id Identity, filter string) bool {
 func publishReason(id Identity, topic string) string {
 	if id.Superuser {
 		return ""
+	}
+	if id.IsBrokerUser() {
+		return userPublishReason(id, topic)
 	}
 	if !validTopic(topic) || strings.ContainsAny(topic, "+#") {
 		return ReasonInvalidTopic
@@ -74,6 +82,9 @@ func publishReason(id Identity, topic string) string {
 func subscribeReason(id Identity, filter string) string {
 	if id.Superuser {
 		return ""
+	}
+	if id.IsBrokerUser() {
+		return userSubscribeReason(id, filter)
 	}
 	if !validTopic(filter) {
 		return ReasonInvalidTopic

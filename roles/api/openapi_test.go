@@ -1,0 +1,119 @@
+package api
+
+import (
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
+	"github.com/edgeplat/edgeplat/roles/api/openapi"
+)
+
+// ginParam matches a gin path parameter (:name) or catch-all (*name).
+var ginParam = regexp.MustCompile(`[:*]([A-Za-z0-9_]+)`)
+
+// openAPIPath turns a gin route path into an OpenAPI path template.
+func openAPIPath(p string) string { return ginParam.ReplaceAllString(p, "{$1}") }
+
+// Documented routes the router may lack, each for a stated reason. Every
+// one of them is still required in the document; only its presence in
+// the router is excused.
+var (
+	// idpExchange exists only with IDP_ENABLED; this test builds the
+	// engine with it off.
+	idpExchange = "POST /api/v1/auth/idp-exchange"
+	// openAPIRoute is served by openapi.Register, which New does not call
+	// yet. Remove this allowance once it does.
+	openAPIRoute = "GET " + openapi.Path
+	// brokerUserRoutes are roles/api/brokerusers' admin routes, not yet
+	// mounted by New. They are excused only while none of them is mounted:
+	// once the package is wired, all of them must be. Remove this
+	// allowance once New mounts them.
+	brokerUserRoutes = []string{
+		"GET /api/v1/broker-auth/user",
+		"GET /api/v1/broker-auth/user/{username}",
+		"PUT /api/v1/broker-auth/user/{username}",
+		"DELETE /api/v1/broker-auth/user/{username}",
+		"GET /api/v1/broker-auth/acl",
+	}
+)
+
+// TestOpenAPIMatchesRouter: the OpenAPI document describes exactly the
+// routes New mounts. A route added without documenting it fails here, and
+// so does an operation documented for a route that does not exist.
+func TestOpenAPIMatchesRouter(t *testing.T) {
+	t.Setenv("IDP_ENABLED", "false")
+	h, _ := fullEngine(t, dbtest.Migrated(t, "sqlite"), testLicence(t, 0))
+	engine, ok := h.(*gin.Engine)
+	if !ok {
+		t.Fatalf("New's handler is a %T, want *gin.Engine", h)
+	}
+	routed := map[string]bool{}
+	for _, r := range engine.Routes() {
+		routed[r.Method+" "+openAPIPath(r.Path)] = true
+	}
+
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.Document(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for p, item := range doc.Paths {
+		for m := range item {
+			switch m {
+			case "get", "put", "post", "delete", "options", "head", "patch", "trace":
+				documented[strings.ToUpper(m)+" "+p] = true
+			}
+		}
+	}
+
+	var undocumented []string
+	for r := range routed {
+		if !documented[r] {
+			undocumented = append(undocumented, r)
+		}
+	}
+	sort.Strings(undocumented)
+	for _, r := range undocumented {
+		t.Errorf("route %s is not in roles/api/openapi/openapi.json: document it", r)
+	}
+
+	excused := map[string]bool{idpExchange: true}
+	if !routed[openAPIRoute] {
+		t.Logf("%s is not mounted yet; only its documentation is checked", openAPIRoute)
+		excused[openAPIRoute] = true
+	}
+	wired := false
+	for _, r := range brokerUserRoutes {
+		wired = wired || routed[r]
+	}
+	if !wired {
+		t.Logf("roles/api/brokerusers is not mounted yet; only its routes' documentation is checked")
+		for _, r := range brokerUserRoutes {
+			excused[r] = true
+		}
+	}
+	for r := range excused {
+		if !documented[r] {
+			t.Errorf("%s is excused from the router check but not documented", r)
+		}
+	}
+
+	var phantom []string
+	for r := range documented {
+		if !routed[r] && !excused[r] {
+			phantom = append(phantom, r)
+		}
+	}
+	sort.Strings(phantom)
+	for _, r := range phantom {
+		t.Errorf("openapi.json documents %s, which the router does not have", r)
+	}
+	t.Logf("%d operations documented, %d routes mounted", len(documented), len(routed))
+}

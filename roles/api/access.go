@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/brokerusers"
 	"github.com/edgeplat/edgeplat/roles/api/device"
 	"github.com/edgeplat/edgeplat/roles/api/idp"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
@@ -38,6 +39,8 @@ type access struct {
 	idp accounts.IdentityProvider
 	// mailer sends reset and invitation mail; nil logs the links.
 	mailer accounts.Mailer
+	// invalidate drops the broker's cached answers for a username.
+	invalidate func(username string)
 	// revoked is told the kids of device keys that stopped working.
 	revoked func(kids []string)
 	log     *slog.Logger
@@ -60,6 +63,9 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 		licence:  licence.New(cfg.Licence, r.Component("api-licence")),
 		log:      r.Component("api-access"),
 		r:        r,
+		// New replaces both with the broker authorizer's.
+		invalidate: func(string) {},
+		revoked:    func([]string) {},
 	}
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log}
 	if m := newMailer(cfg.Auth); m != nil {
@@ -151,6 +157,15 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		BrokerURL:  brokerURL,
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-registry"),
+	})
+	brokerusers.Register(protected, brokerusers.Deps{
+		Store:      brokerusers.NewStore(func() *db.DB { return a.r.DB }, reservedBrokerNames(a.cfg)...),
+		Caller:     caller,
+		WriteError: WriteError,
+		Audit:      a.audit,
+		Invalidate: a.invalidate,
+		AdminGate:  adminGate,
+		Log:        a.r.Component("api-brokerusers"),
 	})
 	device.Register(e.Group("/api/v1"), device.Deps{
 		Agents:     a.agents,

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -96,11 +97,12 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err != nil {
 		return nil, err
 	}
-	acc.revoked = ba.Revoked
+	acc.revoked, acc.invalidate = ba.Revoked, ba.Authorizer.Invalidate
 	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
+	openapi.Register(engine)
 	// Everything under /api/v1 but the routes that create a session or
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.

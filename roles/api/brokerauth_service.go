@@ -12,6 +12,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/brokerusers"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 )
 
@@ -51,7 +52,8 @@ func NewBrokerAuth(cfg *config.Config, r *rt.Runtime) (*BrokerAuth, error) {
 		}
 	}
 	opts := brokerauth.OptionsFromConfig(cfg.MQTT)
-	opts.Store = registry.NewStore(dbf)
+	// Devices by their keys, the tenants' broker users by name.
+	opts.Store = brokerusers.CombinedStore(registry.NewStore(dbf), brokerusers.NewStore(dbf, reservedBrokerNames(cfg)...))
 	opts.Logger = b.log
 	opts.Registerer = r.Metrics
 	opts.OnDeny = b.enqueue
@@ -61,6 +63,18 @@ func NewBrokerAuth(cfg *config.Config, r *rt.Runtime) (*BrokerAuth, error) {
 	}
 	b.Authorizer = a
 	return b, nil
+}
+
+// reservedBrokerNames are names no broker user may take: the API's own
+// MQTT account and client id.
+func reservedBrokerNames(cfg *config.Config) []string {
+	var names []string
+	for _, n := range []string{cfg.MQTT.Username, cfg.MQTT.ClientID} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // Revoked drops cached answers for device keys that stopped working.

@@ -58,6 +58,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzTopicRules$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 	$(GO) test -run='^$$' -fuzz='^FuzzParseKeySet$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
+	$(GO) test -run='^$$' -fuzz='^FuzzLogUpload$$' -fuzztime=$(FUZZEXECS) ./roles/api/device
+	$(GO) test -run='^$$' -fuzz='^FuzzBrokerUserFilter$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,11 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/logging"
+	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/rt"
 )
 
 // syncBuffer lets a test read a command's output while it still runs.
@@ -198,6 +204,36 @@ func (p aioPorts) args(dataDir string) []string {
 
 func get(url string) (int, string, error) { return getWithToken(url, "") }
 
+// runAllInOneOn runs all-in-one's services, as buildAllInOne composes them,
+// with the database dbc; it returns the exit code execute would.
+func runAllInOneOn(ctx context.Context, t *testing.T, p aioPorts, dataDir string, dbc config.DB, stderr io.Writer) int {
+	file := filepath.Join(t.TempDir(), "aio.yaml")
+	yaml := fmt.Sprintf("all_in_one:\n  data_dir: %s\n  mqtt_port: %d\napi:\n  port: %d\ningest:\n  port: %d\nagent:\n  port: %d\n",
+		dataDir, p.mqtt, p.api, p.ingest, p.agent)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Error(err)
+		return exitFailure
+	}
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAllInOne, File: file})
+	if err != nil {
+		t.Error(err)
+		return exitFailure
+	}
+	cfg.DB = dbc
+	log, _ := logging.New(stderr, slog.LevelInfo, "json")
+	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
+	services, err := buildAllInOne(cfg, r)
+	if err != nil {
+		t.Error(err)
+		return exitFailure
+	}
+	if err := lifecycle.Run(ctx, lifecycle.Options{Logger: log, GracePeriod: cfg.Lifecycle.ShutdownGrace}, services...); err != nil {
+		t.Errorf("all-in-one on PostgreSQL: %v", err)
+		return exitFailure
+	}
+	return 0
+}
+
 // postJSON posts body and checks the status; it returns the decoded answer.
 func postJSON(t *testing.T, url, bearer, body string, want int) map[string]any {
 	t.Helper()
@@ -245,6 +281,14 @@ func getWithToken(url, bearerToken string) (int, string, error) {
 // broker, every role's port answers, and cancelling (what SIGINT does)
 // shuts everything down with exit code 0.
 func TestAllInOneSmoke(t *testing.T) {
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) { allInOneSmoke(t, engine) })
+	}
+}
+
+// allInOneSmoke runs all-in-one on its embedded defaults, or with its
+// database on PostgreSQL, and drives it as an operator and an agent would.
+func allInOneSmoke(t *testing.T, engine string) {
 	clearEnv(t)
 	p := freeAIOPorts(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
@@ -252,14 +296,24 @@ func TestAllInOneSmoke(t *testing.T) {
 	defer cancel()
 	var stderr syncBuffer
 	exit := make(chan int, 1)
-	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
-
+	var dbc config.DB
+	if engine == "sqlite" {
+		go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
+	} else {
+		// all-in-one's configuration admits SQLite only; its composition
+		// runs on PostgreSQL all the same, which is what this drives.
+		dbc = coretest.Postgres(t)
+		go func() { exit <- runAllInOneOn(ctx, t, p, dataDir, dbc, &stderr) }()
+	}
 	var health string
-	coretest.Eventually(t, 5*time.Second, "GET /health to answer 200", func() bool {
+	ok := false
+	for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		code, body, err := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api))
-		health = body
-		return err == nil && code == http.StatusOK
-	})
+		health, ok = body, err == nil && code == http.StatusOK
+	}
+	if !ok {
+		t.Fatalf("GET /health did not answer 200 within 10 s (last: %s); stderr:\n%s", health, stderr.String())
+	}
 	for _, want := range []string{`"status":"ok"`, `"db":"up"`, `"streamstore":"up"`, `"mqtt":"up"`, `"mqtt-broker":"up"`} {
 		if !strings.Contains(health, want) {
 			t.Errorf("health body = %s, want %s", health, want)
@@ -336,8 +390,10 @@ func TestAllInOneSmoke(t *testing.T) {
 		t.Errorf("publish state: %v", tok.Error())
 	}
 	client.Disconnect(100)
-	dbc := coretest.SQLite(t)
-	dbc.SQLitePath = filepath.Join(dataDir, "edgeplat.db")
+	if engine == "sqlite" {
+		dbc = coretest.SQLite(t)
+		dbc.SQLitePath = filepath.Join(dataDir, "edgeplat.db")
+	}
 	rdb, err := db.Open(ctx, dbc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +473,7 @@ func TestAllInOneSmoke(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("all-in-one did not stop within the grace period")
 	}
-	if !strings.Contains(stderr.String(), `"msg":"stopped"`) {
+	if engine == "sqlite" && !strings.Contains(stderr.String(), `"msg":"stopped"`) {
 		t.Errorf("no clean stop logged:\n%s", stderr.String())
 	}
 	http.DefaultClient.CloseIdleConnections()

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 )
@@ -123,4 +124,16 @@ func truncate(s string) string {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// NewUUID returns a random (version 4, RFC 9562) UUID.
+func NewUUID() UUID {
+	var u UUID
+	if _, err := rand.Read(u[:]); err != nil {
+		// crypto/rand.Read does not fail on supported platforms.
+		panic("BUG: crypto/rand: " + err.Error())
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
 }

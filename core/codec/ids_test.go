@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -168,4 +169,22 @@ func FuzzTopicID(f *testing.F) {
 			t.Fatalf("UUID round trip: %v", err)
 		}
 	})
+}
+
+func TestNewUUID(t *testing.T) {
+	seen := map[UUID]bool{}
+	for range 1000 {
+		u := NewUUID()
+		if seen[u] {
+			t.Fatalf("NewUUID repeated %s", u)
+		}
+		seen[u] = true
+		s := u.String()
+		if s[14] != '4' || !strings.ContainsRune("89ab", rune(s[19])) {
+			t.Fatalf("%s is not a version 4, RFC 9562 variant UUID", s)
+		}
+		if back, err := ParseUUID(s); err != nil || back != u {
+			t.Fatalf("ParseUUID(%s) = %s, %v", s, back, err)
+		}
+	}
 }

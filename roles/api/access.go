@@ -177,13 +177,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	a.licence.Routes(protected, func(ctx context.Context) (licence.Usage, error) {
 		n, err := a.agents.CountAgents(ctx)
 		return licence.Usage{Agents: n}, err
-	}, func(c *gin.Context) {
-		if p, ok := principal(c); !ok || p.Role != accounts.RoleAdmin {
-			WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
-			return
-		}
-		adminGate(c)
-	}, WriteError)
+	}, accounts.RequireAdmin(caller, WriteError, adminGate), WriteError)
 	return public, protected
 }
 

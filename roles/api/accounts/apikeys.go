@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"strings"
 	"time"
 
@@ -63,13 +64,13 @@ func (s *Store) CreateAPIKey(ctx context.Context, tenant, userID, name, agentUUI
 		}
 	}
 	now := s.now()
-	k := APIKey{ID: newUUID(), Name: name, UserID: userID, AgentUUID: agentUUID, CreatedAt: now.Truncate(time.Microsecond)}
+	k := APIKey{ID: codec.NewUUID().String(), Name: name, UserID: userID, AgentUUID: agentUUID, CreatedAt: now.Truncate(time.Microsecond)}
 	for attempt := 0; ; attempt++ {
-		k.Prefix = randomString(apiKeyPrefixLen)
-		plain := apiKeyScheme + k.Prefix + "_" + randomString(apiKeySecretLen)
+		k.Prefix = secret.Random(apiKeyPrefixLen)
+		plain := apiKeyScheme + k.Prefix + "_" + secret.Random(apiKeySecretLen)
 		_, err := conn.ExecContext(ctx, `INSERT INTO api_keys (id, tenant_uuid, user_id, agent_uuid, name, prefix, key_hash, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			k.ID, tenant, userID, nullString(agentUUID), name, k.Prefix, hashSecret(plain), d.TimeArg(now))
+			k.ID, tenant, userID, nullString(agentUUID), name, k.Prefix, secret.Hash(plain), d.TimeArg(now))
 		if db.IsUniqueViolation(err) && attempt < 3 {
 			continue // a prefix collision, one in 2^47
 		}
@@ -147,13 +148,13 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, key string) (User, APIKe
 	err := conn.QueryRowContext(ctx, `SELECT id, user_id, agent_uuid, key_hash, last_used_at, revoked_at FROM api_keys WHERE prefix = $1`,
 		rest[:apiKeyPrefixLen]).Scan(&k.ID, &k.UserID, &agent, &hash, &used, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		hashSecret(key) // the same work as a known prefix
+		secret.Hash(key) // the same work as a known prefix
 		return User{}, APIKey{}, ErrBadCredentials
 	}
 	if err != nil {
 		return User{}, APIKey{}, fmt.Errorf("find api key: %w", err)
 	}
-	if !secretMatches(hash, key) || !revoked.IsZero() {
+	if !secret.Matches(hash, key) || !revoked.IsZero() {
 		return User{}, APIKey{}, ErrBadCredentials
 	}
 	u, err := scanUser(conn.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, k.UserID))

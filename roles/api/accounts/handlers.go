@@ -3,6 +3,7 @@ package accounts
 import (
 	"context"
 	"errors"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -148,20 +149,28 @@ func (h *handler) caller(c *gin.Context) (Caller, bool) {
 	return who, ok
 }
 
-func (h *handler) adminOnly(c *gin.Context) {
-	who, ok := h.caller(c)
-	if !ok {
-		return
+func (h *handler) adminOnly(c *gin.Context) { RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c) }
+
+// RequireAdmin returns the guard of admin-only routes: 401 without a
+// user, 403 for a member, then gate (the admin rate limit) when set. The
+// account, registry and broker-user routes share it.
+func RequireAdmin(caller func(*gin.Context) (Caller, bool), write httpx.ErrorWriter, gate gin.HandlerFunc) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		who, ok := caller(c)
+		if !ok {
+			write(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
+			return
+		}
+		if who.Role != RoleAdmin {
+			write(c, http.StatusForbidden, "forbidden", "this route is for admins")
+			return
+		}
+		if gate != nil {
+			gate(c)
+			return
+		}
+		c.Next()
 	}
-	if who.Role != RoleAdmin {
-		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
-		return
-	}
-	if h.AdminGate != nil {
-		h.AdminGate(c)
-		return
-	}
-	c.Next()
 }
 
 // audit records e with the request's address. An audit write that fails
@@ -188,7 +197,7 @@ func (h *handler) issue(ctx context.Context, u User) (session, error) {
 	if err != nil {
 		return session{}, err
 	}
-	family := randomString(24)
+	family := secret.Random(24)
 	refresh, rc, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Refresh, Family: family})
 	if err != nil {
 		return session{}, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"strings"
 	"time"
 
@@ -59,11 +60,11 @@ func (s *Store) CreateInvite(ctx context.Context, tenant, invitedBy, email, role
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Invite{}, "", fmt.Errorf("create invite: %w", err)
 	}
-	token := randomString(inviteTokenLen)
-	inv := Invite{ID: newUUID(), Email: email, Role: role, InvitedBy: invitedBy, CreatedAt: now.Truncate(time.Microsecond),
+	token := secret.Random(inviteTokenLen)
+	inv := Invite{ID: codec.NewUUID().String(), Email: email, Role: role, InvitedBy: invitedBy, CreatedAt: now.Truncate(time.Microsecond),
 		ExpiresAt: now.Add(ttl).Truncate(time.Microsecond)}
 	if _, err := conn.ExecContext(ctx, `INSERT INTO invites (id, tenant_uuid, email, role, token_hash, invited_by, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, inv.ID, tenant, email, role, hashSecret(token), nullUUIDArg(invitedBy),
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, inv.ID, tenant, email, role, secret.Hash(token), nullUUIDArg(invitedBy),
 		d.TimeArg(now), d.TimeArg(inv.ExpiresAt)); err != nil {
 		return Invite{}, "", fmt.Errorf("create invite: %w", err)
 	}
@@ -128,7 +129,7 @@ func (s *Store) AcceptInvite(ctx context.Context, token, username, password stri
 	defer func() { _ = tx.Rollback() }()
 	var tenant, email, role string
 	err = tx.QueryRowContext(ctx, `DELETE FROM invites WHERE token_hash = $1 AND expires_at > $2 RETURNING tenant_uuid, email, role`,
-		hashSecret(token), d.TimeArg(s.now())).Scan(&tenant, &email, &role)
+		secret.Hash(token), d.TimeArg(s.now())).Scan(&tenant, &email, &role)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, ErrRevoked
 	}

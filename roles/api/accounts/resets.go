@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"strings"
 	"time"
 )
@@ -44,14 +45,14 @@ func (s *Store) StartResetFor(ctx context.Context, tenant, userID string, ttl ti
 }
 
 func (s *Store) resetFor(ctx context.Context, userID string, ttl time.Duration) (string, error) {
-	token := randomString(resetTokenLen)
+	token := secret.Random(resetTokenLen)
 	conn, d := s.sql()
 	now := s.now()
 	if _, err := conn.ExecContext(ctx, `DELETE FROM password_resets WHERE user_id = $1 OR expires_at <= $2`, userID, d.TimeArg(now)); err != nil {
 		return "", fmt.Errorf("reset: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, `INSERT INTO password_resets (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
-		hashSecret(token), userID, d.TimeArg(now), d.TimeArg(now.Add(ttl))); err != nil {
+		secret.Hash(token), userID, d.TimeArg(now), d.TimeArg(now.Add(ttl))); err != nil {
 		return "", fmt.Errorf("reset: %w", err)
 	}
 	return token, nil
@@ -66,7 +67,7 @@ func (s *Store) FinishReset(ctx context.Context, token, password string) (User, 
 	conn, d := s.sql()
 	var userID string
 	err := conn.QueryRowContext(ctx, `DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > $2 RETURNING user_id`,
-		hashSecret(token), d.TimeArg(s.now())).Scan(&userID)
+		secret.Hash(token), d.TimeArg(s.now())).Scan(&userID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, ErrRevoked
 	}

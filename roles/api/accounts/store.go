@@ -63,15 +63,6 @@ func (s *Store) sql() (*sql.DB, db.Dialect) {
 	return d.SQL(), d.Dialect()
 }
 
-// newUUID returns a random (version 4) UUID in canonical form.
-func newUUID() string {
-	var u codec.UUID
-	copy(u[:], randomBytes(16))
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return u.String()
-}
-
 // NewUser is what creating an account takes.
 type NewUser struct {
 	Email    string
@@ -108,7 +99,7 @@ type execer interface {
 
 // createTenant inserts a tenant and returns its UUID.
 func (s *Store) createTenant(ctx context.Context, x execer, d db.Dialect, name string) (string, error) {
-	id := newUUID()
+	id := codec.NewUUID().String()
 	if _, err := x.ExecContext(ctx, `INSERT INTO tenants (uuid, name, created_at) VALUES ($1, $2, $3)`,
 		id, name, d.TimeArg(s.now())); err != nil {
 		return "", fmt.Errorf("create tenant: %w", err)
@@ -123,7 +114,7 @@ func (s *Store) insertUser(ctx context.Context, x execer, d db.Dialect, tenant s
 		return User{}, err
 	}
 	now := s.now()
-	u := User{ID: newUUID(), TenantUUID: tenant, Email: n.Email, Username: n.Username, Role: n.Role, Active: true,
+	u := User{ID: codec.NewUUID().String(), TenantUUID: tenant, Email: n.Email, Username: n.Username, Role: n.Role, Active: true,
 		CreatedAt: now.Truncate(time.Microsecond), UpdatedAt: now.Truncate(time.Microsecond)}
 	_, err = x.ExecContext(ctx, `INSERT INTO users (id, tenant_uuid, email, username, password_hash, role, active, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,

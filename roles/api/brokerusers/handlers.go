@@ -82,20 +82,7 @@ func (h *handler) fail(c *gin.Context, err error) {
 }
 
 func (h *handler) adminOnly(c *gin.Context) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-		return
-	}
-	if who.Role != accounts.RoleAdmin {
-		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
-		return
-	}
-	if h.AdminGate != nil {
-		h.AdminGate(c)
-		return
-	}
-	c.Next()
+	accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c)
 }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind, username string, detail map[string]any) {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"slices"
 	"strings"
 	"time"
@@ -211,7 +212,7 @@ func (s *Store) Create(ctx context.Context, tenant, createdBy string, n NewUser)
 	}
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
-	password := randomString(passwordLen)
+	password := secret.Random(passwordLen)
 	_, err = tx.ExecContext(ctx, `INSERT INTO broker_users (username, tenant_uuid, password_hash, description, created_by, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, n.Username, tenant, hashPassword(password), desc, nullUUID(createdBy), d.TimeArg(now), d.TimeArg(now))
 	if db.IsUniqueViolation(err) {
@@ -261,7 +262,7 @@ func (s *Store) Update(ctx context.Context, tenant, username string, c Change) (
 	}
 	var password string
 	if c.ResetPassword {
-		password = randomString(passwordLen)
+		password = secret.Random(passwordLen)
 		b.Write(`, password_hash = `, b.Arg(hashPassword(password)))
 	}
 	b.Write(` WHERE username = `, b.Arg(username), ` AND tenant_uuid = `, b.Arg(tenant))
@@ -497,25 +498,6 @@ func passwordMatches(stored, password string) (bool, error) {
 		return false, errors.New("stored password hash is not in the sha256$salt$hash form")
 	}
 	return subtle.ConstantTimeCompare([]byte(sum), []byte(saltedHash(salt, password))) == 1, nil
-}
-
-const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-// randomString returns n characters of [A-Za-z0-9] without modulo bias.
-func randomString(n int) string {
-	out := make([]byte, 0, n)
-	buf := make([]byte, n+n/4+8)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			panic("BUG: crypto/rand: " + err.Error())
-		}
-		for _, b := range buf {
-			if b < 248 && len(out) < n {
-				out = append(out, alphabet[b%62])
-			}
-		}
-	}
-	return string(out)
 }
 
 // rulesEqual reports whether two rule lists allow the same, in the same

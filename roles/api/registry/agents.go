@@ -148,7 +148,7 @@ func (n *NewAgent) check() error {
 		return err
 	}
 	if n.UUID == "" {
-		n.UUID = newUUID()
+		n.UUID = codec.NewUUID().String()
 	} else if n.UUID, err = ParseAgentUUID(n.UUID); err != nil {
 		return err
 	}

@@ -112,19 +112,7 @@ func (h *handler) tenant(c *gin.Context) (accounts.Caller, bool) {
 }
 
 func (h *handler) adminOnly(c *gin.Context) {
-	who, ok := h.tenant(c)
-	if !ok {
-		return
-	}
-	if who.Role != accounts.RoleAdmin {
-		h.WriteError(c, http.StatusForbidden, "forbidden", "this route is for admins")
-		return
-	}
-	if h.AdminGate != nil {
-		h.AdminGate(c)
-		return
-	}
-	c.Next()
+	accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c)
 }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind, target string, detail map[string]any) {

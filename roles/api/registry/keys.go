@@ -2,13 +2,10 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"strings"
 	"time"
 
@@ -30,54 +27,14 @@ const (
 	mqttPasswordLen    = 32
 )
 
-const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-// randomString returns n characters of [A-Za-z0-9] without modulo bias.
-func randomString(n int) string {
-	out := make([]byte, 0, n)
-	buf := make([]byte, n+n/4+8)
-	for len(out) < n {
-		if _, err := rand.Read(buf); err != nil {
-			panic("BUG: crypto/rand: " + err.Error())
-		}
-		for _, b := range buf {
-			if b < 248 && len(out) < n {
-				out = append(out, alphabet[b%62])
-			}
-		}
-	}
-	return string(out)
-}
-
-func newUUID() string {
-	var u codec.UUID
-	if _, err := rand.Read(u[:]); err != nil {
-		panic("BUG: crypto/rand: " + err.Error())
-	}
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return u.String()
-}
-
-func hashSecret(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-func secretMatches(storedHash, presented string) bool {
-	return subtle.ConstantTimeCompare([]byte(storedHash), []byte(hashSecret(presented))) == 1
-}
-
 // splitKey returns the prefix (or kid) of a key of the given scheme.
 func splitKey(key, scheme string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, scheme)
 	if !ok || len(rest) != prefixLen+1+secretLen || rest[prefixLen] != '_' {
 		return "", false
 	}
-	for i := 0; i < len(rest); i++ {
-		if c := rest[i]; i != prefixLen && !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return "", false
-		}
+	if !secret.IsAlphanumeric(rest[:prefixLen]) || !secret.IsAlphanumeric(rest[prefixLen+1:]) {
+		return "", false
 	}
 	return rest[:prefixLen], true
 }
@@ -126,14 +83,14 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 		return ProvisioningKey{}, "", fmt.Errorf("%w: name and fleet are at most %d bytes", ErrInvalid, maxNameLen)
 	}
 	conn, d := s.sql()
-	k := ProvisioningKey{ID: newUUID(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet),
+	k := ProvisioningKey{ID: codec.NewUUID().String(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet),
 		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: exp.UTC().Truncate(time.Microsecond)}
 	for attempt := 0; ; attempt++ {
-		k.Prefix = randomString(prefixLen)
-		plain := provisioningScheme + k.Prefix + "_" + randomString(secretLen)
+		k.Prefix = secret.Random(prefixLen)
+		plain := provisioningScheme + k.Prefix + "_" + secret.Random(secretLen)
 		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			k.ID, tenant, k.Name, k.Fleet, k.Prefix, hashSecret(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt))
+			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt))
 		if db.IsUniqueViolation(err) && attempt < 3 {
 			continue
 		}
@@ -233,7 +190,7 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	now := s.now()
 	var tenant, fleet string
 	err = tx.QueryRowContext(ctx, `DELETE FROM provisioning_keys WHERE prefix = $1 AND key_hash = $2 AND expires_at > $3
-		RETURNING tenant_uuid, fleet`, prefix, hashSecret(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet)
+		RETURNING tenant_uuid, fleet`, prefix, secret.Hash(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Credentials{}, nil, ErrKeyRefused
 	}
@@ -285,7 +242,7 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 func (s *Store) issue(ctx context.Context, x execer, d db.Dialect, tenant, agent string) (Credentials, error) {
 	var kid string
 	for attempt := 0; ; attempt++ {
-		kid = randomString(prefixLen)
+		kid = secret.Random(prefixLen)
 		var one int
 		err := x.QueryRowContext(ctx, `SELECT 1 FROM device_keys WHERE kid = $1`, kid).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -298,12 +255,12 @@ func (s *Store) issue(ctx context.Context, x execer, d db.Dialect, tenant, agent
 			return Credentials{}, errors.New("issue device key: no free key id after 4 draws")
 		}
 	}
-	c := Credentials{Kid: kid, APIKey: deviceScheme + kid + "_" + randomString(secretLen), MQTTPassword: randomString(mqttPasswordLen)}
+	c := Credentials{Kid: kid, APIKey: deviceScheme + kid + "_" + secret.Random(secretLen), MQTTPassword: secret.Random(mqttPasswordLen)}
 	if err := brokerauth.ValidateIdentifier(c.APIKey); err != nil {
 		panic("BUG: a generated device key is not a valid MQTT username: " + err.Error())
 	}
 	if _, err := x.ExecContext(ctx, `INSERT INTO device_keys (kid, tenant_uuid, agent_uuid, key_hash, mqtt_password_hash, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, kid, tenant, agent, hashSecret(c.APIKey), hashSecret(c.MQTTPassword), d.TimeArg(s.now())); err != nil {
+		VALUES ($1, $2, $3, $4, $5, $6)`, kid, tenant, agent, secret.Hash(c.APIKey), secret.Hash(c.MQTTPassword), d.TimeArg(s.now())); err != nil {
 		return Credentials{}, fmt.Errorf("issue device key: %w", err)
 	}
 	return c, nil
@@ -363,13 +320,13 @@ func (s *Store) deviceRow(ctx context.Context, key string) (Device, string, erro
 		FROM device_keys k JOIN agents a ON a.uuid = k.agent_uuid WHERE k.kid = $1`, kid).
 		Scan(&dev.TenantUUID, &dev.AgentUUID, &keyHash, &pwHash, &revoked, &active)
 	if errors.Is(err, sql.ErrNoRows) {
-		hashSecret(key)
+		secret.Hash(key)
 		return Device{}, "", ErrDeviceDenied
 	}
 	if err != nil {
 		return Device{}, "", fmt.Errorf("find device key: %w", err)
 	}
-	if !secretMatches(keyHash, key) || !revoked.IsZero() || !active {
+	if !secret.Matches(keyHash, key) || !revoked.IsZero() || !active {
 		return Device{}, "", ErrDeviceDenied
 	}
 	dev.Kid = kid
@@ -392,7 +349,7 @@ func (s *Store) AuthenticateDevice(ctx context.Context, username, password strin
 	if err != nil {
 		return brokerauth.Identity{}, err
 	}
-	if !secretMatches(pwHash, password) {
+	if !secret.Matches(pwHash, password) {
 		return brokerauth.Identity{}, fmt.Errorf("%w: wrong MQTT password", brokerauth.ErrDenied)
 	}
 	return brokerauth.Identity{Username: username, TenantUUID: dev.TenantUUID, AgentUUID: dev.AgentUUID}, nil

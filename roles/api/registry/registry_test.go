@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/edgeplat/edgeplat/core/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 )
 
 func TestSplitKey(t *testing.T) {
@@ -33,7 +34,7 @@ func TestSplitKey(t *testing.T) {
 
 func TestGeneratedKeysAreMQTTUsernames(t *testing.T) {
 	for range 100 {
-		key := deviceScheme + randomString(prefixLen) + "_" + randomString(secretLen)
+		key := deviceScheme + secret.Random(prefixLen) + "_" + secret.Random(secretLen)
 		if err := brokerauth.ValidateIdentifier(key); err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}

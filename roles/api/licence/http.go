@@ -61,25 +61,25 @@ func (h *handler) licence(c *gin.Context) {
 	resp := licenceResponse{Status: st}
 	// The licence status lives in memory and stays worth showing when the
 	// registry's database is down, so a failed count only drops usage.
-	if u, err := h.usage(c); err == nil {
+	if u, err := h.usage(c.Request.Context()); err == nil {
 		r := report(st, u)
 		resp.Usage = &r
 	} else {
-		h.m.log.WarnContext(c, "count agents for the licence status", "err", err)
+		h.m.log.WarnContext(c.Request.Context(), "count agents for the licence status", "err", err)
 	}
 	c.JSON(http.StatusOK, resp)
 }
 
 func (h *handler) refresh(c *gin.Context) {
-	st := h.m.Load(c)
-	h.m.logOutcome(c, st)
+	st := h.m.Load(c.Request.Context())
+	h.m.logOutcome(c.Request.Context(), st)
 	c.JSON(http.StatusOK, st)
 }
 
 func (h *handler) usageReport(c *gin.Context) {
-	u, err := h.usage(c)
+	u, err := h.usage(c.Request.Context())
 	if err != nil {
-		h.m.log.WarnContext(c, "count agents for the licence usage", "err", err)
+		h.m.log.WarnContext(c.Request.Context(), "count agents for the licence usage", "err", err)
 		h.write(c, http.StatusServiceUnavailable, "usage_unavailable", "agent usage cannot be counted right now")
 		return
 	}

@@ -314,6 +314,25 @@ func (a *Attempts) Fail(account, ip string) (blocked bool, retryAfter time.Durat
 	return a.Check(account, ip)
 }
 
+// Reserve counts a login attempt for account from ip as a failure before
+// its password is checked, and reports whether it is over the limit (then
+// nothing was counted and the attempt must be refused). Counting first is
+// what makes the limit hold for concurrent guesses: a count made only
+// after a slow password check lets every request already in flight
+// through. A login that succeeds hands the account's count back with
+// Succeed.
+func (a *Attempts) Reserve(account, ip string) (blocked bool, retryAfter time.Duration) {
+	acc := foldAccount(account)
+	da, di := Decision{Allowed: true}, Decision{Allowed: true}
+	if acc != "" {
+		da = a.account.Take(acc)
+	}
+	if ip != "" {
+		di = a.ip.Take(ip)
+	}
+	return a.blocked(da, di)
+}
+
 // Succeed clears account's failures after a successful login. The
 // address's failures stay: an attacker holding one valid account must not
 // wipe its address's record by logging in to it between guesses.

@@ -355,3 +355,31 @@ func TestAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptsReserveHoldsUnderConcurrency: attempts counted before they
+// are judged cannot outrun the limit, however many arrive at once.
+func TestAttemptsReserveHoldsUnderConcurrency(t *testing.T) {
+	a := NewAttempts(3, 100, time.Minute)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if blocked, _ := a.Reserve("ops@example.com", fmt.Sprintf("192.0.2.%d", i)); !blocked {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != 3 {
+		t.Fatalf("%d of 40 concurrent attempts admitted, want the limit of 3", admitted)
+	}
+	a.Succeed("OPS@example.com")
+	if blocked, _ := a.Reserve("ops@example.com", "192.0.2.200"); blocked {
+		t.Fatal("a success did not hand the account's count back")
+	}
+}

@@ -67,7 +67,8 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 		invalidate: func(string) {},
 		revoked:    func([]string) {},
 	}
-	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log}
+	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log,
+		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)}
 	if m := newMailer(cfg.Auth); m != nil {
 		a.mailer = m
 	}
@@ -168,6 +169,8 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		Log:        a.r.Component("api-brokerusers"),
 	})
 	device.Register(e.Group("/api/v1"), device.Deps{
+		Failures:   a.auth.failures,
+		ClientKey:  clientKey,
 		Agents:     a.agents,
 		Streams:    func() streamstore.Store { return a.r.Streams },
 		WriteError: WriteError,

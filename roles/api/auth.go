@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -26,6 +27,8 @@ type Principal struct {
 	// ExpiresAt is when the credential stops being valid; long-lived
 	// responses (live streams) end then.
 	ExpiresAt time.Time
+	// BoundAgent is set for a user API key bound to one agent.
+	BoundAgent string
 }
 
 const principalKey = "edgeplat.principal"
@@ -38,7 +41,11 @@ type authenticator struct {
 	// idp, when set, verifies identity-provider access tokens, accepted
 	// in addition to the API's own.
 	idp accounts.IdentityProvider
-	log *slog.Logger
+	// failures counts refused credentials per client address: once over,
+	// the address gets 429 before its next credential is even looked at,
+	// so a guesser cannot make every request a database lookup.
+	failures *httpx.Limiter
+	log      *slog.Logger
 }
 
 // require answers 401 unless the request carries a valid access token, and
@@ -46,10 +53,16 @@ type authenticator struct {
 // logged at debug, never returned: it would tell a prober which part of a
 // forged token to fix.
 func (a *authenticator) require(c *gin.Context) {
+	if d := a.failures.Peek(clientKey(c)); !d.Allowed {
+		secs := strconv.Itoa(httpx.RetryAfterSeconds(d.RetryAfter))
+		c.Header("Retry-After", secs)
+		WriteError(c, http.StatusTooManyRequests, "rate_limited", "too many refused credentials from this address; retry in "+secs+" s")
+		return
+	}
 	raw, ok := bearer(c.GetHeader("Authorization"))
 	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat"`)
-		WriteError(c, http.StatusUnauthorized, "unauthorized", "missing bearer token in the Authorization header")
+		a.refuse(c, "missing bearer token in the Authorization header")
 		return
 	}
 	if accounts.IsAPIKey(raw) {
@@ -65,7 +78,7 @@ func (a *authenticator) require(c *gin.Context) {
 	if err != nil {
 		a.log.Debug("token refused", "path", c.FullPath(), "err", err)
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
-		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or expired access token")
+		a.refuse(c, "invalid or expired access token")
 		return
 	}
 	tu, err := codec.ParseUUID(claims.Tenant)
@@ -85,7 +98,7 @@ func (a *authenticator) require(c *gin.Context) {
 // requireAPIKey authenticates a user API key: it acts as its user, with
 // the user's current role, and does not expire.
 func (a *authenticator) requireAPIKey(c *gin.Context, raw string) {
-	u, _, err := a.accounts.AuthenticateAPIKey(c.Request.Context(), raw)
+	u, key, err := a.accounts.AuthenticateAPIKey(c.Request.Context(), raw)
 	if err != nil {
 		if !errors.Is(err, accounts.ErrBadCredentials) {
 			a.log.Error("api key check failed", "err", err)
@@ -93,7 +106,7 @@ func (a *authenticator) requireAPIKey(c *gin.Context, raw string) {
 			return
 		}
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
-		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or revoked API key")
+		a.refuse(c, "invalid or revoked API key")
 		return
 	}
 	tu, err := codec.ParseUUID(u.TenantUUID)
@@ -102,8 +115,30 @@ func (a *authenticator) requireAPIKey(c *gin.Context, raw string) {
 		WriteError(c, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
-	c.Set(principalKey, Principal{UserID: u.ID, Role: u.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu)})
+	if key.AgentUUID != "" && !namesAgent(c, key.AgentUUID) {
+		// A key bound to an agent is that agent's credential, not its
+		// user's: it reaches the routes that name the agent, nothing else.
+		WriteError(c, http.StatusForbidden, "forbidden", "this API key is bound to agent "+key.AgentUUID+" and reaches only its routes")
+		return
+	}
+	c.Set(principalKey, Principal{UserID: u.ID, Role: u.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu), BoundAgent: key.AgentUUID})
 	c.Next()
+}
+
+// namesAgent reports whether the route's agent parameter is agent.
+func namesAgent(c *gin.Context, agent string) bool {
+	for _, name := range []string{"uuid", "agent_uuid"} {
+		if u, err := codec.ParseUUID(c.Param(name)); err == nil && u.String() == agent {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse answers 401 and counts the refusal against the client's address.
+func (a *authenticator) refuse(c *gin.Context, message string) {
+	a.failures.Take(clientKey(c))
+	WriteError(c, http.StatusUnauthorized, "unauthorized", message)
 }
 
 // requireIdP authenticates an identity provider's access token as the

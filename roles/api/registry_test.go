@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/brokerauth"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/metrics"
@@ -397,4 +399,57 @@ func TestBrokerCallbackDeniesWhenDatabaseDownIntegration(t *testing.T) {
 			t.Fatalf("callback with the database down: %d %s, want a deny", r.status, r.raw)
 		}
 	})
+}
+
+// TestAgentBoundAPIKeyIntegration: a user API key bound to an agent reaches
+// that agent's routes only, and failed credentials are counted per address.
+func TestAgentBoundAPIKeyIntegration(t *testing.T) {
+	e, _ := accessEngine(t, dbtest.Migrated(t, "sqlite"), testTokens(t), testLicence(t, 0), func(c *config.Config) { c.Auth.RateLimitAuth = 5 })
+	tok := admin(t, e)
+	a := call(t, e, "POST", "/api/v1/agents", tok, map[string]string{"name": "a"})
+	b := call(t, e, "POST", "/api/v1/agents", tok, map[string]string{"name": "b"})
+	key := call(t, e, "POST", "/api/v1/api-keys", tok, map[string]string{"name": "for a", "agentUuid": a.str("uuid")})
+	if key.status != http.StatusCreated {
+		t.Fatalf("create a bound key: %d %s", key.status, key.raw)
+	}
+	bound := key.str("key")
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/api/v1/agents/" + a.str("uuid"), http.StatusOK},
+		{"GET", "/api/v1/agents/" + b.str("uuid"), http.StatusForbidden},
+		{"DELETE", "/api/v1/agents/" + b.str("uuid"), http.StatusForbidden},
+		{"GET", "/api/v1/users", http.StatusForbidden},
+		{"GET", "/api/v1/agents", http.StatusForbidden},
+	} {
+		if r := call(t, e, tt.method, tt.path, bound, nil); r.status != tt.want {
+			t.Errorf("%s %s with a key bound to agent a: %d %s, want %d", tt.method, tt.path, r.status, r.raw, tt.want)
+		}
+	}
+	// Refused credentials from one address: the sixth gets 429 before any
+	// lookup, and so does a valid one from that address.
+	forged := "ek_AAAAAAAA_" + strings.Repeat("B", 40)
+	for i := 1; i <= 6; i++ {
+		req := httptest.NewRequest("GET", "/api/v1/auth/me", nil)
+		req.Header.Set("Authorization", "Bearer "+forged)
+		req.RemoteAddr = "198.51.100.9:1000"
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		want := http.StatusUnauthorized
+		if i == 6 {
+			want = http.StatusTooManyRequests
+		}
+		if w.Code != want {
+			t.Fatalf("refused credential %d: %d %s, want %d", i, w.Code, w.Body, want)
+		}
+	}
+	req := httptest.NewRequest("GET", "/api/v1/auth/me", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.RemoteAddr = "198.51.100.9:1000"
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, req)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("a valid token from the blocked address: %d", w.Code)
+	}
 }

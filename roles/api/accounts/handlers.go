@@ -66,8 +66,7 @@ type IdentityProvider interface {
 
 // LoginAttempts limits failed logins (httpx.Attempts).
 type LoginAttempts interface {
-	Check(account, ip string) (blocked bool, retryAfter time.Duration)
-	Fail(account, ip string) (blocked bool, retryAfter time.Duration)
+	Reserve(account, ip string) (blocked bool, retryAfter time.Duration)
 	Succeed(account string)
 }
 
@@ -270,7 +269,9 @@ func (h *handler) login(c *gin.Context) {
 	}
 	account, ip := strings.ToLower(strings.TrimSpace(login)), h.clientIP(c)
 	if h.Attempts != nil {
-		if blocked, wait := h.Attempts.Check(account, ip); blocked {
+		// Every attempt counts as a failure until its password is known
+		// to be right, so concurrent guesses cannot outrun the count.
+		if blocked, wait := h.Attempts.Reserve(account, ip); blocked {
 			h.tooMany(c, wait)
 			return
 		}
@@ -278,10 +279,6 @@ func (h *handler) login(c *gin.Context) {
 	u, err := h.Store.Authenticate(c.Request.Context(), login, in.Password)
 	if errors.Is(err, ErrBadCredentials) {
 		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(account), ActorKind: "login", Outcome: "failure"})
-		if h.Attempts != nil {
-			// This attempt was judged; only the next one is refused.
-			h.Attempts.Fail(account, ip)
-		}
 		h.WriteError(c, http.StatusUnauthorized, "invalid_credentials", ErrBadCredentials.Error())
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -52,7 +53,12 @@ type Deps struct {
 	// Limit is the device rate limit, keyed by the device's key id; nil
 	// limits nothing.
 	Limit *httpx.Limiter
-	Log   *slog.Logger
+	// Failures counts refused keys per client address (ClientKey): once
+	// over, the address gets 429 before its next key is looked up. nil
+	// counts nothing.
+	Failures  *httpx.Limiter
+	ClientKey func(*gin.Context) string
+	Log       *slog.Logger
 }
 
 type handler struct{ Deps }
@@ -70,13 +76,23 @@ func Register(g gin.IRoutes, d Deps) {
 // authenticate checks the device key and that it belongs to the agent the
 // path names; the device rate limit is counted per key.
 func (h *handler) authenticate(c *gin.Context) {
+	addr := ""
+	if h.ClientKey != nil {
+		addr = h.ClientKey(c)
+	}
+	if d := h.Failures.Peek(addr); !d.Allowed {
+		h.tooMany(c, d.RetryAfter, "too many refused keys from this address")
+		return
+	}
 	key := strings.TrimSpace(c.GetHeader(HeaderAPIKey))
 	if key == "" {
+		h.Failures.Take(addr)
 		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "missing "+HeaderAPIKey+" header")
 		return
 	}
 	dev, err := h.Agents.DeviceByKey(c.Request.Context(), key)
 	if errors.Is(err, registry.ErrDeviceDenied) {
+		h.Failures.Take(addr)
 		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or revoked device API key")
 		return
 	}
@@ -90,13 +106,17 @@ func (h *handler) authenticate(c *gin.Context) {
 		return
 	}
 	if ok, wait := h.Limit.Allow("device:" + dev.Kid); !ok {
-		c.Header("Retry-After", strconv.Itoa(httpx.RetryAfterSeconds(wait)))
-		h.WriteError(c, http.StatusTooManyRequests, "rate_limited", "too many requests for this device; retry in "+
-			strconv.Itoa(httpx.RetryAfterSeconds(wait))+" s")
+		h.tooMany(c, wait, "too many requests for this device")
 		return
 	}
 	c.Set(deviceKey, dev)
 	c.Next()
+}
+
+func (h *handler) tooMany(c *gin.Context, wait time.Duration, why string) {
+	secs := strconv.Itoa(httpx.RetryAfterSeconds(wait))
+	c.Header("Retry-After", secs)
+	h.WriteError(c, http.StatusTooManyRequests, "rate_limited", why+"; retry in "+secs+" s")
 }
 
 func device(c *gin.Context) registry.Device {

@@ -120,19 +120,20 @@ type IDP struct {
 // Auth configures the Cloud API's accounts: mail, links, proxies and rate
 // limits.
 type Auth struct {
-	PublicURL        string        `mapstructure:"public_url"`
-	SMTPHost         string        `mapstructure:"smtp_host"`
-	SMTPPort         int           `mapstructure:"smtp_port"`
-	SMTPUsername     string        `mapstructure:"smtp_username"`
-	SMTPPassword     Secret        `mapstructure:"smtp_password"`
-	SMTPFrom         string        `mapstructure:"smtp_from"`
-	ResetTokenExpiry time.Duration `mapstructure:"reset_token_expiry"`
-	InviteExpiry     time.Duration `mapstructure:"invite_expiry"`
-	TrustedProxies   string        `mapstructure:"trusted_proxies"`
-	RateLimitGlobal  int           `mapstructure:"rate_limit_global"`
-	RateLimitAuth    int           `mapstructure:"rate_limit_auth"`
-	RateLimitDevice  int           `mapstructure:"rate_limit_device"`
-	RateLimitAdmin   int           `mapstructure:"rate_limit_admin"`
+	AllowRegistration bool          `mapstructure:"allow_registration"`
+	PublicURL         string        `mapstructure:"public_url"`
+	SMTPHost          string        `mapstructure:"smtp_host"`
+	SMTPPort          int           `mapstructure:"smtp_port"`
+	SMTPUsername      string        `mapstructure:"smtp_username"`
+	SMTPPassword      Secret        `mapstructure:"smtp_password"`
+	SMTPFrom          string        `mapstructure:"smtp_from"`
+	ResetTokenExpiry  time.Duration `mapstructure:"reset_token_expiry"`
+	InviteExpiry      time.Duration `mapstructure:"invite_expiry"`
+	TrustedProxies    string        `mapstructure:"trusted_proxies"`
+	RateLimitGlobal   int           `mapstructure:"rate_limit_global"`
+	RateLimitAuth     int           `mapstructure:"rate_limit_auth"`
+	RateLimitDevice   int           `mapstructure:"rate_limit_device"`
+	RateLimitAdmin    int           `mapstructure:"rate_limit_admin"`
 }
 
 // BrokerAuth configures the callbacks an external MQTT broker makes to

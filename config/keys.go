@@ -120,6 +120,7 @@ var Keys = []Key{
 	{Name: "idp.issuer", Env: "IDP_ISSUER", Kind: String, Default: "", Doc: "Expected issuer of identity-provider tokens."},
 
 	// auth
+	{Name: "auth.allow_registration", Env: "ALLOW_REGISTRATION", Kind: Bool, Default: false, Doc: "Let anyone create a tenant with POST /auth/register (each becomes its admin). Off by default: tenants share the installation's licence and agent limit, so opening sign-up is the operator's decision."},
 	{Name: "auth.public_url", Env: "PUBLIC_URL", Kind: String, Default: "", Doc: "Base URL of the dashboard, used in password-reset and invitation links; without it the link is relative."},
 	{Name: "auth.smtp_host", Env: "SMTP_HOST", Kind: String, Default: "", Doc: "SMTP server for password-reset and invitation mail; without it the link is logged instead."},
 	{Name: "auth.smtp_port", Env: "SMTP_PORT", Kind: Int, Default: 587, Doc: "SMTP server port (STARTTLS is used when offered)."},

@@ -130,19 +130,20 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	authLimited := public.Group("", httpx.RateLimit(a.authLimit, clientKey, WriteError))
 	adminGate := httpx.RateLimit(a.admin, adminKey, WriteError)
 	accounts.Register(authLimited, protected, accounts.Deps{
-		Store:      a.accounts,
-		Tokens:     a.tokens,
-		Caller:     caller,
-		WriteError: WriteError,
-		ClientIP:   func(c *gin.Context) string { return c.ClientIP() },
-		Mailer:     a.mailer,
-		PublicURL:  a.cfg.Auth.PublicURL,
-		ResetTTL:   a.cfg.Auth.ResetTokenExpiry,
-		InviteTTL:  a.cfg.Auth.InviteExpiry,
-		IdP:        a.idp,
-		Attempts:   a.attempts,
-		AdminGate:  adminGate,
-		Log:        a.r.Component("api-accounts"),
+		Store:             a.accounts,
+		Tokens:            a.tokens,
+		Caller:            caller,
+		WriteError:        WriteError,
+		ClientIP:          func(c *gin.Context) string { return c.ClientIP() },
+		Mailer:            a.mailer,
+		PublicURL:         a.cfg.Auth.PublicURL,
+		ResetTTL:          a.cfg.Auth.ResetTokenExpiry,
+		InviteTTL:         a.cfg.Auth.InviteExpiry,
+		IdP:               a.idp,
+		AllowRegistration: a.cfg.Auth.AllowRegistration,
+		Attempts:          a.attempts,
+		AdminGate:         adminGate,
+		Log:               a.r.Component("api-accounts"),
 	})
 	brokerURL := a.cfg.BrokerAuth.BrokerURL
 	if brokerURL == "" {

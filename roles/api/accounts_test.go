@@ -49,6 +49,7 @@ func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Lice
 	}
 	cfg.Licence = lic
 	cfg.Auth.RateLimitAuth = 0
+	cfg.Auth.AllowRegistration = true
 	for _, m := range mods {
 		m(cfg)
 	}
@@ -581,5 +582,13 @@ func TestIdPExchangeIntegration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRegistrationIsOffByDefaultIntegration(t *testing.T) {
+	e, _ := accessEngine(t, dbtest.Migrated(t, "sqlite"), testTokens(t), config.Licence{}, func(c *config.Config) { c.Auth.AllowRegistration = false })
+	r := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "x@example.com", "password": "correct horse battery"})
+	if r.status != http.StatusForbidden || r.str("error", "code") != "registration_disabled" {
+		t.Fatalf("register with registration off: %d %s", r.status, r.raw)
 	}
 }

@@ -233,6 +233,7 @@ func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.R
 	cfg.JWT.Secret = config.Secret(testSecret)
 	cfg.Licence = lic
 	cfg.Auth.RateLimitAuth = 0
+	cfg.Auth.AllowRegistration = true
 	streams, err := memstore.New(memstore.Options{})
 	if err != nil {
 		t.Fatal(err)

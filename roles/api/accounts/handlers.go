@@ -53,6 +53,8 @@ type Deps struct {
 	// AdminGate runs after the admin check of admin-only routes (the
 	// admin rate limit); nil runs nothing.
 	AdminGate gin.HandlerFunc
+	// AllowRegistration opens POST /auth/register to anyone.
+	AllowRegistration bool
 	// IdP is set when IDP_ENABLED: /auth/idp-exchange exists only then.
 	IdP IdentityProvider
 	Log *slog.Logger
@@ -233,6 +235,11 @@ func (h *handler) bootstrap(c *gin.Context) {
 }
 
 func (h *handler) register(c *gin.Context) {
+	if !h.AllowRegistration {
+		h.WriteError(c, http.StatusForbidden, "registration_disabled",
+			"self-registration is off on this installation (auth.allow_registration, ALLOW_REGISTRATION); ask an admin for an invitation")
+		return
+	}
 	var in struct {
 		credentials
 		TenantName string `json:"tenantName"`

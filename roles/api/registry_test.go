@@ -136,6 +136,37 @@ func TestProvisioningFlowIntegration(t *testing.T) {
 			t.Fatalf("%d registrations won with one key (statuses %v), want 1", won, statuses)
 		}
 
+		// Re-provisioning a registered agent takes a key made for it: any
+		// other key is refused and stays unused.
+		plain := provisioningKey(t, e, tok)
+		if r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": plain, "agentName": "press-7", "agentUuid": agent}); r.status != http.StatusConflict {
+			t.Fatalf("taking over an agent with an ordinary key: %d %s", r.status, r.raw)
+		}
+		if r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": plain, "agentName": "fresh"}); r.status != http.StatusCreated {
+			t.Fatalf("the refused key was consumed: %d %s", r.status, r.raw)
+		}
+		forAgent := call(t, e, "POST", "/api/v1/provisioning/keys", tok, map[string]string{"agentUuid": agent})
+		if forAgent.status != http.StatusCreated || forAgent.str("agentUuid") != agent {
+			t.Fatalf("key for an agent: %d %s", forAgent.status, forAgent.raw)
+		}
+		if r := call(t, e, "PATCH", "/api/v1/agents/"+agent+"/active", tok, map[string]bool{"active": false}); r.status != http.StatusOK {
+			t.Fatalf("disable: %d %s", r.status, r.raw)
+		}
+		again := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": forAgent.str("key"), "agentName": "press-7b"})
+		if again.status != http.StatusCreated || again.str("agentUuid") != agent {
+			t.Fatalf("re-provisioning with the agent's key: %d %s", again.status, again.raw)
+		}
+		if _, err := acc.agents.AuthenticateDevice(ctx, apiKey, password); !errors.Is(err, brokerauth.ErrDenied) {
+			t.Fatalf("the agent's key from before re-provisioning: %v", err)
+		}
+		if r := call(t, e, "GET", "/api/v1/agents/"+agent, tok, nil); r.body["active"] != false {
+			t.Fatalf("re-provisioning enabled a disabled agent: %s", r.raw)
+		}
+		if r := call(t, e, "PATCH", "/api/v1/agents/"+agent+"/active", tok, map[string]bool{"active": true}); r.status != http.StatusOK {
+			t.Fatalf("enable: %d %s", r.status, r.raw)
+		}
+		apiKey, password = again.str("apiKey"), again.str("mqtt", "password")
+
 		// Revoking a device key stops it at once; the agent's others work.
 		extra := call(t, e, "POST", "/api/v1/auth/api-keys", tok, map[string]string{"name": "spare", "agentUuid": agent})
 		if extra.status != http.StatusCreated {
@@ -161,7 +192,7 @@ func TestProvisioningFlowIntegration(t *testing.T) {
 			t.Fatalf("device key of a deleted agent: %v", err)
 		}
 		ev := call(t, e, "GET", "/api/v1/audit/events?kind=agent.registered", tok, nil)
-		if evs, _ := ev.body["events"].([]any); len(evs) != 2 {
+		if evs, _ := ev.body["events"].([]any); len(evs) != 4 {
 			t.Fatalf("registration audit events: %s", ev.raw)
 		}
 	})

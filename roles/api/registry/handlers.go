@@ -395,6 +395,7 @@ func (h *handler) createKey(c *gin.Context) {
 	var in struct {
 		Name      string     `json:"name"`
 		Fleet     string     `json:"fleet"`
+		AgentUUID string     `json:"agentUuid"`
 		ExpiresAt *time.Time `json:"expiresAt"`
 		// ExpiresIn is a lifetime in seconds.
 		ExpiresIn *int64 `json:"expiresIn"`
@@ -413,7 +414,7 @@ func (h *handler) createKey(c *gin.Context) {
 			return
 		}
 	}
-	n := NewProvisioningKey{Name: in.Name, Fleet: in.Fleet}
+	n := NewProvisioningKey{Name: in.Name, Fleet: in.Fleet, AgentUUID: in.AgentUUID}
 	if in.ExpiresAt != nil {
 		n.ExpiresAt = *in.ExpiresAt
 	}
@@ -430,7 +431,7 @@ func (h *handler) createKey(c *gin.Context) {
 		return
 	}
 	h.audit(c, who, AuditProvisioningKey, k.ID, map[string]any{"prefix": k.Prefix, "fleet": k.Fleet, "expiresAt": k.ExpiresAt})
-	c.JSON(http.StatusCreated, gin.H{"id": k.ID, "key": plain, "prefix": k.Prefix, "name": k.Name, "fleet": k.Fleet,
+	c.JSON(http.StatusCreated, gin.H{"id": k.ID, "key": plain, "prefix": k.Prefix, "name": k.Name, "fleet": k.Fleet, "agentUuid": k.AgentUUID,
 		"createdAt": k.CreatedAt, "expiresAt": k.ExpiresAt, "singleUse": true})
 }
 

@@ -41,9 +41,11 @@ func splitKey(key, scheme string) (string, bool) {
 
 // ProvisioningKey is a key as listings show it.
 type ProvisioningKey struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Fleet     string    `json:"fleet"`
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Fleet string `json:"fleet"`
+	// AgentUUID is set on a key made to re-provision that agent.
+	AgentUUID string    `json:"agentUuid,omitempty"`
 	Prefix    string    `json:"prefix"`
 	CreatedAt time.Time `json:"createdAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
@@ -58,8 +60,10 @@ const (
 // NewProvisioningKey is what creating a key takes; every field is
 // optional. ExpiresAt wins over TTL; neither gives 24 h.
 type NewProvisioningKey struct {
-	Name      string
-	Fleet     string
+	Name  string
+	Fleet string
+	// AgentUUID makes a key for re-provisioning that existing agent.
+	AgentUUID string
 	ExpiresAt time.Time
 	TTL       time.Duration
 }
@@ -83,14 +87,21 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 		return ProvisioningKey{}, "", fmt.Errorf("%w: name and fleet are at most %d bytes", ErrInvalid, maxNameLen)
 	}
 	conn, d := s.sql()
-	k := ProvisioningKey{ID: codec.NewUUID().String(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet),
+	if n.AgentUUID != "" {
+		a, err := s.agent(ctx, conn, tenant, n.AgentUUID)
+		if err != nil {
+			return ProvisioningKey{}, "", fmt.Errorf("agentUuid %s: %w", n.AgentUUID, err)
+		}
+		n.AgentUUID = a.UUID
+	}
+	k := ProvisioningKey{ID: codec.NewUUID().String(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet), AgentUUID: n.AgentUUID,
 		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: exp.UTC().Truncate(time.Microsecond)}
 	for attempt := 0; ; attempt++ {
 		k.Prefix = secret.Random(prefixLen)
 		plain := provisioningScheme + k.Prefix + "_" + secret.Random(secretLen)
-		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt))
+		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at, agent_uuid)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt), nullUUID(k.AgentUUID))
 		if db.IsUniqueViolation(err) && attempt < 3 {
 			continue
 		}
@@ -111,7 +122,7 @@ func nullUUID(s string) any {
 // ProvisioningKeys lists tenant's unused, unexpired keys.
 func (s *Store) ProvisioningKeys(ctx context.Context, tenant string) ([]ProvisioningKey, error) {
 	conn, d := s.sql()
-	rows, err := conn.QueryContext(ctx, `SELECT id, name, fleet, prefix, created_at, expires_at FROM provisioning_keys
+	rows, err := conn.QueryContext(ctx, `SELECT id, name, fleet, prefix, created_at, expires_at, agent_uuid FROM provisioning_keys
 		WHERE tenant_uuid = $1 AND expires_at > $2 ORDER BY created_at DESC, id`, tenant, d.TimeArg(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("list provisioning keys: %w", err)
@@ -121,10 +132,11 @@ func (s *Store) ProvisioningKeys(ctx context.Context, tenant string) ([]Provisio
 	for rows.Next() {
 		var k ProvisioningKey
 		var created, expires db.Timestamp
-		if err := rows.Scan(&k.ID, &k.Name, &k.Fleet, &k.Prefix, &created, &expires); err != nil {
+		var agent sql.NullString
+		if err := rows.Scan(&k.ID, &k.Name, &k.Fleet, &k.Prefix, &created, &expires, &agent); err != nil {
 			return nil, fmt.Errorf("list provisioning keys: %w", err)
 		}
-		k.CreatedAt, k.ExpiresAt = created.Time, expires.Time
+		k.CreatedAt, k.ExpiresAt, k.AgentUUID = created.Time, expires.Time, agent.String
 		keys = append(keys, k)
 	}
 	return keys, rows.Err()
@@ -169,9 +181,10 @@ type Credentials struct {
 // key's tenant and fleet. The key is deleted by the same statement that
 // checks it, so of two registrations with one key exactly one wins; an
 // unknown, used or expired key is ErrKeyRefused. admit is the licence
-// check. Registering an agent UUID the tenant already has re-provisions
-// it: its old device keys are revoked (their kids are returned in
-// revoked) and new credentials issued.
+// check. A key created for an existing agent (NewProvisioningKey.AgentUUID)
+// re-provisions it: its old device keys are revoked (their kids are
+// returned in revoked) and new credentials issued. Any other key cannot
+// take over a registered agent.
 func (s *Store) Register(ctx context.Context, r Registration, admit func(agents int) error) (creds Credentials, revoked []string, err error) {
 	prefix, ok := splitKey(strings.TrimSpace(r.Key), provisioningScheme)
 	if !ok {
@@ -181,6 +194,7 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	if err := n.check(); err != nil {
 		return Credentials{}, nil, err
 	}
+	given := r.AgentUUID != ""
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -189,8 +203,9 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
 	var tenant, fleet string
+	var bound sql.NullString
 	err = tx.QueryRowContext(ctx, `DELETE FROM provisioning_keys WHERE prefix = $1 AND key_hash = $2 AND expires_at > $3
-		RETURNING tenant_uuid, fleet`, prefix, secret.Hash(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet)
+		RETURNING tenant_uuid, fleet, agent_uuid`, prefix, secret.Hash(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet, &bound)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Credentials{}, nil, ErrKeyRefused
 	}
@@ -198,6 +213,13 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 		return Credentials{}, nil, fmt.Errorf("register: use key: %w", err)
 	}
 	n.Fleet = fleet
+	if bound.Valid {
+		// A key made for one agent re-provisions that agent and no other.
+		if given && n.UUID != bound.String {
+			return Credentials{}, nil, fmt.Errorf("%w: this provisioning key was made for agent %s", ErrConflict, bound.String)
+		}
+		n.UUID, given = bound.String, true
+	}
 	var agent Agent
 	var owner string
 	switch err := tx.QueryRowContext(ctx, `SELECT tenant_uuid FROM agents WHERE uuid = $1`, n.UUID).Scan(&owner); {
@@ -210,8 +232,10 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 		}
 	case err != nil:
 		return Credentials{}, nil, fmt.Errorf("register: %w", err)
-	case owner != tenant:
-		return Credentials{}, nil, fmt.Errorf("%w: agent %s belongs to another tenant", ErrConflict, n.UUID)
+	case owner != tenant || !bound.Valid:
+		// Taking over a registered agent needs a key an admin made for
+		// it; the same answer whichever tenant has the UUID.
+		return Credentials{}, nil, fmt.Errorf("%w: agent %s is registered; re-provisioning it takes a provisioning key created for it (agentUuid)", ErrConflict, n.UUID)
 	default:
 		if revoked, err = agentKids(ctx, tx, tenant, n.UUID); err != nil {
 			return Credentials{}, nil, err
@@ -219,8 +243,10 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 		if _, err := tx.ExecContext(ctx, `DELETE FROM device_keys WHERE agent_uuid = $1`, n.UUID); err != nil {
 			return Credentials{}, nil, fmt.Errorf("register: revoke old keys: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE agents SET name = $1, version = $2, active = $3, updated_at = $4 WHERE uuid = $5`,
-			n.Name, n.Version, true, d.TimeArg(now), n.UUID); err != nil {
+		// active is left as it is: re-provisioning does not undo an
+		// admin's disabling.
+		if _, err := tx.ExecContext(ctx, `UPDATE agents SET name = $1, version = $2, updated_at = $3 WHERE uuid = $4`,
+			n.Name, n.Version, d.TimeArg(now), n.UUID); err != nil {
 			return Credentials{}, nil, fmt.Errorf("register: %w", err)
 		}
 		if agent, err = s.agent(ctx, tx, tenant, n.UUID); err != nil {

@@ -389,9 +389,8 @@ func (a *Authorizer) mac(password string) [32]byte {
 // calls for it already under way count as refusals, so from the moment it
 // returns no new connection can use the key on a cached answer. The account
 // store calls it when it revokes a key or changes its password. Sessions
-// that are already open keep their identity on the embedded broker until
-// they disconnect; the ACL callbacks of external brokers refuse them from
-// now on, since they look the identity up here.
+// that are already open lose their rights too: Authorize checks that a
+// session's identity is still in the table this clears.
 func (a *Authorizer) Invalidate(username string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -499,7 +498,10 @@ func (a *Authorizer) Authorize(ctx context.Context, id Identity, topic string, a
 		a.deny(ctx, check, ReasonMalformed, id.Username, "", id, topic)
 		return false
 	}
-	if id.IsBrokerUser() {
+	// A session holds the identity it connected with; a key revoked (or a
+	// broker user changed) since then is dropped from the identity table
+	// by Invalidate, and its sessions lose every right at once.
+	if !id.Superuser {
 		if reason := a.userSessionReason(id); reason != "" {
 			a.deny(ctx, check, reason, id.Username, "", id, topic)
 			return false

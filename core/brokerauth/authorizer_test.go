@@ -538,3 +538,24 @@ func TestInvalidatePrefix(t *testing.T) {
 		t.Error("ACL check after InvalidatePrefix allowed")
 	}
 }
+
+// TestInvalidateEndsOpenDeviceSessions: a session holds the identity it
+// connected with; revoking the key takes every right from it at once.
+func TestInvalidateEndsOpenDeviceSessions(t *testing.T) {
+	store := newMemStore()
+	a, _, _ := newTestAuthorizer(t, store, nil)
+	ctx := context.Background()
+	id, err := a.Authenticate(ctx, deviceKey, devicePassword, deviceClientID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := topicOf(t, "i/{T}/a/{A}/state")
+	if !a.Authorize(ctx, id, own, AccessWrite) {
+		t.Fatal("the session may not publish on its own topic")
+	}
+	store.revoke(deviceKey)
+	a.InvalidatePrefix(deviceKey[:6])
+	if a.Authorize(ctx, id, own, AccessWrite) {
+		t.Fatal("a session kept publishing after its key was revoked")
+	}
+}

@@ -272,12 +272,26 @@ func newGuard(secret config.Secret, nets []*net.IPNet, write httpx.ErrorWriter) 
 			refuse(c, write)
 			return
 		}
-		if peerAllowed(c.Request.RemoteAddr, nets) {
+		// A request that came through a proxy arrives from the proxy's
+		// address, often an allowed one (loopback): only the secret can
+		// admit it.
+		if !proxied(c.Request) && peerAllowed(c.Request.RemoteAddr, nets) {
 			c.Next()
 			return
 		}
 		refuse(c, write)
 	}
+}
+
+// proxied reports whether a request carries the headers a reverse proxy
+// adds; brokers calling directly send none of them.
+func proxied(r *http.Request) bool {
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host"} {
+		if r.Header.Get(h) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func refuse(c *gin.Context, write httpx.ErrorWriter) {

@@ -240,6 +240,9 @@ func TestAccessControl(t *testing.T) {
 		{"wrong secret", config.BrokerAuth{Secret: brokerSecret}, "192.0.2.1:4000", map[string]string{SecretHeader: "guess"}, false},
 		{"wrong secret from an allowed network", config.BrokerAuth{Secret: brokerSecret, AllowedNetworks: "127.0.0.1/32"}, loopback, map[string]string{SecretHeader: "guess"}, false},
 		{"no secret from an allowed network", config.BrokerAuth{Secret: brokerSecret, AllowedNetworks: "127.0.0.1/32"}, loopback, nil, true},
+		{"proxied from an allowed network", config.BrokerAuth{AllowedNetworks: "127.0.0.1/32"}, loopback, map[string]string{"X-Forwarded-For": "203.0.113.5"}, false},
+		{"proxied with the secret", config.BrokerAuth{Secret: brokerSecret, AllowedNetworks: "127.0.0.1/32"}, loopback,
+			map[string]string{"X-Forwarded-For": "203.0.113.5", SecretHeader: string(brokerSecret)}, true},
 		{"basic auth is no secret", config.BrokerAuth{Secret: brokerSecret}, "192.0.2.1:4000", map[string]string{"Authorization": "Basic " + brokerSecret}, false},
 	}
 	for _, tt := range tests {

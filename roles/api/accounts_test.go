@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"math/big"
 	"net/http"
@@ -591,4 +592,47 @@ func TestRegistrationIsOffByDefaultIntegration(t *testing.T) {
 	if r.status != http.StatusForbidden || r.str("error", "code") != "registration_disabled" {
 		t.Fatalf("register with registration off: %d %s", r.status, r.raw)
 	}
+}
+
+// TestLastAdminUnderConcurrencyIntegration: two admins demoting each other
+// at once leave the tenant one admin, never none.
+func TestLastAdminUnderConcurrencyIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		store := accounts.NewStore(func() *db.DB { return d })
+		ctx := t.Context()
+		for round := range 8 {
+			first, err := store.Register(ctx, "", accounts.NewUser{Email: fmt.Sprintf("a%d@example.com", round), Password: "correct horse battery"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := store.CreateUser(ctx, first.TenantUUID, accounts.NewUser{Email: fmt.Sprintf("b%d@example.com", round),
+				Password: "correct horse battery", Role: accounts.RoleAdmin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			member := accounts.RoleMember
+			var wg sync.WaitGroup
+			for _, id := range []string{first.ID, second.ID} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = store.UpdateUser(ctx, first.TenantUUID, id, accounts.UserUpdate{Role: &member})
+				}()
+			}
+			wg.Wait()
+			users, err := store.Users(ctx, first.TenantUUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admins := 0
+			for _, u := range users {
+				if u.Role == accounts.RoleAdmin && u.Active {
+					admins++
+				}
+			}
+			if admins != 1 {
+				t.Fatalf("round %d: %d active admins left, want 1", round, admins)
+			}
+		}
+	})
 }

@@ -121,6 +121,13 @@ func (s *Store) CancelInvite(ctx context.Context, tenant, id string) error {
 // (and optional user name), consuming the token in the same transaction.
 // Unknown, used and expired tokens are ErrRevoked.
 func (s *Store) AcceptInvite(ctx context.Context, token, username, password string) (User, error) {
+	if err := CheckPassword(password); err != nil {
+		return User{}, err
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return User{}, err
+	}
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -136,7 +143,7 @@ func (s *Store) AcceptInvite(ctx context.Context, token, username, password stri
 	if err != nil {
 		return User{}, fmt.Errorf("accept invite: %w", err)
 	}
-	n := NewUser{Email: email, Username: username, Password: password, Role: role}
+	n := NewUser{Email: email, Username: username, Password: password, Role: role, hash: hash}
 	if err := n.normalize(); err != nil {
 		return User{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"unicode/utf8"
 
@@ -49,13 +50,26 @@ func CheckPassword(pw string) error {
 	return nil
 }
 
+// hashSlots bounds the argon2id computations running at once: each takes
+// 19 MiB, and a burst of logins must queue for CPU rather than grow the
+// heap by 19 MiB per request.
+var hashSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+func withHashSlot[T any](fn func() T) T {
+	hashSlots <- struct{}{}
+	defer func() { <-hashSlots }()
+	return fn()
+}
+
 // HashPassword returns the PHC string of an argon2id hash of pw.
 func HashPassword(pw string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("password salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	key := withHashSlot(func() []byte {
+		return argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	})
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
 		enc.EncodeToString(salt), enc.EncodeToString(key)), nil
@@ -87,7 +101,7 @@ func VerifyPassword(hash, pw string) bool {
 	if err != nil || len(want) < 16 || len(want) > 64 {
 		return false
 	}
-	got := argon2.IDKey([]byte(pw), salt, t, mem, p, uint32(len(want)))
+	got := withHashSlot(func() []byte { return argon2.IDKey([]byte(pw), salt, t, mem, p, uint32(len(want))) })
 	return subtle.ConstantTimeCompare(got, want) == 1
 }
 

@@ -64,9 +64,20 @@ func (s *Store) FinishReset(ctx context.Context, token, password string) (User, 
 	if err := CheckPassword(password); err != nil {
 		return User{}, err
 	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return User{}, err
+	}
+	// The token is consumed by the transaction that sets the password: a
+	// failure leaves both as they were.
 	conn, d := s.sql()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return User{}, fmt.Errorf("reset: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
 	var userID string
-	err := conn.QueryRowContext(ctx, `DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > $2 RETURNING user_id`,
+	err = tx.QueryRowContext(ctx, `DELETE FROM password_resets WHERE token_hash = $1 AND expires_at > $2 RETURNING user_id`,
 		secret.Hash(token), d.TimeArg(s.now())).Scan(&userID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return User{}, ErrRevoked
@@ -74,12 +85,15 @@ func (s *Store) FinishReset(ctx context.Context, token, password string) (User, 
 	if err != nil {
 		return User{}, fmt.Errorf("reset: %w", err)
 	}
-	if err := s.setPassword(ctx, userID, password, "password reset"); err != nil {
+	if err := s.writePassword(ctx, tx, d, userID, hash, "password reset"); err != nil {
 		return User{}, err
 	}
-	u, err := scanUser(conn.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, userID))
+	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, userID))
 	if err != nil {
 		return User{}, fmt.Errorf("reset: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return User{}, fmt.Errorf("reset: commit: %w", err)
 	}
 	return u, nil
 }

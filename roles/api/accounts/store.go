@@ -69,6 +69,21 @@ type NewUser struct {
 	Username string
 	Password string
 	Role     string
+
+	hash string // set by prepare
+}
+
+// prepare checks n and hashes its password.
+func (n *NewUser) prepare() error {
+	if err := n.normalize(); err != nil {
+		return err
+	}
+	h, err := HashPassword(n.Password)
+	if err != nil {
+		return err
+	}
+	n.hash = h
+	return nil
 }
 
 func (n *NewUser) normalize() error {
@@ -108,15 +123,17 @@ func (s *Store) createTenant(ctx context.Context, x execer, d db.Dialect, name s
 }
 
 // insertUser hashes the password and inserts the account.
+// insertUser inserts the account n describes; n.hash must be set (by
+// prepare), since hashing inside a transaction would hold it for the hash.
 func (s *Store) insertUser(ctx context.Context, x execer, d db.Dialect, tenant string, n NewUser) (User, error) {
-	hash, err := HashPassword(n.Password)
-	if err != nil {
-		return User{}, err
+	if n.hash == "" {
+		panic("BUG: accounts.insertUser without a prepared password hash")
 	}
+	hash := n.hash
 	now := s.now()
 	u := User{ID: codec.NewUUID().String(), TenantUUID: tenant, Email: n.Email, Username: n.Username, Role: n.Role, Active: true,
 		CreatedAt: now.Truncate(time.Microsecond), UpdatedAt: now.Truncate(time.Microsecond)}
-	_, err = x.ExecContext(ctx, `INSERT INTO users (id, tenant_uuid, email, username, password_hash, role, active, created_at, updated_at)
+	_, err := x.ExecContext(ctx, `INSERT INTO users (id, tenant_uuid, email, username, password_hash, role, active, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		u.ID, tenant, u.Email, nullString(u.Username), hash, u.Role, true, d.TimeArg(now), d.TimeArg(now))
 	if db.IsUniqueViolation(err) {
@@ -134,7 +151,7 @@ func (s *Store) insertUser(ctx context.Context, x execer, d db.Dialect, tenant s
 // ErrBootstrapped, as does a call once any account exists.
 func (s *Store) Bootstrap(ctx context.Context, n NewUser) (User, error) {
 	n.Role = RoleAdmin
-	if err := n.normalize(); err != nil {
+	if err := n.prepare(); err != nil {
 		return User{}, err
 	}
 	conn, d := s.sql()
@@ -176,7 +193,7 @@ func (s *Store) Bootstrap(ctx context.Context, n NewUser) (User, error) {
 // is its admin.
 func (s *Store) Register(ctx context.Context, tenantName string, n NewUser) (User, error) {
 	n.Role = RoleAdmin
-	if err := n.normalize(); err != nil {
+	if err := n.prepare(); err != nil {
 		return User{}, err
 	}
 	tenantName = strings.TrimSpace(tenantName)
@@ -208,7 +225,7 @@ func (s *Store) Register(ctx context.Context, tenantName string, n NewUser) (Use
 
 // CreateUser adds an account to tenant.
 func (s *Store) CreateUser(ctx context.Context, tenant string, n NewUser) (User, error) {
-	if err := n.normalize(); err != nil {
+	if err := n.prepare(); err != nil {
 		return User{}, err
 	}
 	conn, d := s.sql()
@@ -320,6 +337,9 @@ func (s *Store) UpdateUser(ctx context.Context, tenant, id string, up UserUpdate
 	if _, err := codec.ParseUUID(id); err != nil {
 		return User{}, ErrNotFound
 	}
+	if err := lockTenant(ctx, tx, d, tenant); err != nil {
+		return User{}, err
+	}
 	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND tenant_uuid = $2`, id, tenant))
 	if err != nil {
 		return User{}, err
@@ -376,10 +396,22 @@ func (s *Store) UpdateUser(ctx context.Context, tenant, id string, up UserUpdate
 	return u, nil
 }
 
+// lockTenant serializes the changes to one tenant's admins. On PostgreSQL
+// two transactions demoting the last two admins each would both count one
+// other admin under read committed; the tenant row lock makes the second
+// wait and count again. SQLite serializes writers anyway.
+func lockTenant(ctx context.Context, tx *sql.Tx, d db.Dialect, tenant string) error {
+	if d.Engine != db.Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM tenants WHERE uuid = $1 FOR UPDATE`, tenant); err != nil {
+		return fmt.Errorf("lock tenant: %w", err)
+	}
+	return nil
+}
+
 // lastAdminGuard refuses to take away the last other active admin of
-// tenant. Concurrent demotions of the last two admins could both pass it;
-// on PostgreSQL the row counts are read in the transaction, which is
-// enough for an admin console, not for a bank.
+// tenant; callers hold lockTenant.
 func lastAdminGuard(ctx context.Context, tx *sql.Tx, tenant, except string) error {
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE tenant_uuid = $1 AND role = 'admin' AND active AND id <> $2`,
@@ -397,12 +429,15 @@ func (s *Store) DeleteUser(ctx context.Context, tenant, id string) error {
 	if _, err := codec.ParseUUID(id); err != nil {
 		return ErrNotFound
 	}
-	conn, _ := s.sql()
+	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("delete user: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := lockTenant(ctx, tx, d, tenant); err != nil {
+		return err
+	}
 	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 AND tenant_uuid = $2`, id, tenant))
 	if err != nil {
 		return err
@@ -442,6 +477,8 @@ func (s *Store) setPassword(ctx context.Context, userID, next, reason string) er
 	if err := CheckPassword(next); err != nil {
 		return err
 	}
+	// Hashed before the transaction: on SQLite a transaction holds the one
+	// writer, which must not wait for a password hash.
 	hash, err := HashPassword(next)
 	if err != nil {
 		return err
@@ -452,6 +489,17 @@ func (s *Store) setPassword(ctx context.Context, userID, next, reason string) er
 		return fmt.Errorf("set password: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := s.writePassword(ctx, tx, d, userID, hash, reason); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("set password: commit: %w", err)
+	}
+	return nil
+}
+
+// writePassword stores a password hash and ends the account's sessions.
+func (s *Store) writePassword(ctx context.Context, tx *sql.Tx, d db.Dialect, userID, hash, reason string) error {
 	now := s.now()
 	res, err := tx.ExecContext(ctx, `UPDATE users SET password_hash = $1, updated_at = $2 WHERE id = $3`, hash, d.TimeArg(now), userID)
 	if err != nil {
@@ -460,13 +508,7 @@ func (s *Store) setPassword(ctx context.Context, userID, next, reason string) er
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
-	if err := revokeUserFamilies(ctx, tx, d, userID, now, reason); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("set password: commit: %w", err)
-	}
-	return nil
+	return revokeUserFamilies(ctx, tx, d, userID, now, reason)
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

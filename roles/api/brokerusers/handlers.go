@@ -147,7 +147,7 @@ func (h *handler) put(c *gin.Context) {
 		rules = &rs
 	}
 	ctx, name := c.Request.Context(), c.Param("username")
-	before, err := h.Store.User(ctx, who.TenantUUID, name)
+	_, err := h.Store.User(ctx, who.TenantUUID, name)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		h.create(c, who, name, in.Description, rules)
@@ -161,7 +161,7 @@ func (h *handler) put(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	rulesChanged := !rulesEqual(before.Rules, u.Rules)
+	rulesChanged := u.RulesChanged
 	if rulesChanged || password != "" {
 		h.Invalidate(name)
 	}

@@ -65,6 +65,9 @@ type User struct {
 	CreatedBy   string    `json:"createdBy,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+	// RulesChanged is set by Update when the rules it wrote differ from
+	// the ones they replaced.
+	RulesChanged bool `json:"-"`
 }
 
 // NewUser is what creating a broker user takes. The password is generated.
@@ -273,7 +276,15 @@ func (s *Store) Update(ctx context.Context, tenant, username string, c Change) (
 	if n, _ := res.RowsAffected(); n == 0 {
 		return User{}, "", notFound(username)
 	}
+	// The UPDATE above holds the user's row, so the rules read here are
+	// the ones this change replaces even when another change ran at once.
+	rulesChanged := false
 	if c.Rules != nil {
+		prev, err := s.user(ctx, tx, tenant, username)
+		if err != nil {
+			return User{}, "", err
+		}
+		rulesChanged = !rulesEqual(prev.Rules, *c.Rules)
 		if _, err := tx.ExecContext(ctx, `DELETE FROM broker_acl WHERE username = $1`, username); err != nil {
 			return User{}, "", fmt.Errorf("update broker user rules: %w", err)
 		}
@@ -285,6 +296,7 @@ func (s *Store) Update(ctx context.Context, tenant, username string, c Change) (
 	if err != nil {
 		return User{}, "", err
 	}
+	u.RulesChanged = rulesChanged
 	if err := tx.Commit(); err != nil {
 		return User{}, "", fmt.Errorf("update broker user: commit: %w", err)
 	}

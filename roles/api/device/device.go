@@ -61,14 +61,22 @@ type Deps struct {
 	Log       *slog.Logger
 }
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	// uploads bounds the log uploads decoded at once: each may hold tens
+	// of MiB while it is inflated, checked and batched.
+	uploads chan struct{}
+}
+
+// maxUploads is how many log uploads are processed at once.
+const maxUploads = 4
 
 const deviceKey = "edgeplat.device"
 
 // Register adds the device routes to g, which must not require a user
 // credential: these routes check the device key themselves.
 func Register(g gin.IRoutes, d Deps) {
-	h := &handler{d}
+	h := &handler{Deps: d, uploads: make(chan struct{}, maxUploads)}
 	g.GET("/device/:uuid/state", h.authenticate, h.state)
 	g.POST("/device/:uuid/logs", h.authenticate, h.logs)
 }
@@ -161,6 +169,14 @@ func etagMatches(header, etag string) bool {
 // line, and appends them to the tenant's agent-logs stream in entries of
 // at most 512 KiB. A bad line refuses the whole upload, naming the line.
 func (h *handler) logs(c *gin.Context) {
+	select {
+	case h.uploads <- struct{}{}:
+		defer func() { <-h.uploads }()
+	default:
+		c.Header("Retry-After", "1")
+		h.WriteError(c, http.StatusServiceUnavailable, "unavailable", "too many log uploads at once; retry")
+		return
+	}
 	dev := device(c)
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxUploadBytes))
 	switch {

@@ -256,7 +256,9 @@ func (h *handler) putTargetState(create bool) gin.HandlerFunc {
 		var in struct {
 			State json.RawMessage `json:"state"`
 		}
-		if !h.bind(c, &in) {
+		// A target state may be up to maxTargetState, above the other
+		// routes' body cap.
+		if !httpx.BindStrict(c, maxTargetState+1024, &in, h.WriteError) {
 			return
 		}
 		if len(in.State) == 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx"
@@ -442,6 +443,12 @@ func (m *mailbox) Send(_ context.Context, to, subject, body string) error {
 	return nil
 }
 
+func (m *mailbox) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sent)
+}
+
 // token returns the token=... of the last mail.
 func (m *mailbox) token(t *testing.T) string {
 	t.Helper()
@@ -512,8 +519,10 @@ func TestInvitesIntegration(t *testing.T) {
 		if r := call(t, e, "POST", "/api/v1/invites/accept", "", map[string]string{"token": mail.token(t), "password": "correct horse battery"}); r.status != http.StatusUnauthorized {
 			t.Fatalf("accepting a cancelled invitation: %d %s", r.status, r.raw)
 		}
-		// The reset mail goes through the same mailer.
+		// The reset mail goes through the same mailer, after the answer.
+		sent := mail.count()
 		call(t, e, "POST", "/api/v1/auth/password/reset", "", map[string]string{"email": "new@example.com"})
+		coretest.Eventually(t, 5*time.Second, "the reset mail", func() bool { return mail.count() > sent })
 		if r := call(t, e, "POST", "/api/v1/auth/password/reset/confirm", "", map[string]string{"token": mail.token(t), "newPassword": "a brand new secret"}); r.status != http.StatusNoContent {
 			t.Fatalf("reset through the mailed link: %d %s", r.status, r.raw)
 		}

@@ -75,12 +75,36 @@ type LoginAttempts interface {
 // maxBody caps the JSON bodies of these routes: credentials and names.
 const maxBody = 16 << 10
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	// mailing bounds the mail sent in the background.
+	mailing chan struct{}
+}
+
+// maxBackgroundMail is how many background mails may be in flight; more
+// are dropped with a log line rather than queued without bound.
+const maxBackgroundMail = 16
+
+// later runs fn in the background with its own deadline.
+func (h *handler) later(fn func(context.Context)) {
+	select {
+	case h.mailing <- struct{}{}:
+	default:
+		h.Log.Error("background mail dropped: too many in flight")
+		return
+	}
+	go func() {
+		defer func() { <-h.mailing }()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		fn(ctx)
+	}()
+}
 
 // Register adds the account routes: those that create a session to public
 // (no credential needed), the others to protected.
 func Register(public, protected gin.IRoutes, deps Deps) {
-	h := &handler{deps}
+	h := &handler{Deps: deps, mailing: make(chan struct{}, maxBackgroundMail)}
 	public.POST("/auth/register", h.register)
 	public.POST("/auth/login", h.login)
 	public.POST("/auth/refresh", h.refresh)
@@ -439,7 +463,9 @@ func (h *handler) requestReset(c *gin.Context) {
 		return
 	}
 	if ok {
-		h.sendReset(c, u, tok)
+		// Sent after the answer: an answer that waited for the mail
+		// server would tell by its time which addresses have accounts.
+		h.later(func(ctx context.Context) { h.sendReset(ctx, u, tok) })
 	}
 	c.JSON(http.StatusAccepted, gin.H{"message": "if the address has an account, a reset link is on its way"})
 }
@@ -457,7 +483,7 @@ func (h *handler) adminReset(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.sendReset(c, u, tok)
+	h.sendReset(c.Request.Context(), u, tok)
 	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditPasswordReset, Actor: who.UserID, ActorKind: "user", Target: u.ID,
 		Detail: map[string]any{"trigger": "admin"}})
 	c.JSON(http.StatusAccepted, gin.H{"message": "a reset link was sent to " + u.Email})
@@ -542,7 +568,7 @@ func (h *handler) createInvite(c *gin.Context) {
 	link := strings.TrimRight(h.PublicURL, "/") + "/accept-invite?token=" + tok
 	body := "You are invited to an edgeplat workspace as " + inv.Role + ".\n\n" +
 		"Open this link within " + ttl.String() + " to choose your password:\n\n" + link + "\n"
-	h.deliver(c, inv.Email, "Your edgeplat invitation", body, link, "invitation")
+	h.deliver(c.Request.Context(), inv.Email, "Your edgeplat invitation", body, link, "invitation")
 	h.audit(c, Event{Tenant: who.TenantUUID, Kind: AuditInviteCreated, Actor: who.UserID, ActorKind: "user", Target: inv.Email,
 		Detail: map[string]any{"role": inv.Role, "id": inv.ID}})
 	c.JSON(http.StatusCreated, inv)
@@ -583,19 +609,19 @@ func (h *handler) acceptInvite(c *gin.Context) {
 }
 
 // sendReset mails a reset link.
-func (h *handler) sendReset(c *gin.Context, u User, tok string) {
+func (h *handler) sendReset(ctx context.Context, u User, tok string) {
 	link := strings.TrimRight(h.PublicURL, "/") + "/reset-password?token=" + tok
 	body := "A password reset was requested for your edgeplat account " + u.Email + ".\n\n" +
 		"Open this link within " + h.ResetTTL.String() + " to choose a new password:\n\n" + link +
 		"\n\nIf you did not ask for it, ignore this mail; your password stays as it is.\n"
-	h.deliver(c, u.Email, "Reset your edgeplat password", body, link, "password reset")
+	h.deliver(ctx, u.Email, "Reset your edgeplat password", body, link, "password reset")
 }
 
 // deliver mails body to to, or logs the link when no mail server is
 // configured (or the mail cannot be sent), for the operator to pass on.
-func (h *handler) deliver(c *gin.Context, to, subject, body, link, what string) {
+func (h *handler) deliver(ctx context.Context, to, subject, body, link, what string) {
 	if h.Mailer != nil {
-		err := h.Mailer.Send(c.Request.Context(), to, subject, body)
+		err := h.Mailer.Send(ctx, to, subject, body)
 		if err == nil {
 			return
 		}

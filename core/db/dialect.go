@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
 )
 
 // Engine names the database server behind a DB.
@@ -113,3 +115,13 @@ func (ts *Timestamp) Scan(src any) error {
 }
 
 var _ sql.Scanner = (*Timestamp)(nil)
+
+// UUIDArg is the argument for a nullable UUID column: s in canonical form,
+// or NULL when s is not a UUID (an empty optional reference).
+func UUIDArg(s string) any {
+	u, err := codec.ParseUUID(s)
+	if err != nil {
+		return nil
+	}
+	return u.String()
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -37,6 +38,8 @@ type access struct {
 	auth     *authenticator
 	// idp verifies identity-provider tokens when IDP_ENABLED.
 	idp accounts.IdentityProvider
+	// trusted are the proxies whose X-Forwarded-For is believed.
+	trusted []*net.IPNet
 	// mailer sends reset and invitation mail; nil logs the links.
 	mailer accounts.Mailer
 	// invalidate drops the broker's cached answers for a username.
@@ -67,8 +70,13 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 		invalidate: func(string) {},
 		revoked:    func([]string) {},
 	}
+	trusted, err := config.ParseCIDRList(cfg.Auth.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("auth.trusted_proxies (TRUSTED_PROXIES): %w", err)
+	}
+	a.trusted = trusted
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log,
-		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)}
+		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute), clientKey: a.clientKey}
 	if m := newMailer(cfg.Auth); m != nil {
 		a.mailer = m
 	}
@@ -88,16 +96,19 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 	return a, nil
 }
 
-// clientKey keys a limit by the client's address (c.ClientIP believes
-// X-Forwarded-For only from auth.trusted_proxies).
-func clientKey(c *gin.Context) string { return "ip:" + httpx.IPRateKey(c.ClientIP()) }
+// clientIP is the request's client address: the TCP peer, or the address
+// a trusted proxy (auth.trusted_proxies) forwarded (httpx.ClientIP).
+func (a *access) clientIP(c *gin.Context) string { return httpx.ClientIP(c.Request, a.trusted) }
+
+// clientKey keys a limit by the client's address.
+func (a *access) clientKey(c *gin.Context) string { return "ip:" + httpx.IPRateKey(a.clientIP(c)) }
 
 // subjectKey keys a limit by the authenticated user, else the address.
-func subjectKey(c *gin.Context) string {
+func (a *access) subjectKey(c *gin.Context) string {
 	if p, ok := principal(c); ok && p.UserID != "" {
 		return "user:" + p.UserID
 	}
-	return clientKey(c)
+	return a.clientKey(c)
 }
 
 // adminKey keys the admin limit by the admin; other callers are not
@@ -112,7 +123,7 @@ func adminKey(c *gin.Context) string {
 // audit records e with the request's client address. A lost audit write is
 // logged, not answered: what it describes has already happened.
 func (a *access) audit(c *gin.Context, e accounts.Event) {
-	e.IP = c.ClientIP()
+	e.IP = a.clientIP(c)
 	if err := a.accounts.Record(c.Request.Context(), e); err != nil {
 		a.log.Error("audit event lost", "kind", e.Kind, "err", err)
 	}
@@ -123,11 +134,11 @@ func (a *access) audit(c *gin.Context, e accounts.Event) {
 // address) and protected (behind auth.require; limited per user). Device
 // routes check their key themselves and are limited per key.
 func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
-	public = e.Group("/api/v1", httpx.RateLimit(a.global, clientKey, WriteError))
-	protected = e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, subjectKey, WriteError))
+	public = e.Group("/api/v1", httpx.RateLimit(a.global, a.clientKey, WriteError))
+	protected = e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, a.subjectKey, WriteError))
 	// The routes that take a password or a key without a session are the
 	// auth endpoints of the rate limits.
-	authLimited := public.Group("", httpx.RateLimit(a.authLimit, clientKey, WriteError))
+	authLimited := public.Group("", httpx.RateLimit(a.authLimit, a.clientKey, WriteError))
 	adminGate := httpx.RateLimit(a.admin, adminKey, WriteError)
 	accounts.Register(authLimited, protected, accounts.Deps{
 		Store:             a.accounts,
@@ -171,7 +182,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	})
 	device.Register(e.Group("/api/v1"), device.Deps{
 		Failures:   a.auth.failures,
-		ClientKey:  clientKey,
+		ClientKey:  a.clientKey,
 		Agents:     a.agents,
 		Streams:    func() streamstore.Store { return a.r.Streams },
 		WriteError: WriteError,

@@ -45,7 +45,9 @@ type authenticator struct {
 	// the address gets 429 before its next credential is even looked at,
 	// so a guesser cannot make every request a database lookup.
 	failures *httpx.Limiter
-	log      *slog.Logger
+	// clientKey keys failures by client address.
+	clientKey func(*gin.Context) string
+	log       *slog.Logger
 }
 
 // require answers 401 unless the request carries a valid access token, and
@@ -53,7 +55,7 @@ type authenticator struct {
 // logged at debug, never returned: it would tell a prober which part of a
 // forged token to fix.
 func (a *authenticator) require(c *gin.Context) {
-	if d := a.failures.Peek(clientKey(c)); !d.Allowed {
+	if d := a.failures.Peek(a.key(c)); !d.Allowed {
 		secs := strconv.Itoa(httpx.RetryAfterSeconds(d.RetryAfter))
 		c.Header("Retry-After", secs)
 		WriteError(c, http.StatusTooManyRequests, "rate_limited", "too many refused credentials from this address; retry in "+secs+" s")
@@ -135,9 +137,16 @@ func namesAgent(c *gin.Context, agent string) bool {
 	return false
 }
 
+func (a *authenticator) key(c *gin.Context) string {
+	if a.clientKey == nil {
+		return ""
+	}
+	return a.clientKey(c)
+}
+
 // refuse answers 401 and counts the refusal against the client's address.
 func (a *authenticator) refuse(c *gin.Context, message string) {
-	a.failures.Take(clientKey(c))
+	a.failures.Take(a.key(c))
 	WriteError(c, http.StatusUnauthorized, "unauthorized", message)
 }
 

@@ -64,18 +64,11 @@ func (s *Store) CreateInvite(ctx context.Context, tenant, invitedBy, email, role
 	inv := Invite{ID: codec.NewUUID().String(), Email: email, Role: role, InvitedBy: invitedBy, CreatedAt: now.Truncate(time.Microsecond),
 		ExpiresAt: now.Add(ttl).Truncate(time.Microsecond)}
 	if _, err := conn.ExecContext(ctx, `INSERT INTO invites (id, tenant_uuid, email, role, token_hash, invited_by, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, inv.ID, tenant, email, role, secret.Hash(token), nullUUIDArg(invitedBy),
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, inv.ID, tenant, email, role, secret.Hash(token), db.UUIDArg(invitedBy),
 		d.TimeArg(now), d.TimeArg(inv.ExpiresAt)); err != nil {
 		return Invite{}, "", fmt.Errorf("create invite: %w", err)
 	}
 	return inv, token, nil
-}
-
-func nullUUIDArg(s string) any {
-	if _, err := codec.ParseUUID(s); err != nil {
-		return nil
-	}
-	return s
 }
 
 // Invites lists tenant's pending invitations, newest first.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/brokerauth"
-	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
@@ -217,7 +216,7 @@ func (s *Store) Create(ctx context.Context, tenant, createdBy string, n NewUser)
 	now := s.now()
 	password := secret.Random(passwordLen)
 	_, err = tx.ExecContext(ctx, `INSERT INTO broker_users (username, tenant_uuid, password_hash, description, created_by, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, n.Username, tenant, hashPassword(password), desc, nullUUID(createdBy), d.TimeArg(now), d.TimeArg(now))
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, n.Username, tenant, hashPassword(password), desc, db.UUIDArg(createdBy), d.TimeArg(now), d.TimeArg(now))
 	if db.IsUniqueViolation(err) {
 		return User{}, "", fmt.Errorf("%w: username %q is taken", ErrConflict, n.Username)
 	}
@@ -469,15 +468,6 @@ func clip(s string) string {
 		return s[:64] + "..."
 	}
 	return s
-}
-
-// nullUUID stores an absent or malformed creator as NULL.
-func nullUUID(s string) any {
-	u, err := codec.ParseUUID(s)
-	if err != nil {
-		return nil
-	}
-	return u.String()
 }
 
 // passwordScheme starts every stored password hash.

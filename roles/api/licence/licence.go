@@ -27,6 +27,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/edgeplat/edgeplat/roles/api/secret"
 	"os"
 	"slices"
 	"strings"
@@ -159,7 +160,7 @@ func algorithmFor(pub crypto.PublicKey) (string, error) {
 // ParsePublicKey reads an Ed25519 or RSA public key from PEM text or from
 // the PEM file v names (PKIX "PUBLIC KEY" or PKCS#1 "RSA PUBLIC KEY").
 func ParsePublicKey(v string) (crypto.PublicKey, error) {
-	blk, err := pemBlock(v)
+	blk, err := secret.PEMBlock(v)
 	if err != nil {
 		return nil, err
 	}
@@ -199,24 +200,6 @@ func parsePrivateKey(b []byte) (crypto.Signer, jwt.SigningMethod, error) {
 		return k, jwt.SigningMethodRS256, nil
 	}
 	return nil, nil, fmt.Errorf("%T keys are not supported; use Ed25519 or RSA", key)
-}
-
-// pemBlock returns the first PEM block of v when it is PEM text, or of the
-// file it names otherwise, so keys can come from a secret file or an
-// environment variable alike.
-func pemBlock(v string) (*pem.Block, error) {
-	b := []byte(v)
-	if !strings.Contains(v, "-----BEGIN") {
-		var err error
-		if b, err = os.ReadFile(v); err != nil {
-			return nil, fmt.Errorf("neither PEM text nor a readable file: %w", err)
-		}
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, errors.New("no PEM block found")
-	}
-	return blk, nil
 }
 
 // readLicence returns the licence JWT in v, which is either the token

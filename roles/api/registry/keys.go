@@ -101,7 +101,7 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 		plain := provisioningScheme + k.Prefix + "_" + secret.Random(secretLen)
 		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at, agent_uuid)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), nullUUID(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt), nullUUID(k.AgentUUID))
+			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), db.UUIDArg(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt), db.UUIDArg(k.AgentUUID))
 		if db.IsUniqueViolation(err) && attempt < 3 {
 			continue
 		}
@@ -110,13 +110,6 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 		}
 		return k, plain, nil
 	}
-}
-
-func nullUUID(s string) any {
-	if _, err := codec.ParseUUID(s); err != nil {
-		return nil
-	}
-	return s
 }
 
 // ProvisioningKeys lists tenant's unused, unexpired keys.

@@ -11,6 +11,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
 )
 
 // Alphabet is what generated secrets are made of.
@@ -54,4 +59,21 @@ func IsAlphanumeric(s string) bool {
 		}
 	}
 	return true
+}
+
+// PEMBlock reads the first PEM block of a key given in configuration,
+// either as PEM text or as the path of a file holding it.
+func PEMBlock(v string) (*pem.Block, error) {
+	b := []byte(v)
+	if !strings.Contains(v, "-----BEGIN") {
+		var err error
+		if b, err = os.ReadFile(v); err != nil {
+			return nil, fmt.Errorf("neither PEM text nor a readable file: %w", err)
+		}
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("no PEM block found")
+	}
+	return blk, nil
 }

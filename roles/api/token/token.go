@@ -16,11 +16,9 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
+	apisecret "github.com/edgeplat/edgeplat/roles/api/secret"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -204,26 +202,8 @@ func randomID() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// pemBlock returns the first PEM block of v when it is PEM text, or of the
-// file it names when it is a path, so keys can come from a secret file or
-// an env var.
-func pemBlock(v string) (*pem.Block, error) {
-	b := []byte(v)
-	if !strings.Contains(v, "-----BEGIN") {
-		var err error
-		if b, err = os.ReadFile(v); err != nil {
-			return nil, fmt.Errorf("neither PEM text nor a readable file: %w", err)
-		}
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return nil, errors.New("no PEM block found")
-	}
-	return blk, nil
-}
-
 func loadRSAPrivate(v string) (*rsa.PrivateKey, error) {
-	blk, err := pemBlock(v)
+	blk, err := apisecret.PEMBlock(v)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +222,7 @@ func loadRSAPrivate(v string) (*rsa.PrivateKey, error) {
 }
 
 func loadRSAPublic(v string) (*rsa.PublicKey, error) {
-	blk, err := pemBlock(v)
+	blk, err := apisecret.PEMBlock(v)
 	if err != nil {
 		return nil, err
 	}

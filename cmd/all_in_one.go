@@ -45,9 +45,9 @@ for laptops, demos and trials. Ctrl-C stops it cleanly.`,
 }
 
 // buildAllInOne lists the services in start order: the data directory, the
-// broker, which must own its port before anything dials it, the shared
-// SQLite database and in-process stream store, then each role. They stop in
-// reverse order.
+// shared SQLite database and in-process stream store, the writer of the
+// broker's refusals to the audit log, the broker, which must own its port
+// before anything dials it, then each role. They stop in reverse order.
 func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
 	dataDir := &lifecycle.Funcs{
 		ServiceName: "data-dir",
@@ -89,7 +89,9 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, erro
 	if err != nil {
 		return nil, err
 	}
-	services := []lifecycle.Service{dataDir, brk, back, ba}
+	// The broker-auth audit writer stops after the broker (its refusals
+	// up to the end are recorded) and before the database.
+	services := []lifecycle.Service{dataDir, back, ba, brk}
 
 	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port", BrokerAuth: ba})
 	if err != nil {

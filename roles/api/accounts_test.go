@@ -244,6 +244,13 @@ func TestAuthFlowIntegration(t *testing.T) {
 		if evs, _ := ev.body["events"].([]any); ev.status != http.StatusOK || len(evs) != 1 {
 			t.Fatalf("audit events: %d %s", ev.status, ev.raw)
 		}
+		// The wrong password for this tenant's account is in its log; the
+		// unknown account is in no tenant's.
+		if r := call(t, e, "GET", "/api/v1/audit/events?kind=auth.login_failed", access, nil); r.status != http.StatusOK {
+			t.Fatalf("failed-login events: %d %s", r.status, r.raw)
+		} else if evs, _ := r.body["events"].([]any); len(evs) != 1 || !strings.Contains(r.raw, "admin@example.com") {
+			t.Fatalf("failed-login events: %s", r.raw)
+		}
 		if r := call(t, e, "GET", "/api/v1/audit/events?limit=0", access, nil); r.status != http.StatusBadRequest || !strings.Contains(r.str("error", "message"), "limit") {
 			t.Fatalf("bad limit: %d %s", r.status, r.raw)
 		}

@@ -139,7 +139,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, srv, lv, pipe, client}
 	if ownBrokerAuth {
-		svcs = append(svcs, ba)
+		// First, so it stops last: the callbacks' refusals up to the
+		// server's end are written.
+		svcs = append([]lifecycle.Service{ba}, svcs...)
 	}
 	return svcs, nil
 }

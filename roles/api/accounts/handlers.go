@@ -309,7 +309,7 @@ func (h *handler) login(c *gin.Context) {
 	}
 	u, err := h.Store.Authenticate(c.Request.Context(), login, in.Password)
 	if errors.Is(err, ErrBadCredentials) {
-		h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(account), ActorKind: "login", Outcome: "failure"})
+		h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLoginFailed, Actor: truncate(account), ActorKind: "login", Outcome: "failure"})
 		h.WriteError(c, http.StatusUnauthorized, "invalid_credentials", ErrBadCredentials.Error())
 		return
 	}

@@ -250,7 +250,9 @@ func scanUser(row interface{ Scan(...any) error }) (User, error) {
 
 // Authenticate checks a login (an e-mail or a user name) and password. An
 // unknown login, an inactive account and a wrong password are all
-// ErrBadCredentials, and take the same time.
+// ErrBadCredentials, and take the same time; for an existing account the
+// returned User carries its tenant only, so the failure can be audited
+// where the tenant's admins see it.
 func (s *Store) Authenticate(ctx context.Context, login, password string) (User, error) {
 	login = strings.ToLower(strings.TrimSpace(login))
 	conn, _ := s.sql()
@@ -263,7 +265,9 @@ func (s *Store) Authenticate(ctx context.Context, login, password string) (User,
 		return User{}, fmt.Errorf("find account: %w", err)
 	}
 	if !VerifyPassword(u.passwordHash, password) || !u.Active {
-		return User{}, ErrBadCredentials
+		// Only the tenant comes back, for the audit record of the failure;
+		// the caller answers as for an unknown account.
+		return User{TenantUUID: u.TenantUUID}, ErrBadCredentials
 	}
 	return u, nil
 }

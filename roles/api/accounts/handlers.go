@@ -233,6 +233,18 @@ func (h *handler) issue(ctx context.Context, u User) (session, error) {
 	return session{AccessToken: access, RefreshToken: refresh, ExpiresIn: int64(h.Tokens.AccessTTL().Seconds()), TokenType: "Bearer", User: &u}, nil
 }
 
+// signIn answers a request that created or found u with a new session,
+// after recording kind in the audit log.
+func (h *handler) signIn(c *gin.Context, u User, status int, kind string, detail map[string]any) {
+	s, err := h.issue(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.audit(c, Event{Tenant: u.TenantUUID, Kind: kind, Actor: u.ID, ActorKind: "user", Target: u.Email, Detail: detail})
+	c.JSON(status, s)
+}
+
 type credentials struct {
 	Email    string `json:"email"`
 	Username string `json:"username"`
@@ -249,13 +261,7 @@ func (h *handler) bootstrap(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	s, err := h.issue(c.Request.Context(), u)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditBootstrap, Actor: u.ID, ActorKind: "user", Target: u.Email})
-	c.JSON(http.StatusCreated, s)
+	h.signIn(c, u, http.StatusCreated, AuditBootstrap, nil)
 }
 
 func (h *handler) register(c *gin.Context) {
@@ -276,13 +282,7 @@ func (h *handler) register(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	s, err := h.issue(c.Request.Context(), u)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditRegister, Actor: u.ID, ActorKind: "user", Target: u.Email})
-	c.JSON(http.StatusCreated, s)
+	h.signIn(c, u, http.StatusCreated, AuditRegister, nil)
 }
 
 func (h *handler) login(c *gin.Context) {
@@ -317,16 +317,10 @@ func (h *handler) login(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	s, err := h.issue(c.Request.Context(), u)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
 	if h.Attempts != nil {
 		h.Attempts.Succeed(account)
 	}
-	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLogin, Actor: u.ID, ActorKind: "user"})
-	c.JSON(http.StatusOK, s)
+	h.signIn(c, u, http.StatusOK, AuditLogin, nil)
 }
 
 func (h *handler) clientIP(c *gin.Context) string {
@@ -528,13 +522,7 @@ func (h *handler) idpExchange(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	s, err := h.issue(c.Request.Context(), u)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditLogin, Actor: u.ID, ActorKind: "user", Detail: map[string]any{"via": "idp", "issuer": id.Issuer}})
-	c.JSON(http.StatusOK, s)
+	h.signIn(c, u, http.StatusOK, AuditLogin, map[string]any{"via": "idp", "issuer": id.Issuer})
 }
 
 func (h *handler) listInvites(c *gin.Context) {
@@ -599,13 +587,7 @@ func (h *handler) acceptInvite(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	s, err := h.issue(c.Request.Context(), u)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.audit(c, Event{Tenant: u.TenantUUID, Kind: AuditInviteAccepted, Actor: u.ID, ActorKind: "user", Target: u.Email})
-	c.JSON(http.StatusCreated, s)
+	h.signIn(c, u, http.StatusCreated, AuditInviteAccepted, nil)
 }
 
 // sendReset mails a reset link.

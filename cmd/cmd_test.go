@@ -365,9 +365,25 @@ func allInOneSmoke(t *testing.T, engine string) {
 	if _, err := connect(clientID, username, password+"x"); err == nil {
 		t.Error("the embedded broker admitted a wrong password")
 	}
+	if _, err := connect("agent-0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11", username, password); err == nil {
+		t.Error("the embedded broker admitted the device's key under another agent's client id")
+	}
 	client, err := connect(clientID, username, password)
 	if err != nil {
 		t.Fatalf("MQTT connect with the registration's credentials: %v", err)
+	}
+	// Beyond its own topics the device may do nothing: wildcards across
+	// agents and tenants are refused at subscribe time, and a publish on
+	// another agent's topic never reaches a subscriber.
+	for _, filter := range []string{"#", "i/#", "i/+/a/+/endpoints/#", prefix + "/endpoints/#"} {
+		tok := client.Subscribe(filter, 1, nil)
+		if !tok.WaitTimeout(5 * time.Second) {
+			t.Fatalf("subscribe %s timed out", filter)
+		}
+		code := tok.(*paho.SubscribeToken).Result()[filter]
+		if code != 0x80 {
+			t.Errorf("subscribe %q with a device key: SUBACK %#x, want 0x80", filter, code)
+		}
 	}
 	// Publish as an agent would: a custom envelope, msgpack+deflate, on its
 	// own telemetry topic. It must come out as rows in the SQLite file.
@@ -392,6 +408,40 @@ func allInOneSmoke(t *testing.T, engine string) {
 		t.Errorf("publish state: %v", tok.Error())
 	}
 	client.Disconnect(100)
+
+	// A publish on another agent's topic reaches nobody: an observer with
+	// the broker's service account (all-in-one keeps its password in the
+	// data directory) sees the marker it sends itself, not the forgery.
+	servicePassword, err := os.ReadFile(filepath.Join(dataDir, mqttServicePasswordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer, err := connect("smoke-observer", mqttServiceUser, strings.TrimSpace(string(servicePassword)))
+	if err != nil {
+		t.Fatalf("observer connect: %v", err)
+	}
+	defer observer.Disconnect(100)
+	otherAgent := "i/" + tenant + "/a/AAAAAAAAAAAAAAAAAAAAAA/endpoints/modbus"
+	seen := make(chan string, 4)
+	if tok := observer.Subscribe(otherAgent, 1, func(_ paho.Client, m paho.Message) { seen <- string(m.Payload()) }); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("observer subscribe: %v", tok.Error())
+	}
+	forger, err := connect(clientID, username, password)
+	if err != nil {
+		t.Fatalf("device reconnect: %v", err)
+	}
+	forger.Publish(otherAgent, 1, false, "forged").WaitTimeout(2 * time.Second)
+	forger.Disconnect(100)
+	observer.Publish(otherAgent, 1, false, "marker").WaitTimeout(5 * time.Second)
+	select {
+	case m := <-seen:
+		if m != "marker" {
+			t.Errorf("the observer got %q before its marker: a device published on another agent's topic", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the observer's own marker never arrived")
+	}
+
 	if engine == "sqlite" {
 		dbc = coretest.SQLite(t)
 		dbc.SQLitePath = filepath.Join(dataDir, "edgeplat.db")

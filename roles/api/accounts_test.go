@@ -415,7 +415,11 @@ func TestPasswordResetIntegration(t *testing.T) {
 // TestLoginRateLimitIntegration: the 11th login attempt of a minute gets
 // 429 with Retry-After and the JSON error.
 func TestLoginRateLimitIntegration(t *testing.T) {
-	e, _ := accessEngine(t, dbtest.Migrated(t, "sqlite"), testTokens(t), config.Licence{}, func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
+	forEngine(t, loginRateLimit)
+}
+
+func loginRateLimit(t *testing.T, d *db.DB) {
+	e, _ := accessEngine(t, d, testTokens(t), config.Licence{}, func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
 	admin(t, e)
 	// From another address than the setup's requests.
 	for i := 1; i <= 11; i++ {

@@ -85,10 +85,18 @@ type MigrateResult struct {
 // up readings storage (a TimescaleDB hypertable when available). It is safe
 // to call from several processes at once: each migration is applied once.
 func (d *DB) Migrate(ctx context.Context) (MigrateResult, error) {
-	return d.migrate(ctx, embeddedMigrations, path.Join("migrations", string(d.engine)))
+	return d.migrate(ctx, embeddedMigrations, path.Join("migrations", string(d.engine)), true)
 }
 
-func (d *DB) migrate(ctx context.Context, fsys fs.FS, dir string) (MigrateResult, error) {
+// MigrateFS applies another schema's migrations, the files dir/NNNN_name.sql
+// of fsys, with the same locking, checksums and bookkeeping as Migrate. The
+// agent keeps its own database this way. It does not set up readings
+// storage.
+func (d *DB) MigrateFS(ctx context.Context, fsys fs.FS, dir string) (MigrateResult, error) {
+	return d.migrate(ctx, fsys, dir, false)
+}
+
+func (d *DB) migrate(ctx context.Context, fsys fs.FS, dir string, readings bool) (MigrateResult, error) {
 	start := time.Now()
 	var res MigrateResult
 	ms, err := loadMigrations(fsys, dir)
@@ -132,7 +140,7 @@ func (d *DB) migrate(ctx context.Context, fsys fs.FS, dir string) (MigrateResult
 	}
 
 	res.Storage = StorageSQLite
-	if d.engine == Postgres {
+	if d.engine == Postgres && readings {
 		if res.Storage, err = d.setupReadingsStorage(ctx, conn); err != nil {
 			return res, fmt.Errorf("migrate: %w", err)
 		}

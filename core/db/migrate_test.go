@@ -287,7 +287,7 @@ func TestMigrateFailureRollsBackIntegration(t *testing.T) {
 		fsys[path.Join(dir, "0900_broken.sql")] = &fstest.MapFile{
 			Data: []byte("CREATE TABLE half_done (x integer);\nSELECT * FROM no_such_table;\n"),
 		}
-		_, err = d.migrate(testCtx(t), fsys, dir)
+		_, err = d.migrate(testCtx(t), fsys, dir, true)
 		if err == nil || !strings.Contains(err.Error(), "apply migration 0900_broken") {
 			t.Fatalf("migrate = %v, want a failure naming 0900_broken", err)
 		}

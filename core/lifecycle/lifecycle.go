@@ -57,6 +57,11 @@ func (e *ServiceError) Unwrap() error { return e.Err }
 // asked to stop: a server that quietly stops serving is a failure.
 var ErrExitedEarly = errors.New("exited before shutdown was requested")
 
+// ErrShutdownRequested is returned by a service's Run to stop the process
+// cleanly on its own initiative (the agent's POST /v1/shutdown): every
+// service is stopped as for a signal, and Run returns nil.
+var ErrShutdownRequested = errors.New("shutdown requested")
+
 // Run starts services in order, runs them until ctx is done or one fails, and
 // then stops the started ones in reverse order. It returns nil after a clean
 // shutdown requested through ctx, and otherwise the first failure as a
@@ -102,6 +107,11 @@ func Run(ctx context.Context, opts Options, services ...Service) error {
 				if err == nil && runCtx.Err() == nil {
 					err = ErrExitedEarly
 				}
+				if errors.Is(err, ErrShutdownRequested) {
+					log.Info("shutdown requested", "service", s.Name())
+					cancel(err)
+					return
+				}
 				if err != nil && runCtx.Err() == nil {
 					once.Do(func() {
 						firstRunErr <- &ServiceError{Service: s.Name(), Phase: "run", Err: err}
@@ -118,7 +128,7 @@ func Run(ctx context.Context, opts Options, services ...Service) error {
 			select {
 			case failure = <-firstRunErr:
 			default:
-				log.Info("shutting down", "reason", context.Cause(ctx))
+				log.Info("shutting down", "reason", context.Cause(runCtx))
 			}
 		}
 		cancel(errors.New("shutting down"))

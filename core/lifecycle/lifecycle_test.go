@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -108,6 +109,11 @@ func TestRun(t *testing.T) {
 			wantEvents: []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"},
 			wantErr:    "c run: exited before shutdown was requested",
 			wantPhase:  "run",
+		},
+		{
+			name:       "a requested shutdown stops everything cleanly",
+			opts:       map[string]fakeOpts{"b": {runErr: fmt.Errorf("agent: %w", ErrShutdownRequested)}},
+			wantEvents: []string{"start a", "start b", "start c", "stop c", "stop b", "stop a"},
 		},
 		{
 			name:       "stop errors are reported",

@@ -1,0 +1,253 @@
+// Package sysinfo reads the host and process figures behind the edge
+// agent's dashboard (GET /v1/dashboard/stats) and memory diagnostics
+// (GET /v1/memory), straight from /proc and statfs so it stays cheap on
+// small devices. It is Linux only.
+package sysinfo
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Dashboard is the dashboard stats object of edge-agent.md §2.
+type Dashboard struct {
+	CPUUsage       float64 `json:"cpu_usage"` // percent of all CPUs busy
+	MemoryPercent  float64 `json:"memory_percent"`
+	MemoryUsed     uint64  `json:"memory_used"` // bytes
+	MemoryTotal    uint64  `json:"memory_total"`
+	StoragePercent float64 `json:"storage_percent"`
+	StorageUsed    uint64  `json:"storage_used"` // bytes
+	StorageTotal   uint64  `json:"storage_total"`
+	Uptime         int64   `json:"uptime"` // seconds since boot
+	Hostname       string  `json:"hostname"`
+	Network        Network `json:"network"`
+}
+
+// Network is the throughput of all interfaces except loopback.
+type Network struct {
+	RxBytesPerSec float64 `json:"rx_bytes_per_sec"`
+	TxBytesPerSec float64 `json:"tx_bytes_per_sec"`
+}
+
+const (
+	// firstSettle is the gap between the two samples of the first call, long
+	// enough for a meaningful CPU figure and short enough for an HTTP request.
+	firstSettle = 200 * time.Millisecond
+	// minInterval keeps two dashboards polling at once from producing
+	// rates over a few microseconds, which are mostly noise: a call that
+	// close to the previous one repeats the previous rates.
+	minInterval = 100 * time.Millisecond
+)
+
+// counters is one reading of the cumulative figures rates are made from.
+type counters struct {
+	at  time.Time
+	cpu cpuTimes
+	net netCounters
+}
+
+// Sampler produces Dashboard values. CPU and network figures are rates
+// since the previous call, so the Sampler keeps that call's counters.
+type Sampler struct {
+	procRoot string
+	dataDir  string
+
+	// Replaced by tests.
+	now    func() time.Time
+	settle time.Duration
+
+	mu       sync.Mutex
+	prev     *counters
+	lastCPU  float64
+	lastNet  Network
+	haveRate bool
+}
+
+// NewSampler returns a Sampler reading procRoot ("/proc" normally) and
+// reporting storage of the filesystem holding dataDir.
+func NewSampler(procRoot, dataDir string) *Sampler {
+	return &Sampler{procRoot: procRoot, dataDir: dataDir, now: time.Now, settle: firstSettle}
+}
+
+// Sample returns the current figures. The first call waits briefly (bounded
+// by ctx) for a second reading so its CPU and network rates are not zero.
+func (s *Sampler) Sample(ctx context.Context) (Dashboard, error) {
+	var d Dashboard
+	mem, err := s.readMeminfo()
+	if err != nil {
+		return d, err
+	}
+	d.MemoryTotal = mem.total
+	d.MemoryUsed = mem.total - mem.available
+	d.MemoryPercent = percent(d.MemoryUsed, d.MemoryTotal)
+
+	if d.Uptime, err = s.readUptime(); err != nil {
+		return d, err
+	}
+	d.Hostname = s.hostname()
+	if d.StorageUsed, d.StorageTotal, d.StoragePercent, err = storage(s.dataDir); err != nil {
+		return d, err
+	}
+	if d.CPUUsage, d.Network, err = s.rates(ctx); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// rates holds the lock across the first call's short wait so concurrent
+// first callers do not each wait and race to store their counters.
+func (s *Sampler) rates(ctx context.Context) (float64, Network, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	cur, err := s.readCounters()
+	if err != nil {
+		return 0, Network{}, err
+	}
+	if s.prev == nil {
+		t := time.NewTimer(s.settle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, Network{}, fmt.Errorf("sysinfo: waiting for the second sample: %w", ctx.Err())
+		case <-t.C:
+		}
+		first := cur
+		if cur, err = s.readCounters(); err != nil {
+			return 0, Network{}, err
+		}
+		s.prev = &first
+	}
+	if s.haveRate && cur.at.Sub(s.prev.at) < minInterval {
+		return s.lastCPU, s.lastNet, nil
+	}
+	s.lastCPU, s.lastNet = computeRates(*s.prev, cur)
+	s.prev, s.haveRate = &cur, true
+	return s.lastCPU, s.lastNet, nil
+}
+
+// computeRates turns two readings into CPU percent and bytes per second.
+// Counters that went backwards (an interface re-created, a 32-bit counter
+// wrapped) contribute nothing rather than a huge bogus rate.
+func computeRates(prev, cur counters) (float64, Network) {
+	var cpu float64
+	if cur.cpu.total > prev.cpu.total && cur.cpu.busy >= prev.cpu.busy {
+		cpu = percent(cur.cpu.busy-prev.cpu.busy, cur.cpu.total-prev.cpu.total)
+		cpu = math.Min(cpu, 100)
+	}
+	var n Network
+	secs := cur.at.Sub(prev.at).Seconds()
+	if secs <= 0 {
+		return cpu, n
+	}
+	var rx, tx uint64
+	for name, c := range cur.net {
+		p, ok := prev.net[name]
+		if !ok {
+			continue
+		}
+		if c[0] >= p[0] {
+			rx += c[0] - p[0]
+		}
+		if c[1] >= p[1] {
+			tx += c[1] - p[1]
+		}
+	}
+	n.RxBytesPerSec = round2(float64(rx) / secs)
+	n.TxBytesPerSec = round2(float64(tx) / secs)
+	return cpu, n
+}
+
+func (s *Sampler) readCounters() (counters, error) {
+	c := counters{at: s.now()}
+	path := filepath.Join(s.procRoot, "stat")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("sysinfo: %w", err)
+	}
+	if c.cpu, err = parseCPUStat(data); err != nil {
+		return c, fmt.Errorf("sysinfo: parse %s: %w", path, err)
+	}
+	path = filepath.Join(s.procRoot, "net", "dev")
+	if data, err = os.ReadFile(path); err != nil {
+		return c, fmt.Errorf("sysinfo: %w", err)
+	}
+	if c.net, err = parseNetDev(data); err != nil {
+		return c, fmt.Errorf("sysinfo: parse %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (s *Sampler) readMeminfo() (meminfo, error) {
+	path := filepath.Join(s.procRoot, "meminfo")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return meminfo{}, fmt.Errorf("sysinfo: %w", err)
+	}
+	m, err := parseMeminfo(data)
+	if err != nil {
+		return meminfo{}, fmt.Errorf("sysinfo: parse %s: %w", path, err)
+	}
+	return m, nil
+}
+
+func (s *Sampler) readUptime() (int64, error) {
+	path := filepath.Join(s.procRoot, "uptime")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("sysinfo: %w", err)
+	}
+	up, err := parseUptime(data)
+	if err != nil {
+		return 0, fmt.Errorf("sysinfo: parse %s: %w", path, err)
+	}
+	return up, nil
+}
+
+// hostname prefers the kernel's UTS name under procRoot so fixtures can
+// supply one; a missing file is not worth failing the dashboard for.
+func (s *Sampler) hostname() string {
+	if data, err := os.ReadFile(filepath.Join(s.procRoot, "sys", "kernel", "hostname")); err == nil {
+		if h := strings.TrimSpace(string(data)); h != "" {
+			return h
+		}
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// storage reports the filesystem holding dir the way df does: used is
+// total minus free, and the percentage is of the space available to
+// unprivileged users (used+avail), so reserved root blocks do not make a
+// full disk look 95 % used.
+func storage(dir string) (used, total uint64, pct float64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, 0, fmt.Errorf("sysinfo: statfs %s: %w", dir, err)
+	}
+	bsize := uint64(st.Frsize)
+	if bsize == 0 {
+		bsize = uint64(st.Bsize)
+	}
+	total = uint64(st.Blocks) * bsize
+	free := uint64(st.Bfree) * bsize
+	avail := uint64(st.Bavail) * bsize
+	used = total - min(free, total)
+	return used, total, percent(used, used+avail), nil
+}
+
+func percent(part, whole uint64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return round2(float64(part) / float64(whole) * 100)
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

@@ -64,6 +64,11 @@ func (b *Buffer) Len() int {
 	return len(b.buf)
 }
 
+// Discarding reports whether the buffer is skipping the rest of an
+// oversized frame. A buffer that is neither discarding nor holding bytes
+// (Len 0) carries no state and may be dropped and replaced by a new one.
+func (b *Buffer) Discarding() bool { return b.discarding }
+
 // Overflows counts the frames discarded for exceeding the capacity.
 func (b *Buffer) Overflows() uint64 { return b.overflows }
 

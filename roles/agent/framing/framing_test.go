@@ -96,7 +96,13 @@ func TestBufferReset(t *testing.T) {
 func TestBufferResetWhileDiscarding(t *testing.T) {
 	b := New([]byte("\n"), 2)
 	feed(t, b, []string{"toolong"})
+	if !b.Discarding() || b.Len() != 0 {
+		t.Fatalf("Discarding %v, Len %d after an overflow", b.Discarding(), b.Len())
+	}
 	b.Reset()
+	if b.Discarding() {
+		t.Fatal("still discarding after Reset")
+	}
 	got, _ := feed(t, b, []string{"ok\n"})
 	if len(got) != 1 || got[0] != "ok" {
 		t.Fatalf("frames %q after Reset of a discarding buffer", got)

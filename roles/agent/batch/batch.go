@@ -151,7 +151,9 @@ func New(endpoint string, opts Options, sink Sink) *Batcher {
 func (b *Batcher) Options() Options { return b.opts }
 
 // Add appends m to the pending batch and dispatches the batch, within this
-// call, when a rule says so. ctx bounds that delivery.
+// call, when a rule says so. ctx bounds that delivery. A slow Sink holds
+// back the Add that dispatches, and Adds behind it: back-pressure on the
+// device side rather than an unbounded queue in the agent.
 func (b *Batcher) Add(ctx context.Context, m Message) error {
 	if m.Endpoint == "" {
 		m.Endpoint = b.endpoint

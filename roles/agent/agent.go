@@ -1,32 +1,52 @@
 // Package agent is the agent role: the edge agent's local HTTP API on port
-// 48484 and, as they land, its store, protocol adapters and publishing. It
-// imports core and config only; cmd composes it.
+// 48484, its lifecycle of six init phases, its SQLite store and the
+// protocol endpoints it polls. It imports core and config only; cmd
+// composes it.
+//
+// The HTTP server starts first and stops last, so /v1/readiness answers
+// 503 while the agent initialises and in-flight requests drain at
+// shutdown. The agent itself is one lifecycle service whose Run performs
+// the init phases, retries them while one fails (a data directory on a
+// disk that is not mounted yet should not need a restart), and performs
+// soft reboots in place.
 package agent
 
 import (
-	"crypto/subtle"
+	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
-	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
-	"github.com/gin-gonic/gin"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/modbus"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
+	"github.com/edgeplat/edgeplat/roles/agent/logring"
 )
 
 // Options carries what cmd decides beyond the config.
 type Options struct {
 	PortHint string
+	// Drivers replaces the built-in protocol drivers (tests).
+	Drivers []adapters.Driver
 }
 
-// New builds the role's services without doing I/O. In LOCALHOST_ONLY mode
-// the API binds loopback only; in key mode it binds every interface and
-// every route but /ping needs the key.
+// DefaultDrivers are the protocols the agent speaks.
+func DefaultDrivers() []adapters.Driver {
+	return []adapters.Driver{modbus.Driver{}, opcua.Driver{}, mqtt.Driver{}}
+}
+
+// New builds the role's services without doing I/O: the HTTP server first,
+// then the agent. In LOCALHOST_ONLY mode the API binds loopback only; in
+// key mode it binds every interface.
 func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
-	log := r.Component("agent")
+	a, err := newAgent(cfg, r, opts)
+	if err != nil {
+		return nil, err
+	}
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {
 		bind = "0.0.0.0"
@@ -34,44 +54,18 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "agent-http",
 		Addr:     net.JoinHostPort(bind, strconv.Itoa(cfg.Agent.Port)),
-		Handler:  newEngine(cfg, r),
+		Handler:  a.engine(),
 		PortHint: opts.PortHint,
-		Logger:   log,
+		Logger:   a.log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return []lifecycle.Service{srv}, nil
+	a.server = srv
+	return []lifecycle.Service{srv, a}, nil
 }
 
-func newEngine(cfg *config.Config, r *rt.Runtime) *gin.Engine {
-	engine := httpx.NewEngine(httpx.EngineOptions{Logger: r.Component("agent"), WriteError: WriteError})
-	engine.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
-	protected := engine.Group("/")
-	if cfg.Agent.KeyMode() {
-		protected.Use(requireKey(cfg.Agent.APIKey.Reveal()))
-	}
-	protected.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
-	return engine
-}
-
-// WriteError renders the agent API's error shape: {"error": "..."}.
-func WriteError(c *gin.Context, status int, _ string, message string) {
-	c.AbortWithStatusJSON(status, gin.H{"error": message})
-}
-
-// requireKey checks X-Api-Key or ?apiKey= in constant time.
-func requireKey(key string) gin.HandlerFunc {
-	want := []byte(key)
-	return func(c *gin.Context) {
-		got := c.GetHeader("X-Api-Key")
-		if got == "" {
-			got = c.Query("apiKey")
-		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			WriteError(c, http.StatusUnauthorized, "unauthorized", "missing or invalid API key")
-			return
-		}
-		c.Next()
-	}
+// ringLogger tees the agent's logs into the ring GET /v1/logs reads.
+func ringLogger(base *slog.Logger, ring *logring.Ring, level slog.Leveler) *slog.Logger {
+	return slog.New(logring.Handler(base.Handler(), ring, level))
 }

@@ -60,6 +60,11 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 	$(GO) test -run='^$$' -fuzz='^FuzzLogUpload$$' -fuzztime=$(FUZZEXECS) ./roles/api/device
 	$(GO) test -run='^$$' -fuzz='^FuzzBrokerUserFilter$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/modbus
+	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/opcua
+	$(GO) test -run='^$$' -fuzz='^FuzzFrameReadings$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/mqtt
+	$(GO) test -run='^$$' -fuzz='^FuzzBuffer$$' -fuzztime=$(FUZZEXECS) ./roles/agent/framing
+	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

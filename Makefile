@@ -10,7 +10,7 @@ FUZZEXECS   ?= 30000x
 VERSION     ?= dev
 LDFLAGS      = -s -w -X github.com/edgeplat/edgeplat/core/buildinfo.Version=$(VERSION)
 
-.PHONY: all build run test lint fuzz docs release-snapshot clean
+.PHONY: all build run test lint fuzz docs bench-agent release-snapshot clean
 
 all: build
 
@@ -65,6 +65,15 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzFrameReadings$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/mqtt
 	$(GO) test -run='^$$' -fuzz='^FuzzBuffer$$' -fuzztime=$(FUZZEXECS) ./roles/agent/framing
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
+
+# The agent's footprint benchmark: 10 Modbus devices x 100 registers polled
+# every second for 5 minutes against Debian's python3-pymodbus server.
+BENCH_MODBUS_PORT ?= 15020
+BENCH_DURATION    ?= 5m
+bench-agent: build
+	@/usr/bin/python3 roles/agent/adapters/modbus/testdata/server.py --port $(BENCH_MODBUS_PORT) --units 10 --registers 100 & \
+	server=$$!; trap 'kill $$server' EXIT; sleep 2; \
+	./build/edgeplat bench agent --modbus 127.0.0.1:$(BENCH_MODBUS_PORT) --devices 10 --registers 100 --duration $(BENCH_DURATION)
 
 # Regenerate docs/configuration.md from the key table in config/keys.go.
 docs:

@@ -72,6 +72,7 @@ tenant and tables and remove them afterwards.`,
 	}
 	c.AddCommand(newBenchIngestCmd())
 	c.AddCommand(newBenchPipelineCmd())
+	c.AddCommand(newBenchAgentCmd())
 	return c
 }
 

@@ -195,6 +195,7 @@ func (a *Agent) initialise(ctx context.Context) bool {
 		if !failed {
 			a.setState(StateRunning)
 			a.log.Info("agent running", "init", time.Since(t0).Round(time.Millisecond))
+			a.releaseInitPages()
 			return true
 		}
 		select {
@@ -339,6 +340,19 @@ func (a *Agent) snapshot() (string, []PhaseResult) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.state, append([]PhaseResult(nil), a.phases...)
+}
+
+// releaseInitPages drops the executable's pages that start-up faulted in
+// (see sysinfo.ReleaseExecutablePages); a failure only costs memory.
+func (a *Agent) releaseInitPages() {
+	before, _ := sysinfo.ReadProcess("/proc", 0)
+	n, err := sysinfo.ReleaseExecutablePages()
+	if err != nil {
+		a.log.Debug("release start-up pages", "err", err)
+		return
+	}
+	after, _ := sysinfo.ReadProcess("/proc", 0)
+	a.log.Debug("released start-up pages", "mapped_mb", n>>20, "rss_before_mb", before.RSSBytes>>20, "rss_after_mb", after.RSSBytes>>20)
 }
 
 // requestReboot asks Run for a soft reboot; it reports false when the agent

@@ -259,7 +259,7 @@ func (s *Store) Authenticate(ctx context.Context, login, password string) (User,
 	u, err := scanUser(conn.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE email = $1 OR username = $1`, login))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		VerifyPassword(dummyHash, password)
+		VerifyPassword(dummyHash(), password)
 		return User{}, ErrBadCredentials
 	case err != nil:
 		return User{}, fmt.Errorf("find account: %w", err)

@@ -1,0 +1,419 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
+)
+
+// Footprint targets of the agent (issue: 10 Modbus devices x 100
+// registers polled every second).
+const (
+	agentRSSTargetMB    = 30
+	agentCPUTargetPct   = 5
+	benchAgentWarmup    = 10 * time.Second
+	benchAgentSampleGap = time.Second
+)
+
+type benchAgentOptions struct {
+	modbus    string
+	devices   int
+	registers int
+	interval  time.Duration
+	duration  time.Duration
+	firstUnit int
+	asJSON    bool
+	keepDir   bool
+}
+
+func newBenchAgentCmd() *cobra.Command {
+	var o benchAgentOptions
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Footprint of the edge agent polling Modbus devices: RSS, CPU share, requests per poll",
+		Long: `Measure the edge agent's footprint against a real Modbus TCP server.
+
+The benchmark starts "edgeplat agent" from this binary as a child process
+(own data directory, own loopback port), creates --devices Modbus endpoints
+over its API, unit ids --first-unit.., each reading holding registers
+0..--registers-1 as uint16 every --interval, and lets it poll for
+--duration after a 10 s warm-up. Every second it samples the child's
+resident memory and CPU time from /proc. At the end it reads each device's
+diagnostics for the Modbus requests it really sent per poll and compares
+them with the contiguous blocks and with the register count.
+
+The Modbus server is the operator's; "make bench-agent" starts the
+pymodbus test server with 10 units of 100 registers and runs this. Progress
+goes to stderr, results to stdout. See docs/benchmarks.md.`,
+		Example: `  /usr/bin/python3 roles/agent/adapters/modbus/testdata/server.py --port 15020 --units 10 --registers 100 &
+  edgeplat bench agent --modbus 127.0.0.1:15020 --devices 10 --registers 100 --duration 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return &usageError{err}
+			}
+			return runBenchAgent(cmd, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.modbus, "modbus", "", "host:port of the Modbus TCP server to poll (required)")
+	f.IntVar(&o.devices, "devices", 10, "Modbus devices (endpoints), one unit id each")
+	f.IntVar(&o.registers, "registers", 100, "holding registers read per device, from address 0")
+	f.IntVar(&o.firstUnit, "first-unit", 1, "unit id of the first device")
+	f.DurationVar(&o.interval, "interval", time.Second, "poll interval of every device")
+	f.DurationVar(&o.duration, "duration", 5*time.Minute, "measured time after the warm-up")
+	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
+	f.BoolVar(&o.keepDir, "keep", false, "keep the agent's data directory")
+	return c
+}
+
+func (o benchAgentOptions) validate() error {
+	if o.modbus == "" {
+		return errors.New("--modbus is required: the host:port of a Modbus TCP server")
+	}
+	if _, _, err := net.SplitHostPort(o.modbus); err != nil {
+		return fmt.Errorf("--modbus %q: %w", o.modbus, err)
+	}
+	switch {
+	case o.devices < 1 || o.devices > 247:
+		return fmt.Errorf("--devices must be 1..247, got %d", o.devices)
+	case o.registers < 1 || o.registers > 65536:
+		return fmt.Errorf("--registers must be 1..65536, got %d", o.registers)
+	case o.firstUnit < 1 || o.firstUnit+o.devices-1 > 247:
+		return fmt.Errorf("--first-unit %d with %d devices runs past unit id 247", o.firstUnit, o.devices)
+	case o.interval < 10*time.Millisecond:
+		return fmt.Errorf("--interval must be at least 10ms, got %s", o.interval)
+	case o.duration < time.Second:
+		return fmt.Errorf("--duration must be at least 1s, got %s", o.duration)
+	}
+	return nil
+}
+
+// agentReport is the outcome of one run; --json prints it as is.
+type agentReport struct {
+	Devices          int     `json:"devices"`
+	Registers        int     `json:"registersPerDevice"`
+	IntervalMS       int64   `json:"intervalMs"`
+	DurationS        float64 `json:"durationS"`
+	Polls            int64   `json:"polls"`
+	ReadingsGood     int64   `json:"readingsGood"`
+	ReadingsBad      int64   `json:"readingsBad"`
+	RequestsPerPoll  float64 `json:"requestsPerPoll"`
+	BlocksPerPoll    int     `json:"blocksPerPoll"`
+	RegistersPerPoll int     `json:"registersPerPoll"`
+	RSSMaxMB         float64 `json:"rssMaxMb"`
+	RSSAvgMB         float64 `json:"rssAvgMb"`
+	CPUPercent       float64 `json:"cpuPercentOfOneCore"`
+	RSSTargetMB      float64 `json:"rssTargetMb"`
+	CPUTargetPercent float64 `json:"cpuTargetPercent"`
+	Pass             bool    `json:"pass"`
+}
+
+func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
+	ctx := cmd.Context()
+	progress := cmd.ErrOrStderr()
+	conn, err := net.DialTimeout("tcp", o.modbus, 3*time.Second)
+	if err != nil {
+		return fmt.Errorf("--modbus %s is not reachable: %w", o.modbus, err)
+	}
+	_ = conn.Close()
+	host, port, _ := net.SplitHostPort(o.modbus)
+
+	child, err := startBenchAgent(ctx, o.keepDir, progress)
+	if err != nil {
+		return err
+	}
+	defer child.stop()
+
+	for i := range o.devices {
+		dps := make([]map[string]any, o.registers)
+		for r := range o.registers {
+			dps[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "register": fmt.Sprintf("holding:%d", r), "type": "uint16"}
+		}
+		portN, _ := strconv.Atoi(port)
+		ep := map[string]any{
+			"name": fmt.Sprintf("bench-%d", i+1), "protocol": "modbus", "poll_interval": o.interval.Milliseconds(),
+			"connection":  map[string]any{"host": host, "port": portN, "unitId": o.firstUnit + i},
+			"data_points": dps,
+		}
+		if err := child.call(ctx, "POST", "/v1/endpoints", ep, nil, http.StatusCreated); err != nil {
+			return fmt.Errorf("create endpoint %d: %w", i+1, err)
+		}
+	}
+	fmt.Fprintf(progress, "%d endpoints created; warming up for %s\n", o.devices, benchAgentWarmup)
+	if !sleepCtx(ctx, benchAgentWarmup) {
+		return ctx.Err()
+	}
+
+	start, err := sysinfo.ReadProcess("/proc", child.pid())
+	if err != nil {
+		return fmt.Errorf("read the agent's /proc figures: %w", err)
+	}
+	before, err := child.totals(ctx, o.devices)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	var rssMax, rssSum uint64
+	samples := 0
+	nextProgress := t0.Add(30 * time.Second)
+	for time.Since(t0) < o.duration {
+		if !sleepCtx(ctx, benchAgentSampleGap) {
+			return ctx.Err()
+		}
+		ps, err := sysinfo.ReadProcess("/proc", child.pid())
+		if err != nil {
+			return fmt.Errorf("the agent exited during the run: %w", err)
+		}
+		rssMax = max(rssMax, ps.RSSBytes)
+		rssSum += ps.RSSBytes
+		samples++
+		if time.Now().After(nextProgress) {
+			fmt.Fprintf(progress, "%s/%s: rss %.1f MB, cpu %.2f%% of one core\n", time.Since(t0).Round(time.Second), o.duration,
+				mb(ps.RSSBytes), (ps.CPUSeconds-start.CPUSeconds)/time.Since(t0).Seconds()*100)
+			nextProgress = nextProgress.Add(30 * time.Second)
+		}
+	}
+	wall := time.Since(t0).Seconds()
+	end, err := sysinfo.ReadProcess("/proc", child.pid())
+	if err != nil {
+		return fmt.Errorf("the agent exited during the run: %w", err)
+	}
+	after, err := child.totals(ctx, o.devices)
+	if err != nil {
+		return err
+	}
+	rep := agentReport{
+		Devices: o.devices, Registers: o.registers, IntervalMS: o.interval.Milliseconds(), DurationS: wall,
+		Polls: after.polls - before.polls, ReadingsGood: after.good - before.good, ReadingsBad: after.bad - before.bad,
+		BlocksPerPoll: after.blocks, RegistersPerPoll: o.devices * o.registers,
+		RSSMaxMB: mb(rssMax), CPUPercent: (end.CPUSeconds - start.CPUSeconds) / wall * 100,
+		RSSTargetMB: agentRSSTargetMB, CPUTargetPercent: agentCPUTargetPct,
+	}
+	if samples > 0 {
+		rep.RSSAvgMB = mb(rssSum / uint64(samples))
+	}
+	if polls := rep.Polls; polls > 0 {
+		// Requests per poll of all devices together: one poll round is one
+		// poll of every device.
+		rep.RequestsPerPoll = float64(after.requests-before.requests) / float64(polls) * float64(o.devices)
+	}
+	rep.Pass = rep.RSSMaxMB <= agentRSSTargetMB && rep.CPUPercent <= agentCPUTargetPct &&
+		rep.RequestsPerPoll <= float64(rep.BlocksPerPoll)+0.01 && rep.ReadingsBad == 0 && rep.Polls > 0
+	return printAgentReport(cmd.OutOrStdout(), rep, o.asJSON)
+}
+
+func mb(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func printAgentReport(w io.Writer, r agentReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	verdict := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "OVER TARGET"
+	}
+	fmt.Fprintf(tw, "devices x registers\t%d x %d every %dms, %.0fs measured\n", r.Devices, r.Registers, r.IntervalMS, r.DurationS)
+	fmt.Fprintf(tw, "polls\t%d (%d readings GOOD, %d BAD)\n", r.Polls, r.ReadingsGood, r.ReadingsBad)
+	fmt.Fprintf(tw, "Modbus requests per poll round\t%.2f (contiguous blocks %d, registers %d)\t%s\n", r.RequestsPerPoll, r.BlocksPerPoll, r.RegistersPerPoll,
+		verdict(r.RequestsPerPoll <= float64(r.BlocksPerPoll)+0.01))
+	fmt.Fprintf(tw, "RSS max / avg\t%.1f / %.1f MB (target <= %.0f MB)\t%s\n", r.RSSMaxMB, r.RSSAvgMB, r.RSSTargetMB, verdict(r.RSSMaxMB <= r.RSSTargetMB))
+	fmt.Fprintf(tw, "CPU\t%.2f%% of one core (target <= %.0f%%)\t%s\n", r.CPUPercent, r.CPUTargetPercent, verdict(r.CPUPercent <= r.CPUTargetPercent))
+	return tw.Flush()
+}
+
+// benchAgent is the agent child process and a client for its API.
+type benchAgent struct {
+	cmd  *exec.Cmd
+	base string
+	dir  string
+	keep bool
+	done chan error
+	log  *bytes.Buffer
+}
+
+func startBenchAgent(ctx context.Context, keep bool, progress io.Writer) (*benchAgent, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the edgeplat binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "edgeplat-bench-agent-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	// The agent runs from its own copy of the binary: pages of one file
+	// mapped by two processes (this one and the agent) are counted in both
+	// resident sets and are not released by the agent's start-up page
+	// release, which a device, running the agent alone, does not see.
+	bin := filepath.Join(dir, "edgeplat-agent")
+	if err := copyFile(exe, bin); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("copy the edgeplat binary: %w", err)
+	}
+	b := &benchAgent{base: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir, keep: keep, done: make(chan error, 1), log: &bytes.Buffer{}}
+	b.cmd = exec.Command(bin, "agent", "--port", strconv.Itoa(port), "--data-dir", filepath.Join(dir, "data"))
+	b.cmd.Env = append(os.Environ(), "LOG_LEVEL=warn", "API_SECURITY_MODE=LOCALHOST_ONLY")
+	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
+	if err := b.cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start the agent: %w", err)
+	}
+	go func() { b.done <- b.cmd.Wait() }()
+	fmt.Fprintf(progress, "agent started (pid %d, %s, data %s)\n", b.cmd.Process.Pid, b.base, dir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := b.call(ctx, "GET", "/v1/readiness", nil, nil, http.StatusOK); err == nil {
+			return b, nil
+		}
+		select {
+		case err := <-b.done:
+			b.done <- err
+			b.stop()
+			return nil, fmt.Errorf("the agent exited at start: %v\n%s", err, b.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.stop()
+			return nil, fmt.Errorf("the agent was not ready after 30s:\n%s", b.log)
+		}
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o700)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func (b *benchAgent) pid() int { return b.cmd.Process.Pid }
+
+// stop asks the agent to shut down cleanly, kills it if it does not, and
+// removes its data directory unless kept.
+func (b *benchAgent) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.call(ctx, "POST", "/v1/shutdown", nil, nil, http.StatusAccepted)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+	}
+	if !b.keep {
+		_ = os.RemoveAll(b.dir)
+	}
+}
+
+func (b *benchAgent) call(ctx context.Context, method, path string, in, out any, want int) error {
+	var body io.Reader
+	if in != nil {
+		buf, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+type agentTotals struct {
+	polls, good, bad, requests int64
+	blocks                     int
+}
+
+// totals adds up the devices' poll statistics and Modbus diagnostics.
+func (b *benchAgent) totals(ctx context.Context, devices int) (agentTotals, error) {
+	var t agentTotals
+	for i := range devices {
+		name := fmt.Sprintf("bench-%d", i+1)
+		var d struct {
+			Diagnostics struct {
+				RequestsPerPoll int   `json:"requestsPerPoll"`
+				TotalRequests   int64 `json:"totalRequests"`
+			} `json:"diagnostics"`
+		}
+		if err := b.call(ctx, "GET", "/v1/adapters/modbus/devices/"+name, nil, &d, http.StatusOK); err != nil {
+			return t, err
+		}
+		var m struct {
+			Polls     int64 `json:"polls"`
+			ReadsGood int64 `json:"readsGood"`
+			ReadsBad  int64 `json:"readsBad"`
+		}
+		if err := b.call(ctx, "GET", "/v1/adapters/modbus/devices/"+name+"/metrics", nil, &m, http.StatusOK); err != nil {
+			return t, err
+		}
+		t.polls += m.Polls
+		t.good += m.ReadsGood
+		t.bad += m.ReadsBad
+		t.requests += d.Diagnostics.TotalRequests
+		t.blocks += d.Diagnostics.RequestsPerPoll
+	}
+	return t, nil
+}

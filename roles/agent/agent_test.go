@@ -275,3 +275,22 @@ func TestLifecycleReportRebootShutdown(t *testing.T) {
 		t.Fatalf("db stats = %d %s", code, body)
 	}
 }
+
+// TestSampleConfigsAccepted posts every adapter's sample endpoint through
+// the API, so the samples and the READMEs that point at them stay valid.
+func TestSampleConfigsAccepted(t *testing.T) {
+	r := startAgent(t, t.TempDir(), true, nil)
+	samples, err := filepath.Glob("adapters/*/sample-config.json")
+	if err != nil || len(samples) < 3 {
+		t.Fatalf("sample configs: %v %v", samples, err)
+	}
+	for _, s := range samples {
+		body, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, resp := r.do("POST", "/v1/endpoints", string(body), nil); code != 201 {
+			t.Errorf("%s: %d %s", s, code, resp)
+		}
+	}
+}

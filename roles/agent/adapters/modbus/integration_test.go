@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
@@ -23,75 +22,10 @@ import (
 // need not be the python3 first on PATH.
 const systemPython = "/usr/bin/python3"
 
-// proc is a child process a test starts, stops and starts again.
-type proc struct {
-	t    *testing.T
-	name string
-	args []string
-	log  string // the process's stdout and stderr
-	// ready reports whether the process is serving; nil means at once.
-	ready func() error
-	cmd   *exec.Cmd
-	// waitCh receives the result of cmd.Wait, which a goroutine started
-	// by start runs; stop waits for it, so no goroutine outlives the test.
-	waitCh chan error
-}
-
-func newProc(t *testing.T, name string, args ...string) *proc {
-	p := &proc{t: t, name: name, args: args, log: filepath.Join(t.TempDir(), filepath.Base(name)+".log")}
-	t.Cleanup(p.stop)
-	return p
-}
-
-func (p *proc) output() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
-
-func (p *proc) start() {
-	p.t.Helper()
-	logf, err := os.Create(p.log)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	defer logf.Close() // the child has its own copy
-	p.cmd = exec.Command(p.name, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		p.cmd = nil
-		p.t.Fatalf("start %s: %v", p.name, err)
-	}
-	p.waitCh = make(chan error, 1)
-	go func(cmd *exec.Cmd, ch chan<- error) { ch <- cmd.Wait() }(p.cmd, p.waitCh)
-	if p.ready == nil {
-		return
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for p.ready() != nil {
-		select {
-		case err := <-p.waitCh:
-			p.cmd = nil
-			p.t.Fatalf("%s exited: %v\n%s", p.name, err, p.output())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s not ready after 20s:\n%s", p.name, p.output())
-		}
-	}
-}
-
-func (p *proc) stop() {
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.waitCh // the Wait goroutine has ended and the process is reaped
-	p.cmd = nil
-}
-
 // pymodbusServer is testdata/server.py running as a child process.
 type pymodbusServer struct {
-	*proc
+	*coretest.Process
+	t     *testing.T
 	port  int
 	stats string
 }
@@ -110,17 +44,17 @@ func requirePymodbus(t *testing.T) {
 // unless the flags say --serial, and waits until it accepts connections.
 func startServer(t *testing.T, flags ...string) *pymodbusServer {
 	t.Helper()
-	s := &pymodbusServer{stats: filepath.Join(t.TempDir(), "stats.json")}
+	s := &pymodbusServer{t: t, stats: filepath.Join(t.TempDir(), "stats.json")}
 	args := append([]string{"testdata/server.py", "--stats", s.stats}, flags...)
 	if !slices.Contains(flags, "--serial") {
 		s.port = coretest.FreePort(t)
 		args = append(args, "--port", strconv.Itoa(s.port))
 	}
-	s.proc = newProc(t, systemPython, args...)
+	s.Process = coretest.NewProcess(t, systemPython, args...)
 	if s.port != 0 {
-		s.ready = func() error { return coretest.Dialable(s.addr()) }
+		s.Ready = func() error { return coretest.Dialable(s.addr()) }
 	}
-	s.start()
+	s.Start()
 	return s
 }
 
@@ -354,7 +288,7 @@ func TestPollWriteOutageIntegration(t *testing.T) {
 	}
 
 	// The server dies: the poll fails as a whole and tells the runner.
-	srv.stop()
+	srv.Stop()
 	rs, err := a.Poll(ctx)
 	if err == nil {
 		t.Fatal("Poll after the server died returned no error")
@@ -384,7 +318,7 @@ func TestPollWriteOutageIntegration(t *testing.T) {
 	}
 
 	// The server comes back on the same port with its original registers.
-	srv.start()
+	srv.Start()
 	if err := a.Connect(ctx); err != nil {
 		t.Fatalf("Connect after restart: %v", err)
 	}

@@ -27,8 +27,8 @@ func TestRTUIntegration(t *testing.T) {
 	}
 	dir := t.TempDir()
 	master, slave := filepath.Join(dir, "master"), filepath.Join(dir, "slave")
-	socat := newProc(t, socatPath, "pty,raw,echo=0,link="+master, "pty,raw,echo=0,link="+slave)
-	socat.ready = func() error {
+	socat := coretest.NewProcess(t, socatPath, "pty,raw,echo=0,link="+master, "pty,raw,echo=0,link="+slave)
+	socat.Ready = func() error {
 		for _, l := range []string{master, slave} {
 			if _, err := os.Stat(l); err != nil {
 				return err
@@ -36,7 +36,7 @@ func TestRTUIntegration(t *testing.T) {
 		}
 		return nil
 	}
-	socat.start()
+	socat.Start()
 	srv := startServer(t, "--serial", slave, "--parity", "N", "--baudrate", "19200", "--layout", writeLayout(t))
 
 	ep := adapters.Endpoint{

@@ -14,7 +14,7 @@ func newAgentCmd() *cobra.Command {
 		role:     config.RoleAgent,
 		flagKeys: map[string]string{"port": "agent.port", "data-dir": "agent.data_dir", "security-mode": "agent.security_mode"},
 		build: func(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
-			return agent.New(cfg, r, agent.Options{PortHint: "--port or DEVICE_API_PORT"})
+			return agent.New(cfg, r, agent.Options{PortHint: "--port or DEVICE_API_PORT", ReleaseStartupPages: true})
 		},
 	}
 	return roleCommand("agent", "Run the edge agent (local API on 127.0.0.1:48484)",

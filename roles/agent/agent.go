@@ -32,6 +32,11 @@ type Options struct {
 	PortHint string
 	// Drivers replaces the built-in protocol drivers (tests).
 	Drivers []adapters.Driver
+	// ReleaseStartupPages drops the executable pages start-up faulted in
+	// once the agent runs (see sysinfo.ReleaseExecutablePages). Only the
+	// agent alone on a device wants it; all-in-one's other roles would
+	// fault them back.
+	ReleaseStartupPages bool
 }
 
 // DefaultDrivers are the protocols the agent speaks.

@@ -64,6 +64,7 @@ type Agent struct {
 	ring   *logring.Ring
 	level  *slog.LevelVar
 	rt     *rt.Runtime
+	opts   Options
 	runner *runner.Runner
 	out    *output
 	server interface{ Addr() string }
@@ -102,7 +103,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 	level.Set(slog.LevelInfo)
 	log := ringLogger(r.Logger, ring, level).With("component", "agent")
 	a := &Agent{
-		cfg: cfg.Agent, log: log, ring: ring, level: level, rt: r,
+		cfg: cfg.Agent, log: log, ring: ring, level: level, rt: r, opts: opts,
 		sampler: sysinfo.NewSampler("/proc", cfg.Agent.DataDir),
 		logins:  httpx.NewAttempts(loginFailuresPerUser, loginFailuresPerIP, loginWindow),
 		started: time.Now(), state: StateInitializing,
@@ -195,7 +196,9 @@ func (a *Agent) initialise(ctx context.Context) bool {
 		if !failed {
 			a.setState(StateRunning)
 			a.log.Info("agent running", "init", time.Since(t0).Round(time.Millisecond))
-			a.releaseInitPages()
+			if a.opts.ReleaseStartupPages {
+				a.releaseInitPages()
+			}
 			return true
 		}
 		select {

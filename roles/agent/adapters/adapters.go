@@ -142,6 +142,14 @@ type Listener interface {
 	Listen(ctx context.Context, emit func([]Reading)) error
 }
 
+// Pusher is implemented by a Listener whose configuration decides whether
+// it listens (OPC-UA: monitored items or polling). A Listener without it
+// always listens. The runner asks once, when the endpoint starts, so an
+// endpoint's kind does not depend on whether it has connected yet.
+type Pusher interface {
+	Pushes() bool
+}
+
 // Diagnoser is implemented by adapters with protocol-level detail for
 // GET /v1/adapters/:protocol/devices/:deviceName (Modbus: register blocks,
 // request counts, the last exception). It must be safe for concurrent use.

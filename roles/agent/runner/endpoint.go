@@ -66,8 +66,17 @@ type endpointRun struct {
 }
 
 func newEndpointRun(ep adapters.Endpoint, a adapters.Adapter, out Output, m *metrics, log *slog.Logger) *endpointRun {
-	return &endpointRun{ep: ep, adapter: a, out: out, m: m, log: log, state: StateDisconnected,
+	e := &endpointRun{ep: ep, adapter: a, out: out, m: m, log: log, state: StateDisconnected,
 		points: map[string]adapters.Reading{}, done: make(chan struct{})}
+	// Whether the endpoint listens is decided by its configuration, once,
+	// so its metrics do not depend on whether it has connected yet.
+	if _, ok := a.(adapters.Listener); ok {
+		e.listening = true
+		if p, ok := a.(adapters.Pusher); ok {
+			e.listening = p.Pushes()
+		}
+	}
+	return e
 }
 
 func (e *endpointRun) start(base context.Context) {
@@ -131,8 +140,7 @@ func (e *endpointRun) run(ctx context.Context) {
 // serve works one connection: listen when the adapter pushes, else poll
 // every interval. It returns the error that ended the connection.
 func (e *endpointRun) serve(ctx context.Context) error {
-	if l, ok := e.adapter.(adapters.Listener); ok {
-		e.setListening(true)
+	if l, ok := e.adapter.(adapters.Listener); ok && e.isListening() {
 		err := l.Listen(ctx, func(rs []adapters.Reading) { e.deliver(ctx, rs, 0) })
 		if !errors.Is(err, adapters.ErrPollOnly) {
 			if err == nil && ctx.Err() == nil {
@@ -140,6 +148,7 @@ func (e *endpointRun) serve(ctx context.Context) error {
 			}
 			return err
 		}
+		// The adapter's configuration says poll after all.
 		e.setListening(false)
 	}
 	t := time.NewTicker(e.interval())
@@ -244,15 +253,27 @@ func (e *endpointRun) connectFailed(ctx context.Context, err error) {
 	e.deliver(ctx, rs, 0)
 }
 
+// lost records a connection that ended. A listener's values simply stop
+// arriving, so its data points get BAD readings here; a poll that failed
+// has returned its own.
 func (e *endpointRun) lost(ctx context.Context, err error) {
 	e.mu.Lock()
 	if err != nil {
 		e.lastError = err.Error()
 	}
 	e.connectFails = 0
+	listening := e.listening
 	e.mu.Unlock()
 	e.setState(StateDisconnected)
 	e.log.Warn("endpoint connection lost", "code", adapters.Classify(err), "err", err)
+	if listening && len(e.ep.DataPoints) > 0 {
+		now := time.Now()
+		rs := make([]adapters.Reading, len(e.ep.DataPoints))
+		for i, dp := range e.ep.DataPoints {
+			rs[i] = adapters.BadReading(e.ep.Name, e.ep.UUID, dp, now, err)
+		}
+		e.deliver(ctx, rs, 0)
+	}
 	e.out.Disconnected(ctx, e.ep)
 }
 
@@ -266,6 +287,12 @@ func (e *endpointRun) setState(s string) {
 	} else if prev != StateConnected && s == StateConnected {
 		e.m.connected.WithLabelValues(e.ep.Protocol).Inc()
 	}
+}
+
+func (e *endpointRun) isListening() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.listening
 }
 
 func (e *endpointRun) setListening(on bool) {

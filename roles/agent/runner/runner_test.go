@@ -27,6 +27,7 @@ type script struct {
 	connects   int
 	closes     int
 	listen     bool
+	listenErr  error
 }
 
 type scriptDriver struct{ s *script }
@@ -75,6 +76,12 @@ type listeningScript struct{ *script }
 func (l listeningScript) Listen(ctx context.Context, emit func([]adapters.Reading)) error {
 	if !l.listen {
 		return adapters.ErrPollOnly
+	}
+	l.mu.Lock()
+	lerr := l.listenErr
+	l.mu.Unlock()
+	if lerr != nil {
+		return lerr
 	}
 	emit([]adapters.Reading{{Metric: "pushed", Value: 1.0, Quality: adapters.Good, Timestamp: time.Now()}})
 	<-ctx.Done()
@@ -260,4 +267,25 @@ func TestBackoff(t *testing.T) {
 	if d := b.Next(); d > 1200*time.Millisecond {
 		t.Errorf("after Reset: %v", d)
 	}
+}
+
+func TestLostListenerTurnsPointsBad(t *testing.T) {
+	k := &sink{}
+	s := &script{listen: true, listenErr: refused}
+	r := New([]adapters.Driver{listenDriver{s}}, k, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.Start(ctx)
+	if err := r.Apply(endpoint("listen")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a BAD reading after the listener lost its connection", func() bool {
+		rd, _ := k.last()
+		return rd.Metric == "v" && rd.Quality == adapters.Bad && rd.QualityCode == adapters.CodeConnectionRefused
+	})
+	// A listening endpoint has no poll metrics, connected or not.
+	if _, err := r.DeviceMetrics("listen", "dev-1"); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("metrics of a listening endpoint: %v", err)
+	}
+	r.StopAll()
 }

@@ -20,6 +20,10 @@ import (
 // or after Close.
 var errNotConnected = adapters.WithCode(adapters.CodeDeviceOffline, errors.New("opc-ua session is not connected"))
 
+// Pushes reports whether the endpoint uses monitored items (subscribe)
+// rather than polling.
+func (a *Adapter) Pushes() bool { return a.conn.Subscribe }
+
 // Adapter reads the nodes of one OPC-UA endpoint.
 type Adapter struct {
 	ep     adapters.Endpoint
@@ -283,4 +287,5 @@ var (
 	_ adapters.Adapter   = (*Adapter)(nil)
 	_ adapters.Listener  = (*Adapter)(nil)
 	_ adapters.Diagnoser = (*Adapter)(nil)
+	_ adapters.Pusher    = (*Adapter)(nil)
 )

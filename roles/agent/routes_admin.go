@@ -256,13 +256,8 @@ func (a *Agent) setup(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	if err := errors.Join(validUsername(in.Username), validPassword(in.Password)); err != nil {
-		fail(c, http.StatusBadRequest, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
-	}
-	h, err := hashPassword(in.Password)
-	if err != nil {
-		a.internal(c, "hash password", err)
+	h, ok := a.newUserHash(c, in.Username, in.Password)
+	if !ok {
 		return
 	}
 	created, err := st.CreateFirstAdmin(c.Request.Context(), store.AdminUser{Username: in.Username, PasswordHash: h})
@@ -276,6 +271,21 @@ func (a *Agent) setup(c *gin.Context) {
 	}
 	a.log.Info("first admin user created through setup", "username", in.Username)
 	c.JSON(http.StatusCreated, userView(store.AdminUser{Username: in.Username, Active: true, Superuser: true}))
+}
+
+// newUserHash checks a new user's name and password and hashes the
+// password, or answers 400 naming what is wrong.
+func (a *Agent) newUserHash(c *gin.Context, username, password string) (string, bool) {
+	if err := errors.Join(validUsername(username), validPassword(password)); err != nil {
+		badRequest(c, err)
+		return "", false
+	}
+	h, err := hashPassword(password)
+	if err != nil {
+		a.internal(c, "hash password", err)
+		return "", false
+	}
+	return h, true
 }
 
 func userView(u store.AdminUser) gin.H {
@@ -315,13 +325,8 @@ func (a *Agent) createAdmin(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	if err := errors.Join(validUsername(in.Username), validPassword(in.Password)); err != nil {
-		fail(c, http.StatusBadRequest, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
-		return
-	}
-	h, err := hashPassword(in.Password)
-	if err != nil {
-		a.internal(c, "hash password", err)
+	h, ok := a.newUserHash(c, in.Username, in.Password)
+	if !ok {
 		return
 	}
 	u := store.AdminUser{Username: in.Username, PasswordHash: h, Active: in.Active == nil || *in.Active, Superuser: in.Superuser}

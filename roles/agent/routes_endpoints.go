@@ -132,9 +132,9 @@ func (a *Agent) validateEndpoint(ep adapters.Endpoint) error {
 	return errors.Join(errs...)
 }
 
-// badEndpoint answers 400 with every validation problem, each naming its
-// field.
-func badEndpoint(c *gin.Context, err error) {
+// badRequest answers 400 with every validation problem of err (joined
+// errors on one line), each naming its field.
+func badRequest(c *gin.Context, err error) {
 	fail(c, http.StatusBadRequest, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 }
 
@@ -193,15 +193,11 @@ func (a *Agent) createEndpoint(c *gin.Context) {
 		ep.DataPoints = []adapters.DataPoint{}
 	}
 	if err := a.validateEndpoint(ep); err != nil {
-		badEndpoint(c, err)
+		badRequest(c, err)
 		return
 	}
 	if err := s.CreateEndpoint(c.Request.Context(), ep); err != nil {
-		if errors.Is(err, store.ErrDuplicate) {
-			fail(c, http.StatusBadRequest, "name: an endpoint named %q exists already", ep.Name)
-			return
-		}
-		a.internal(c, "create endpoint", err)
+		a.endpointWriteError(c, ep, "create endpoint", err)
 		return
 	}
 	if err := a.runner.Apply(ep); err != nil {
@@ -209,6 +205,16 @@ func (a *Agent) createEndpoint(c *gin.Context) {
 	}
 	a.log.Info("endpoint created", "endpoint", ep.Name, "protocol", ep.Protocol, "enabled", ep.Enabled)
 	c.JSON(http.StatusCreated, gin.H{"uuid": ep.UUID, "name": ep.Name, "protocol": ep.Protocol, "enabled": ep.Enabled})
+}
+
+// endpointWriteError answers a failed store write: a taken name is the
+// client's 400, anything else ours.
+func (a *Agent) endpointWriteError(c *gin.Context, ep adapters.Endpoint, what string, err error) {
+	if errors.Is(err, store.ErrDuplicate) {
+		fail(c, http.StatusBadRequest, "name: an endpoint named %q exists already", ep.Name)
+		return
+	}
+	a.internal(c, what, err)
 }
 
 // findEndpoint resolves :ref (a UUID or a name) or answers 404.
@@ -244,15 +250,11 @@ func (a *Agent) patchEndpoint(c *gin.Context) {
 	}
 	in.apply(&ep)
 	if err := a.validateEndpoint(ep); err != nil {
-		badEndpoint(c, err)
+		badRequest(c, err)
 		return
 	}
 	if err := s.UpdateEndpoint(c.Request.Context(), ep); err != nil {
-		if errors.Is(err, store.ErrDuplicate) {
-			fail(c, http.StatusBadRequest, "name: an endpoint named %q exists already", ep.Name)
-			return
-		}
-		a.internal(c, "update endpoint", err)
+		a.endpointWriteError(c, ep, "update endpoint", err)
 		return
 	}
 	if err := a.runner.Apply(ep); err != nil {

@@ -44,7 +44,7 @@ func (a *Agent) patchSettings(c *gin.Context) {
 	defer a.settingsMu.Unlock()
 	merged, ignored, err := mergeSettings(*a.settings.Load(), body)
 	if err != nil {
-		fail(c, http.StatusBadRequest, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+		badRequest(c, err)
 		return
 	}
 	doc, err := json.Marshal(merged)

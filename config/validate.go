@@ -206,6 +206,9 @@ func (a Agent) validate(p *problems) {
 	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < 6 {
 		p.add("agent.admin_password", "must be at least 6 characters when agent.admin_username is set")
 	}
+	if len(a.AdminPassword.Reveal()) > 72 {
+		p.add("agent.admin_password", "must be at most 72 bytes (the most a bcrypt hash takes)")
+	}
 }
 
 // KeyMode reports whether the agent API requires X-Api-Key: API_KEY mode,

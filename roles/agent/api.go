@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -40,6 +42,7 @@ func (a *Agent) engine() *gin.Engine {
 	if !a.cfg.KeyMode() {
 		e.Use(loopbackOnly())
 	}
+	e.Use(requireJSONBody, a.holdStore)
 	e.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
 	v1 := e.Group("/v1")
 	v1.GET("/healthy", a.healthy)
@@ -98,7 +101,7 @@ func loopbackOnly() gin.HandlerFunc {
 			fail(c, http.StatusForbidden, "host %q is not a loopback name; this agent API answers on localhost only (API_SECURITY_MODE=LOCALHOST_ONLY)", c.Request.Host)
 			return
 		}
-		for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip"} {
+		for _, h := range forwardingHeaders {
 			if c.GetHeader(h) != "" {
 				fail(c, http.StatusForbidden, "forwarded requests are refused in LOCALHOST_ONLY mode (header %s)", h)
 				return
@@ -114,6 +117,11 @@ func loopbackOnly() gin.HandlerFunc {
 		c.Next()
 	}
 }
+
+// forwardingHeaders are the headers proxies add; any of them means the
+// request did not come straight from a local client.
+var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+	"X-Forwarded-Port", "X-Forwarded-Server", "X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "Via"}
 
 // isLoopbackHost reports whether a Host header (with or without a port)
 // names this machine's loopback interface.
@@ -138,13 +146,16 @@ func (a *Agent) requireKeyOrSession() gin.HandlerFunc {
 	if !a.cfg.KeyMode() {
 		return func(c *gin.Context) { c.Next() }
 	}
-	want := []byte(a.cfg.APIKey.Reveal())
+	// Digests of equal length, so the comparison's time does not tell the
+	// key's length either.
+	want := sha256.Sum256([]byte(a.cfg.APIKey.Reveal()))
 	return func(c *gin.Context) {
 		got := c.GetHeader("X-Api-Key")
 		if got == "" {
 			got = c.Query("apiKey")
 		}
-		if got != "" && subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+		gotSum := sha256.Sum256([]byte(got))
+		if got != "" && subtle.ConstantTimeCompare(gotSum[:], want[:]) == 1 {
 			c.Next()
 			return
 		}
@@ -154,6 +165,32 @@ func (a *Agent) requireKeyOrSession() gin.HandlerFunc {
 		}
 		fail(c, http.StatusUnauthorized, "missing or invalid API key")
 	}
+}
+
+// holdStore keeps the store open for the length of a request: a reboot
+// or shutdown closes it only once no request is using it.
+func (a *Agent) holdStore(c *gin.Context) {
+	a.storeMu.RLock()
+	defer a.storeMu.RUnlock()
+	c.Next()
+}
+
+// requireJSONBody refuses a request body that is not declared as JSON.
+// Besides being honest about what the API reads, it keeps the admin
+// session safe from cross-site forms: a browser sends a form (even an
+// enctype=text/plain one holding JSON) without a preflight, but never
+// application/json.
+func requireJSONBody(c *gin.Context) {
+	if c.Request.ContentLength == 0 || c.Request.Method == http.MethodGet || c.Request.Method == http.MethodHead {
+		c.Next()
+		return
+	}
+	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || mt != "application/json" {
+		fail(c, http.StatusUnsupportedMediaType, "request bodies must be JSON with Content-Type: application/json, got %q", c.GetHeader("Content-Type"))
+		return
+	}
+	c.Next()
 }
 
 // storeFor returns the store or answers 503 while the agent initialises.

@@ -74,9 +74,17 @@ type Agent struct {
 	logins  *httpx.Attempts
 	started time.Time
 
-	st       atomic.Pointer[store.Store]
-	identity atomic.Pointer[identity]
-	settings atomic.Pointer[Settings]
+	st      atomic.Pointer[store.Store]
+	storeMu sync.RWMutex
+	runDone chan struct{}
+	// runCalled tells Stop whether to wait for Run.
+	runCalled atomic.Bool
+	// endpointsMu makes each endpoint change one step: the store write
+	// and the runner change, so the running set always follows the last
+	// stored state.
+	endpointsMu sync.Mutex
+	identity    atomic.Pointer[identity]
+	settings    atomic.Pointer[Settings]
 	// settingsMu serialises read-modify-write of the settings.
 	settingsMu sync.Mutex
 
@@ -107,7 +115,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 		sampler: sysinfo.NewSampler("/proc", cfg.Agent.DataDir),
 		logins:  httpx.NewAttempts(loginFailuresPerUser, loginFailuresPerIP, loginWindow),
 		started: time.Now(), state: StateInitializing,
-		reboot: make(chan struct{}, 1), shutdown: make(chan struct{}, 1),
+		reboot: make(chan struct{}, 1), shutdown: make(chan struct{}, 1), runDone: make(chan struct{}),
 	}
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
 	a.out = newOutput(log)
@@ -125,23 +133,35 @@ func (a *Agent) Name() string { return "agent" }
 // API can answer readiness probes while they do.
 func (a *Agent) Start(context.Context) error { return nil }
 
+// errShutdown ends Run's phases when POST /v1/shutdown arrives.
+var errShutdown = fmt.Errorf("agent: %w", lifecycle.ErrShutdownRequested)
+
 // Run performs the init phases, then serves reboots until ctx ends or a
-// shutdown is requested.
+// shutdown is requested. It owns the store and the endpoints: Stop waits
+// for Run to return before it releases them, so the two never race.
 func (a *Agent) Run(ctx context.Context) error {
+	a.runCalled.Store(true)
+	defer close(a.runDone)
+	if ctx.Err() != nil {
+		return nil
+	}
 	a.mu.Lock()
 	a.ctx = ctx
 	a.mu.Unlock()
 	a.runner.Start(ctx)
 	go a.memory.Run(ctx)
 	for {
-		if !a.initialise(ctx) {
+		if err := a.initialise(ctx); err != nil {
+			if errors.Is(err, lifecycle.ErrShutdownRequested) {
+				return err
+			}
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-a.shutdown:
-			return fmt.Errorf("agent: %w", lifecycle.ErrShutdownRequested)
+			return errShutdown
 		case <-a.reboot:
 			a.log.Info("soft reboot")
 			a.setState(StateInitializing)
@@ -152,18 +172,31 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Stop implements lifecycle.Service.
-func (a *Agent) Stop(context.Context) error {
+func (a *Agent) Stop(ctx context.Context) error {
 	a.setState(StateStopping)
+	// Run is not called when a service after the agent failed to start.
+	if a.runCalled.Load() {
+		select {
+		case <-a.runDone:
+		case <-ctx.Done():
+			return fmt.Errorf("agent: init phases still running at shutdown: %w", ctx.Err())
+		}
+	}
 	a.teardown()
 	return nil
 }
 
 // teardown stops the endpoints and closes the store; the phases rebuild
-// both.
+// both. The store is closed under storeMu's write lock, so no request is
+// using it: requests hold the read lock (holdStore) and later ones find
+// no store and answer 503.
 func (a *Agent) teardown() {
 	a.runner.StopAll()
 	a.out.closeAll()
-	if s := a.st.Swap(nil); s != nil {
+	a.storeMu.Lock()
+	s := a.st.Swap(nil)
+	a.storeMu.Unlock()
+	if s != nil {
 		if err := s.Close(); err != nil {
 			a.log.Warn("close store", "err", err)
 		}
@@ -171,8 +204,10 @@ func (a *Agent) teardown() {
 }
 
 // initialise runs every phase that has not passed yet, in order, retrying
-// after phaseRetry until all pass. It returns false when ctx ends first.
-func (a *Agent) initialise(ctx context.Context) bool {
+// after phaseRetry until all pass. It returns nil once the agent runs,
+// errShutdown when a shutdown is requested meanwhile, and ctx's error when
+// ctx ends first.
+func (a *Agent) initialise(ctx context.Context) error {
 	t0 := time.Now()
 	for {
 		failed := false
@@ -185,7 +220,7 @@ func (a *Agent) initialise(ctx context.Context) bool {
 			a.recordPhase(i, time.Since(start), err)
 			if err != nil {
 				if ctx.Err() != nil {
-					return false
+					return ctx.Err()
 				}
 				a.log.Error("init phase failed", "phase", name, "err", err, "retry_in", phaseRetry)
 				failed = true
@@ -199,11 +234,13 @@ func (a *Agent) initialise(ctx context.Context) bool {
 			if a.opts.ReleaseStartupPages {
 				a.releaseInitPages()
 			}
-			return true
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
+		case <-a.shutdown:
+			return errShutdown
 		case <-time.After(phaseRetry):
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,13 +107,31 @@ func (a *Agent) bootstrapAdmin(ctx context.Context) error {
 	return nil
 }
 
+// crossOrigin reports whether a browser sent the request from another
+// origin. SameSite=Strict keeps the cookie from other sites, but not from
+// another port of the same host (same site), so a session is only good
+// for requests from the agent's own pages or from non-browser clients.
+func crossOrigin(c *gin.Context) bool {
+	if o := c.GetHeader("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, c.Request.Host) {
+			return true
+		}
+	}
+	switch c.GetHeader("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	}
+	return false
+}
+
 // sessionUser returns the admin of the request's session cookie.
 func (a *Agent) sessionUser(c *gin.Context) (store.AdminUser, bool) {
 	if u, ok := c.Get(userKey); ok {
 		return u.(store.AdminUser), true
 	}
 	id, err := c.Cookie(sessionCookie)
-	if err != nil || id == "" {
+	if err != nil || id == "" || crossOrigin(c) {
 		return store.AdminUser{}, false
 	}
 	s := a.st.Load()
@@ -136,24 +155,6 @@ func (a *Agent) requireSession(c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-// keepsASuperuser answers 409 when removing or demoting username would
-// leave no active superuser, which would lock everyone out of user
-// management.
-func (a *Agent) keepsASuperuser(c *gin.Context, st *store.Store, username string) bool {
-	us, err := st.Admins(c.Request.Context())
-	if err != nil {
-		a.internal(c, "list admin users", err)
-		return false
-	}
-	for _, u := range us {
-		if u.Username != username && u.Active && u.Superuser {
-			return true
-		}
-	}
-	fail(c, http.StatusConflict, "%q is the last active superuser; make another user superuser first", username)
-	return false
 }
 
 func (a *Agent) requireSuperuser(c *gin.Context) {
@@ -182,8 +183,15 @@ func (a *Agent) login(c *gin.Context) {
 		fail(c, http.StatusBadRequest, "username and password are required")
 		return
 	}
+	if crossOrigin(c) {
+		fail(c, http.StatusForbidden, "log in from the agent's own pages")
+		return
+	}
+	// Only failures count, per name and per address: in LOCALHOST_ONLY
+	// mode every client is 127.0.0.1, and good logins must not use up
+	// that address's budget.
 	ip := c.ClientIP()
-	if blocked, retry := a.logins.Reserve(in.Username, ip); blocked {
+	if blocked, retry := a.logins.Check(in.Username, ip); blocked {
 		c.Header("Retry-After", retryAfter(retry))
 		fail(c, http.StatusTooManyRequests, "too many failed logins; retry in %s", retry.Round(time.Second))
 		return
@@ -198,6 +206,7 @@ func (a *Agent) login(c *gin.Context) {
 		hash = string(dummyHash())
 	}
 	if !checkPassword(hash, in.Password) || err != nil || !u.Active {
+		a.logins.Fail(in.Username, ip)
 		a.log.Warn("admin login failed", "username", in.Username, "ip", ip)
 		fail(c, http.StatusUnauthorized, "invalid username or password")
 		return
@@ -211,6 +220,11 @@ func (a *Agent) login(c *gin.Context) {
 	buf := make([]byte, sessionIDBytes)
 	_, _ = rand.Read(buf)
 	id := base64.RawURLEncoding.EncodeToString(buf)
+	if n, err := st.PurgeSessions(c.Request.Context(), time.Now()); err != nil {
+		a.log.Warn("purge expired sessions", "err", err)
+	} else if n > 0 {
+		a.log.Debug("expired sessions purged", "sessions", n)
+	}
 	if err := st.CreateSession(c.Request.Context(), hashSessionID(id), u.Username, time.Now().Add(sessionTTL)); err != nil {
 		a.internal(c, "create session", err)
 		return
@@ -369,12 +383,11 @@ func (a *Agent) updateAdmin(c *gin.Context) {
 		}
 		p.PasswordHash = &h
 	}
-	if (in.Active != nil && !*in.Active) || (in.Superuser != nil && !*in.Superuser) {
-		if !a.keepsASuperuser(c, st, c.Param("username")) {
-			return
-		}
-	}
 	u, err := st.UpdateAdmin(c.Request.Context(), c.Param("username"), p)
+	if errors.Is(err, store.ErrLastSuperuser) {
+		fail(c, http.StatusConflict, "%q is the last active superuser; make another user superuser first", c.Param("username"))
+		return
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		fail(c, http.StatusNotFound, "no admin user %q", c.Param("username"))
 		return
@@ -391,10 +404,11 @@ func (a *Agent) deleteAdmin(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if !a.keepsASuperuser(c, st, c.Param("username")) {
+	err := st.DeleteAdmin(c.Request.Context(), c.Param("username"))
+	if errors.Is(err, store.ErrLastSuperuser) {
+		fail(c, http.StatusConflict, "%q is the last active superuser; make another user superuser first", c.Param("username"))
 		return
 	}
-	err := st.DeleteAdmin(c.Request.Context(), c.Param("username"))
 	if errors.Is(err, store.ErrNotFound) {
 		fail(c, http.StatusNotFound, "no admin user %q", c.Param("username"))
 		return

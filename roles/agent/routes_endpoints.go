@@ -172,6 +172,8 @@ func (a *Agent) listEndpoints(c *gin.Context) {
 }
 
 func (a *Agent) createEndpoint(c *gin.Context) {
+	a.endpointsMu.Lock()
+	defer a.endpointsMu.Unlock()
 	s, ok := a.storeFor(c)
 	if !ok {
 		return
@@ -232,6 +234,8 @@ func (a *Agent) findEndpoint(c *gin.Context, s *store.Store) (adapters.Endpoint,
 }
 
 func (a *Agent) patchEndpoint(c *gin.Context) {
+	a.endpointsMu.Lock()
+	defer a.endpointsMu.Unlock()
 	s, ok := a.storeFor(c)
 	if !ok {
 		return
@@ -264,6 +268,8 @@ func (a *Agent) patchEndpoint(c *gin.Context) {
 }
 
 func (a *Agent) deleteEndpoint(c *gin.Context) {
+	a.endpointsMu.Lock()
+	defer a.endpointsMu.Unlock()
 	s, ok := a.storeFor(c)
 	if !ok {
 		return
@@ -283,18 +289,14 @@ func (a *Agent) deleteEndpoint(c *gin.Context) {
 }
 
 func (a *Agent) deleteAllEndpoints(c *gin.Context) {
+	a.endpointsMu.Lock()
+	defer a.endpointsMu.Unlock()
 	s, ok := a.storeFor(c)
 	if !ok {
 		return
 	}
-	eps, err := s.Endpoints(c.Request.Context(), "")
-	if err != nil {
-		a.internal(c, "list endpoints", err)
-		return
-	}
-	for _, ep := range eps {
-		a.runner.Remove(ep.UUID)
-	}
+	// Every endpoint stops (in parallel) before the rows go.
+	a.runner.StopAll()
 	removed, err := s.DeleteAllEndpoints(c.Request.Context())
 	if err != nil {
 		a.internal(c, "delete endpoints", err)

@@ -28,6 +28,15 @@ const (
 	opTimeout = 30 * time.Second
 	// qualityWindow is how many recent polls communicationQuality covers.
 	qualityWindow = 20
+	// stableConnection is how long a connection must last before the
+	// backoff starts again from backoffMin: a peer that accepts and then
+	// fails at once (over its connection limit, refusing a subscription)
+	// is retried ever more slowly, not every second.
+	stableConnection = 10 * time.Second
+	// maxTrackedPoints bounds the last values kept per endpoint: MQTT
+	// frames name their own metrics, and a publisher with ever-new keys
+	// must not grow the agent's memory.
+	maxTrackedPoints = 1000
 	// defaultPollInterval applies when an endpoint sets none (the admin
 	// UI's default of 10 s).
 	defaultPollInterval = 10 * time.Second
@@ -63,6 +72,8 @@ type endpointRun struct {
 	latencyMax   time.Duration
 	connectFails int64 // failed attempts since the last connection
 	connectTotal int64 // failed attempts since the endpoint started
+	losses       int64 // connections lost since the endpoint started
+	untracked    int64 // readings of metrics beyond maxTrackedPoints
 }
 
 func newEndpointRun(ep adapters.Endpoint, a adapters.Adapter, out Output, m *metrics, log *slog.Logger) *endpointRun {
@@ -121,16 +132,20 @@ func (e *endpointRun) run(ctx context.Context) {
 			}
 			continue
 		}
-		b.Reset()
 		e.m.reconnects.WithLabelValues(e.ep.Protocol, "ok").Inc()
 		e.setState(StateConnected)
 		e.log.Info("endpoint connected")
+		connected := time.Now()
 		err = e.serve(ctx)
 		_ = e.adapter.Close()
 		if ctx.Err() != nil {
 			return
 		}
-		e.lost(ctx, err)
+		stable := time.Since(connected) >= stableConnection
+		if stable {
+			b.Reset()
+		}
+		e.lost(ctx, err, stable)
 		if !sleep(ctx, b.Next()) {
 			return
 		}
@@ -190,12 +205,17 @@ func (e *endpointRun) deliver(ctx context.Context, rs []adapters.Reading, took t
 	good := 0
 	e.mu.Lock()
 	for _, r := range rs {
-		e.points[r.Metric] = r
 		if r.Quality == adapters.Good {
 			good++
 		} else if r.QualityCode != "" {
-			e.lastError = r.QualityCode
+			e.lastError = r.QualityCode + ": data point " + r.Metric
 		}
+		key := pointKey(e.ep.Name, r)
+		if _, ok := e.points[key]; !ok && len(e.points) >= maxTrackedPoints {
+			e.untracked++
+			continue
+		}
+		e.points[key] = r
 	}
 	if good > 0 {
 		e.lastSeen = now
@@ -230,7 +250,7 @@ func (e *endpointRun) connectFailed(ctx context.Context, err error) {
 	e.connectFails++
 	e.connectTotal++
 	first := e.connectFails == 1
-	e.lastError = err.Error()
+	e.lastError = code + ": " + err.Error()
 	e.mu.Unlock()
 	state := StateDisconnected
 	if code == adapters.CodeReadError || code == adapters.CodeBadData {
@@ -256,16 +276,24 @@ func (e *endpointRun) connectFailed(ctx context.Context, err error) {
 // lost records a connection that ended. A listener's values simply stop
 // arriving, so its data points get BAD readings here; a poll that failed
 // has returned its own.
-func (e *endpointRun) lost(ctx context.Context, err error) {
+func (e *endpointRun) lost(ctx context.Context, err error, stable bool) {
+	code := adapters.Classify(err)
 	e.mu.Lock()
 	if err != nil {
-		e.lastError = err.Error()
+		e.lastError = code + ": " + err.Error()
 	}
 	e.connectFails = 0
+	e.losses++
+	first := e.losses == 1
 	listening := e.listening
 	e.mu.Unlock()
 	e.setState(StateDisconnected)
-	e.log.Warn("endpoint connection lost", "code", adapters.Classify(err), "err", err)
+	if stable || first {
+		e.log.Warn("endpoint connection lost", "code", code, "err", err)
+	} else {
+		// A peer that drops every connection at once would flood the log.
+		e.log.Debug("endpoint connection lost again", "code", code, "err", err)
+	}
 	if listening && len(e.ep.DataPoints) > 0 {
 		now := time.Now()
 		rs := make([]adapters.Reading, len(e.ep.DataPoints))
@@ -299,6 +327,16 @@ func (e *endpointRun) setListening(on bool) {
 	e.mu.Lock()
 	e.listening = on
 	e.mu.Unlock()
+}
+
+// pointKey names a reading's entry among the endpoint's last values: the
+// metric, prefixed by the device when a frame named another device than
+// the endpoint (an MQTT topic carrying several devices).
+func pointKey(endpoint string, r adapters.Reading) string {
+	if r.DeviceName != "" && r.DeviceName != endpoint {
+		return r.DeviceName + "/" + r.Metric
+	}
+	return r.Metric
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -138,6 +138,9 @@ func (s *Store) UpdateAdmin(ctx context.Context, username string, p AdminPatch) 
 			return AdminUser{}, fmt.Errorf("update admin user: end sessions: %w", err)
 		}
 	}
+	if err := keepsSuperuser(ctx, tx); err != nil {
+		return AdminUser{}, err
+	}
 	if err := tx.Commit(); err != nil {
 		return AdminUser{}, fmt.Errorf("update admin user: %w", err)
 	}
@@ -146,12 +149,41 @@ func (s *Store) UpdateAdmin(ctx context.Context, username string, p AdminPatch) 
 
 // DeleteAdmin removes an admin user and, by cascade, its sessions.
 func (s *Store) DeleteAdmin(ctx context.Context, username string) error {
-	res, err := s.db.SQL().ExecContext(ctx, `DELETE FROM admin_users WHERE username = $1`, username)
+	tx, err := s.db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete admin user: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `DELETE FROM admin_users WHERE username = $1`, username)
 	if err != nil {
 		return fmt.Errorf("delete admin user: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("admin user %q: %w", username, ErrNotFound)
+	}
+	if err := keepsSuperuser(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("delete admin user: %w", err)
+	}
+	return nil
+}
+
+// ErrLastSuperuser refuses a change that would leave no active superuser,
+// which would lock everyone out of user management.
+var ErrLastSuperuser = errors.New("no active superuser would be left")
+
+// keepsSuperuser checks, inside the changing transaction (SQLite has one
+// writer, so two concurrent changes cannot both pass), that an active
+// superuser remains.
+func keepsSuperuser(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_users WHERE is_active = 1 AND is_superuser = 1`).Scan(&n); err != nil {
+		return fmt.Errorf("count superusers: %w", err)
+	}
+	if n == 0 {
+		return ErrLastSuperuser
 	}
 	return nil
 }

@@ -123,6 +123,19 @@ func TestAdminsAndSessions(t *testing.T) {
 	if err := s.CreateSession(ctx, "s2", "root", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.DeleteAdmin(ctx, "root"); !errors.Is(err, ErrLastSuperuser) {
+		t.Fatalf("deleting the only superuser: err = %v, want ErrLastSuperuser", err)
+	}
+	off := false
+	if _, err := s.UpdateAdmin(ctx, "root", AdminPatch{Active: &off}); !errors.Is(err, ErrLastSuperuser) {
+		t.Fatalf("deactivating the only superuser: err = %v, want ErrLastSuperuser", err)
+	}
+	if _, err := s.SessionUser(ctx, "s2", now); err != nil {
+		t.Fatalf("a refused change ended the session: %v", err)
+	}
+	if err := s.CreateAdmin(ctx, AdminUser{Username: "second", PasswordHash: "h", Active: true, Superuser: true}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteAdmin(ctx, "root"); err != nil {
 		t.Fatal(err)
 	}

@@ -218,6 +218,11 @@ func checkEndpointURL(s string) error {
 	if u.Hostname() == "" {
 		return errors.New("must name a host")
 	}
+	if u.User != nil {
+		// A URL is logged, shown and echoed in errors; credentials go in
+		// username and password, which are masked.
+		return errors.New("must not carry credentials; use username and password")
+	}
 	return nil
 }
 

@@ -59,6 +59,7 @@ func TestValidate(t *testing.T) {
 		{"wrong type", endpoint(`{"endpointUrl":"opc.tcp://plc:4840","timeoutMs":"5"}`), []string{"connection.timeoutMs"}},
 		{"no url", endpoint(`{}`), []string{"connection.endpointUrl"}},
 		{"http url", endpoint(`{"endpointUrl":"http://plc:4840"}`), []string{"connection.endpointUrl"}},
+		{"credentials in the url", endpoint(`{"endpointUrl":"opc.tcp://user:secret@plc:4840"}`), []string{"connection.endpointUrl"}},
 		{"bad mode", endpoint(`{"endpointUrl":"opc.tcp://plc:4840","securityMode":"Encrypt"}`), []string{"connection.securityMode"}},
 		{"bad policy", endpoint(`{"endpointUrl":"opc.tcp://plc:4840","securityMode":"Sign","securityPolicy":"Basic512"}`), []string{"connection.securityPolicy"}},
 		{"policy without mode", endpoint(`{"endpointUrl":"opc.tcp://plc:4840","securityPolicy":"Basic256Sha256"}`), []string{"connection.securityPolicy"}},

@@ -77,7 +77,7 @@ func allQuality(d deviceDetail, q, code string) bool {
 // server, and an outage turns readings BAD and back without a restart.
 func TestModbusThroughAPIIntegration(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a Modbus server")
+		t.Skip("-short: starts a Modbus server")
 	}
 	port := coretest.FreePort(t)
 	srv := startPymodbus(t, port)

@@ -175,7 +175,7 @@ func (w *valueWatch) distinct() int {
 // subscription resume by themselves.
 func TestOPCUAThroughAPIIntegration(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a node-opcua server")
+		t.Skip("-short: starts a node-opcua server")
 	}
 	begin := time.Now()
 	port := coretest.FreePort(t)

@@ -174,7 +174,7 @@ func TestSurvivesKill(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("starts a child process")
+		t.Skip("-short: starts a child process")
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSurvivesKill$")

@@ -42,7 +42,7 @@ func TestReleaseExecutablePagesLive(t *testing.T) {
 	}
 	n, err := ReleaseExecutablePages()
 	if err != nil {
-		t.Skipf("MADV_PAGEOUT not available here: %v", err)
+		t.Skipf("MADV_PAGEOUT unavailable on this kernel (Linux 5.4+): %v", err)
 	}
 	after, err := ReadProcess("/proc", 0)
 	if err != nil {

@@ -200,7 +200,7 @@ func TestReadProcessFixture(t *testing.T) {
 func TestAuxvValue(t *testing.T) {
 	data, err := os.ReadFile("/proc/self/auxv")
 	if err != nil {
-		t.Skip("no auxv:", err)
+		t.Skip("/proc/self/auxv unavailable:", err)
 	}
 	if hz := auxvValue(data, atClkTck); hz == 0 || hz > 10000 {
 		t.Errorf("AT_CLKTCK = %d", hz)

@@ -212,7 +212,7 @@ func TestDashboardJSON(t *testing.T) {
 
 func TestLiveProc(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
-		t.Skip("no /proc:", err)
+		t.Skip("/proc unavailable:", err)
 	}
 	s := NewSampler("/proc", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

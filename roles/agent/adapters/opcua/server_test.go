@@ -57,7 +57,7 @@ func pkiDir(t *testing.T) string {
 func startServer(t *testing.T) *opcServer {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("integration test")
+		t.Skip("-short: integration test")
 	}
 	s := &opcServer{t: t, port: coretest.FreePort(t), pki: pkiDir(t)}
 	s.start()

@@ -33,7 +33,7 @@ type Entry struct {
 	Message   string `json:"message"`
 	Timestamp int64  `json:"timestamp"` // Unix milliseconds
 	Component string `json:"component"`
-	AppID     string `json:"appId,omitempty"`
+	AppID     string `json:"appId"`
 	Source    string `json:"source"` // system, container or manager
 }
 

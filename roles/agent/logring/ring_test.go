@@ -117,7 +117,7 @@ func TestEntryJSON(t *testing.T) {
 		want string
 	}{
 		{Entry{Level: "info", Message: "m", Timestamp: 5, Component: "c", Source: "system"},
-			`{"level":"info","message":"m","timestamp":5,"component":"c","source":"system"}`},
+			`{"level":"info","message":"m","timestamp":5,"component":"c","appId":"","source":"system"}`},
 		{Entry{Level: "warn", Message: "m", Timestamp: 5, Component: "c", AppID: "7", Source: "container"},
 			`{"level":"warn","message":"m","timestamp":5,"component":"c","appId":"7","source":"container"}`},
 	}

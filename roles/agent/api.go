@@ -78,6 +78,18 @@ func (a *Agent) engine() *gin.Engine {
 	p.POST("/adapters/:protocol/devices/:device/write", a.adapterWrite)
 	p.POST("/discover/opcua/browse", a.browseOPCUA)
 
+	p.GET("/publish/destinations", a.listDestinations)
+	p.POST("/publish/destinations", a.createDestination)
+	p.POST("/publish/destinations/test", a.testDestination)
+	p.PATCH("/publish/destinations/:id", a.patchDestination)
+	p.DELETE("/publish/destinations/:id", a.deleteDestination)
+	p.GET("/publish/subscriptions", a.listSubscriptions)
+	p.POST("/publish/subscriptions", a.createSubscription)
+	p.PATCH("/publish/subscriptions/:id", a.patchSubscription)
+	p.DELETE("/publish/subscriptions/:id", a.deleteSubscription)
+	p.GET("/protocol-outputs", a.listProtocolOutputs)
+	p.PATCH("/protocol-outputs/:protocol/drift", a.patchDrift)
+
 	p.GET("/settings", a.getSettings)
 	p.PATCH("/settings", a.patchSettings)
 	p.GET("/logs", a.getLogs)

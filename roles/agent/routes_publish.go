@@ -1,0 +1,669 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
+)
+
+// Publishing vocabulary of edge-agent.md §2.
+var (
+	destinationTypes = []string{"platform", "mqtt", "tsdb", "iot-hub-a", "iot-hub-b", "iot-hub-c"}
+	payloadFormats   = []string{"custom", "tags", "ecp", "ml"}
+	compressions     = []string{"json", "msgpack", "json+deflate", "msgpack+deflate"}
+)
+
+// destinationTestTimeout bounds POST /v1/publish/destinations/test.
+const destinationTestTimeout = 5 * time.Second
+
+// secretKeys are config_json keys shown masked.
+var secretKeys = []string{"password", "token", "sasKey", "key"}
+
+type destinationInput struct {
+	Name    *string         `json:"name"`
+	Type    *string         `json:"type"`
+	Config  json.RawMessage `json:"config_json"`
+	Enabled *bool           `json:"enabled"`
+}
+
+// tsdbConfig is an InfluxDB v2 write target.
+type tsdbConfig struct {
+	URL    string `json:"url"`
+	Org    string `json:"org"`
+	Bucket string `json:"bucket"`
+	Token  string `json:"token"`
+}
+
+// mqttConfig is a generic MQTT broker, and the connection part of the
+// MQTT-over-TLS cloud hubs.
+type mqttConfig struct {
+	URL                string `json:"url"`
+	Username           string `json:"username,omitempty"`
+	Password           string `json:"password,omitempty"`
+	ClientID           string `json:"clientId,omitempty"`
+	CAFile             string `json:"caFile,omitempty"`
+	CertFile           string `json:"certFile,omitempty"`
+	KeyFile            string `json:"keyFile,omitempty"`
+	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
+}
+
+// validateDestination checks a destination's type and its config_json for
+// that type. Problems name the field.
+func validateDestination(d store.Destination) error {
+	var errs []error
+	if strings.TrimSpace(d.Name) == "" {
+		errs = append(errs, adapters.Fieldf("name", "is required"))
+	} else if len(d.Name) > maxNameLen {
+		errs = append(errs, adapters.Fieldf("name", "must be at most %d characters", maxNameLen))
+	}
+	if !slices.Contains(destinationTypes, d.Type) {
+		return errors.Join(append(errs, adapters.Fieldf("type", "must be one of %s, got %q", strings.Join(destinationTypes, ", "), d.Type))...)
+	}
+	hasConfig := len(d.Config) > 0 && string(d.Config) != "null"
+	switch d.Type {
+	case "platform":
+		// The platform destination uses the device's own cloud
+		// credentials from provisioning.
+		if hasConfig && string(d.Config) != "{}" {
+			errs = append(errs, adapters.Fieldf("config_json", "must be empty for platform: it uses the device's provisioned credentials"))
+		}
+	case "tsdb":
+		var c tsdbConfig
+		if err := decodeConfig(d.Config, &c); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if err := checkURL(c.URL, "http", "https"); err != nil {
+			errs = append(errs, adapters.Fieldf("config_json.url", "%v", err))
+		}
+		for f, v := range map[string]string{"org": c.Org, "bucket": c.Bucket, "token": c.Token} {
+			if v == "" {
+				errs = append(errs, adapters.Fieldf("config_json."+f, "is required"))
+			}
+		}
+	default: // mqtt and the MQTT-over-TLS hubs
+		var c mqttConfig
+		if err := decodeConfig(d.Config, &c); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		schemes := []string{"tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss"}
+		if d.Type != "mqtt" {
+			schemes = []string{"ssl", "tls", "mqtts"}
+		}
+		if err := checkURL(c.URL, schemes...); err != nil {
+			errs = append(errs, adapters.Fieldf("config_json.url", "%v", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func decodeConfig(raw json.RawMessage, dst any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return adapters.Fieldf("config_json", "is required for this type")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return adapters.Fieldf("config_json", "%v", err)
+	}
+	return nil
+}
+
+func checkURL(s string, schemes ...string) error {
+	if s == "" {
+		return errors.New("is required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("is not a URL: %w", err)
+	}
+	if !slices.Contains(schemes, u.Scheme) {
+		return fmt.Errorf("scheme must be one of %s, got %q", strings.Join(schemes, ", "), u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return errors.New("must name a host")
+	}
+	if u.User != nil {
+		return errors.New("must not carry credentials; use the config's own fields")
+	}
+	return nil
+}
+
+// maskSecrets hides credential values of a config_json object.
+func maskSecrets(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return raw
+	}
+	for _, k := range secretKeys {
+		if _, ok := m[k]; ok {
+			m[k], _ = json.Marshal(redactedPassword)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// keepMaskedSecrets lets a client send back a masked config it read.
+func keepMaskedSecrets(in, stored json.RawMessage) json.RawMessage {
+	var m, old map[string]json.RawMessage
+	if json.Unmarshal(in, &m) != nil || m == nil {
+		return in
+	}
+	_ = json.Unmarshal(stored, &old)
+	for _, k := range secretKeys {
+		var v string
+		if json.Unmarshal(m[k], &v) == nil && v == redactedPassword {
+			if prev, ok := old[k]; ok {
+				m[k] = prev
+			} else {
+				delete(m, k)
+			}
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return in
+	}
+	return out
+}
+
+func destinationView(d store.Destination) store.Destination {
+	d.Config = maskSecrets(d.Config)
+	return d
+}
+
+func boolQuery(c *gin.Context, name string, def bool) (bool, bool) {
+	v := c.Query(name)
+	if v == "" {
+		return def, true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		fail(c, http.StatusBadRequest, "%s: must be true or false, got %q", name, v)
+		return false, false
+	}
+	return b, true
+}
+
+func idParam(c *gin.Context) (int64, bool) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		fail(c, http.StatusBadRequest, "id: must be a positive integer, got %q", c.Param("id"))
+		return 0, false
+	}
+	return id, true
+}
+
+func (a *Agent) listDestinations(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	all, ok := boolQuery(c, "includeDisabled", true)
+	if !ok {
+		return
+	}
+	ds, err := st.Destinations(c.Request.Context(), all)
+	if err != nil {
+		a.internal(c, "list destinations", err)
+		return
+	}
+	for i := range ds {
+		ds[i] = destinationView(ds[i])
+	}
+	c.JSON(http.StatusOK, gin.H{"publishers": ds})
+}
+
+func (a *Agent) createDestination(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	var in destinationInput
+	if !bind(c, &in) {
+		return
+	}
+	d := store.Destination{Enabled: true}
+	in.apply(&d)
+	if err := validateDestination(d); err != nil {
+		badRequest(c, err)
+		return
+	}
+	d, err := st.CreateDestination(c.Request.Context(), d)
+	if errors.Is(err, store.ErrDuplicate) {
+		fail(c, http.StatusBadRequest, "name: a destination named %q exists already", d.Name)
+		return
+	}
+	if err != nil {
+		a.internal(c, "create destination", err)
+		return
+	}
+	c.JSON(http.StatusCreated, destinationView(d))
+}
+
+func (in destinationInput) apply(d *store.Destination) {
+	if in.Name != nil {
+		d.Name = strings.TrimSpace(*in.Name)
+	}
+	if in.Type != nil {
+		d.Type = *in.Type
+	}
+	if in.Config != nil {
+		d.Config = keepMaskedSecrets(in.Config, d.Config)
+	}
+	if in.Enabled != nil {
+		d.Enabled = *in.Enabled
+	}
+}
+
+func (a *Agent) patchDestination(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	d, err := st.Destination(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no destination %d", id)
+		return
+	}
+	if err != nil {
+		a.internal(c, "read destination", err)
+		return
+	}
+	var in destinationInput
+	if !bind(c, &in) {
+		return
+	}
+	in.apply(&d)
+	if err := validateDestination(d); err != nil {
+		badRequest(c, err)
+		return
+	}
+	if err := st.UpdateDestination(c.Request.Context(), d); err != nil {
+		if errors.Is(err, store.ErrDuplicate) {
+			fail(c, http.StatusBadRequest, "name: a destination named %q exists already", d.Name)
+			return
+		}
+		a.internal(c, "update destination", err)
+		return
+	}
+	c.JSON(http.StatusOK, destinationView(d))
+}
+
+func (a *Agent) deleteDestination(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	err := st.DeleteDestination(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no destination %d", id)
+		return
+	}
+	if err != nil {
+		a.internal(c, "delete destination", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"deleted": true})
+}
+
+type destinationTest struct {
+	Type   string          `json:"type"`
+	Config json.RawMessage `json:"config_json"`
+}
+
+// testDestination tries a destination's connection without saving it. It
+// always answers 200; ok carries the result.
+func (a *Agent) testDestination(c *gin.Context) {
+	var in destinationTest
+	if !bind(c, &in) {
+		return
+	}
+	report := func(err error, msg string) {
+		if err != nil {
+			c.JSON(http.StatusOK, gin.H{"ok": false, "error": strings.ReplaceAll(err.Error(), "\n", "; ")})
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"ok": true, "message": msg})
+	}
+	if in.Type != "tsdb" && in.Type != "mqtt" {
+		report(fmt.Errorf("type %q cannot be tested; testable types are tsdb and mqtt", in.Type), "")
+		return
+	}
+	if err := validateDestination(store.Destination{Name: "test", Type: in.Type, Config: in.Config}); err != nil {
+		report(err, "")
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), destinationTestTimeout)
+	defer cancel()
+	if in.Type == "tsdb" {
+		var cfg tsdbConfig
+		_ = json.Unmarshal(in.Config, &cfg)
+		report(testTSDB(ctx, cfg), "the time-series database answered and accepted the token")
+		return
+	}
+	var cfg mqttConfig
+	_ = json.Unmarshal(in.Config, &cfg)
+	report(testMQTT(ctx, cfg), "connected to the broker")
+}
+
+// testTSDB asks an InfluxDB v2 server for the bucket list of the org with
+// the token: it proves the address, the token and the org at once.
+func testTSDB(ctx context.Context, cfg tsdbConfig) error {
+	u := strings.TrimSuffix(cfg.URL, "/") + "/api/v2/buckets?name=" + url.QueryEscape(cfg.Bucket) + "&org=" + url.QueryEscape(cfg.Org)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Token "+cfg.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", adapters.Classify(err), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", cfg.URL, resp.Status)
+	}
+	return nil
+}
+
+// testMQTT connects to the broker and disconnects.
+func testMQTT(ctx context.Context, cfg mqttConfig) error {
+	opts := paho.NewClientOptions().AddBroker(cfg.URL).SetUsername(cfg.Username).SetPassword(cfg.Password).
+		SetClientID(cfg.ClientID).SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(destinationTestTimeout)
+	if cfg.ClientID == "" {
+		opts.SetClientID(fmt.Sprintf("edgeplat-test-%d", time.Now().UnixNano()))
+	}
+	cl := paho.NewClient(opts)
+	tok := cl.Connect()
+	select {
+	case <-tok.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", adapters.CodeTimeout, ctx.Err())
+	}
+	if err := tok.Error(); err != nil {
+		return fmt.Errorf("%s: %w", adapters.Classify(err), err)
+	}
+	cl.Disconnect(100)
+	return nil
+}
+
+type subscriptionInput struct {
+	DestinationID *int64          `json:"publish_destination_id"`
+	Topics        []string        `json:"topics"`
+	PayloadFormat *string         `json:"payload_format"`
+	Compression   *string         `json:"compression"`
+	Enabled       *bool           `json:"enabled"`
+	Route         json.RawMessage `json:"route_json"`
+}
+
+func (in subscriptionInput) apply(s *store.Subscription) {
+	if in.DestinationID != nil {
+		s.DestinationID = *in.DestinationID
+	}
+	if in.Topics != nil {
+		s.Topics = in.Topics
+	}
+	if in.PayloadFormat != nil {
+		s.PayloadFormat = *in.PayloadFormat
+	}
+	if in.Compression != nil {
+		s.Compression = *in.Compression
+	}
+	if in.Enabled != nil {
+		s.Enabled = *in.Enabled
+	}
+	if in.Route != nil {
+		s.Route = in.Route
+	}
+}
+
+// checkSubscription validates a subscription against its destination, or
+// answers 400 naming every field at fault (500 when the store fails).
+func (a *Agent) checkSubscription(c *gin.Context, st *store.Store, s store.Subscription) bool {
+	var errs []error
+	d, err := st.Destination(c.Request.Context(), s.DestinationID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		errs = append(errs, adapters.Fieldf("publish_destination_id", "no destination %d", s.DestinationID))
+	case err != nil:
+		a.internal(c, "read destination", err)
+		return false
+	}
+	for i, t := range s.Topics {
+		if err := mqtt.ValidateFilter(t); err != nil {
+			errs = append(errs, adapters.Fieldf(fmt.Sprintf("topics[%d]", i), "%v", err))
+		}
+	}
+	if !slices.Contains(payloadFormats, s.PayloadFormat) {
+		errs = append(errs, adapters.Fieldf("payload_format", "must be one of %s, got %q", strings.Join(payloadFormats, ", "), s.PayloadFormat))
+	}
+	if !slices.Contains(compressions, s.Compression) {
+		errs = append(errs, adapters.Fieldf("compression", "must be one of %s, got %q", strings.Join(compressions, ", "), s.Compression))
+	}
+	var route struct {
+		Topic string `json:"topic"`
+	}
+	if len(s.Route) > 0 && string(s.Route) != "null" {
+		if err := json.Unmarshal(s.Route, &route); err != nil {
+			errs = append(errs, adapters.Fieldf("route_json", "must be an object: %v", err))
+		}
+	}
+	if err == nil && d.Type != "platform" {
+		if route.Topic == "" {
+			errs = append(errs, adapters.Fieldf("route_json.topic", "is required for a %s destination", d.Type))
+		} else if strings.ContainsAny(route.Topic, "+#") {
+			errs = append(errs, adapters.Fieldf("route_json.topic", "must not contain wildcards"))
+		}
+	}
+	if len(errs) > 0 {
+		badRequest(c, errors.Join(errs...))
+		return false
+	}
+	return true
+}
+
+func (a *Agent) listSubscriptions(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	all, ok := boolQuery(c, "includeDisabled", true)
+	if !ok {
+		return
+	}
+	var dest int64
+	if v := c.Query("publish_destination_id"); v != "" {
+		var err error
+		if dest, err = strconv.ParseInt(v, 10, 64); err != nil || dest < 1 {
+			fail(c, http.StatusBadRequest, "publish_destination_id: must be a positive integer, got %q", v)
+			return
+		}
+	}
+	subs, err := st.Subscriptions(c.Request.Context(), dest, all)
+	if err != nil {
+		a.internal(c, "list subscriptions", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"subscriptions": subs})
+}
+
+func (a *Agent) createSubscription(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	var in subscriptionInput
+	if !bind(c, &in) {
+		return
+	}
+	if in.DestinationID == nil {
+		fail(c, http.StatusBadRequest, "publish_destination_id: is required")
+		return
+	}
+	s := store.Subscription{Topics: []string{}, PayloadFormat: "custom", Compression: "json", Enabled: true}
+	in.apply(&s)
+	if !a.checkSubscription(c, st, s) {
+		return
+	}
+	s, err := st.CreateSubscription(c.Request.Context(), s)
+	if err != nil {
+		a.internal(c, "create subscription", err)
+		return
+	}
+	c.JSON(http.StatusCreated, s)
+}
+
+func (a *Agent) patchSubscription(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	s, err := st.Subscription(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no subscription %d", id)
+		return
+	}
+	if err != nil {
+		a.internal(c, "read subscription", err)
+		return
+	}
+	var in subscriptionInput
+	if !bind(c, &in) {
+		return
+	}
+	in.apply(&s)
+	if !a.checkSubscription(c, st, s) {
+		return
+	}
+	if err := st.UpdateSubscription(c.Request.Context(), s); err != nil {
+		a.internal(c, "update subscription", err)
+		return
+	}
+	c.JSON(http.StatusOK, s)
+}
+
+func (a *Agent) deleteSubscription(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	err := st.DeleteSubscription(c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no subscription %d", id)
+		return
+	}
+	if err != nil {
+		a.internal(c, "delete subscription", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"deleted": true})
+}
+
+func (a *Agent) listProtocolOutputs(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	outs, err := st.ProtocolOutputs(c.Request.Context())
+	if err != nil {
+		a.internal(c, "list protocol outputs", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"outputs": outs})
+}
+
+// driftOptions are the drift detection settings of one protocol.
+type driftOptions struct {
+	Enabled       bool `json:"enabled"`
+	WindowMS      int  `json:"windowMs"`
+	MaxFieldCount int  `json:"maxFieldCount"`
+}
+
+func (a *Agent) patchDrift(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	p, ok := a.protocolFor(c)
+	if !ok {
+		return
+	}
+	// A map, since null is a value here (it clears the options) and a
+	// pointer field could not tell it from a missing key.
+	var in map[string]json.RawMessage
+	if !bind(c, &in) {
+		return
+	}
+	raw, present := in["drift_options"]
+	for k := range in {
+		if k != "drift_options" {
+			fail(c, http.StatusBadRequest, "body: unknown field %q", k)
+			return
+		}
+	}
+	if !present {
+		fail(c, http.StatusBadRequest, "drift_options: is required (null clears it)")
+		return
+	}
+	var doc json.RawMessage
+	if string(raw) != "null" {
+		var d driftOptions
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			fail(c, http.StatusBadRequest, "drift_options: %v", err)
+			return
+		}
+		if d.WindowMS < 0 || d.WindowMS > 86400000 {
+			fail(c, http.StatusBadRequest, "drift_options.windowMs: must be 0..86400000, got %d", d.WindowMS)
+			return
+		}
+		if d.MaxFieldCount < 0 || d.MaxFieldCount > 100000 {
+			fail(c, http.StatusBadRequest, "drift_options.maxFieldCount: must be 0..100000, got %d", d.MaxFieldCount)
+			return
+		}
+		doc, _ = json.Marshal(d)
+	}
+	out, err := st.SetDriftOptions(c.Request.Context(), p, doc)
+	if err != nil {
+		a.internal(c, "set drift options", err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}

@@ -90,6 +90,9 @@ func (a *Agent) engine() *gin.Engine {
 	p.GET("/protocol-outputs", a.listProtocolOutputs)
 	p.PATCH("/protocol-outputs/:protocol/drift", a.patchDrift)
 
+	p.POST("/provision", a.provision)
+	p.GET("/provision/status", a.provisionStatus)
+
 	p.GET("/settings", a.getSettings)
 	p.PATCH("/settings", a.patchSettings)
 	p.GET("/logs", a.getLogs)

@@ -83,6 +83,8 @@ type Agent struct {
 	// and the runner change, so the running set always follows the last
 	// stored state.
 	endpointsMu sync.Mutex
+	// provisionMu serialises provisioning calls.
+	provisionMu sync.Mutex
 	identity    atomic.Pointer[identity]
 	settings    atomic.Pointer[Settings]
 	// settingsMu serialises read-modify-write of the settings.

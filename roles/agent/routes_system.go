@@ -104,14 +104,20 @@ func (a *Agent) dbStats(c *gin.Context) {
 	c.JSON(http.StatusOK, s)
 }
 
-// device is GET /v1/device. The agent is not provisioned until the cloud
-// provisioning lands, so it reports itself standalone and offline.
+// device is GET /v1/device. is_online stays false until the agent keeps a
+// connection to the cloud (publishing).
 func (a *Agent) device(c *gin.Context) {
 	state, _ := a.snapshot()
 	d := gin.H{"uuid": "", "name": "", "provisioned": false, "apiEndpoint": "", "apps": 0,
-		"is_online": false, "status": strings.ToLower(state), "mode": "standalone"}
+		"is_online": false, "status": strings.ToLower(state)}
 	if id := a.identity.Load(); id != nil {
 		d["uuid"], d["name"] = id.UUID, id.Name
+	}
+	if st := a.st.Load(); st != nil {
+		ctx := c.Request.Context()
+		if cr, err := a.credentials(ctx, st); err == nil && cr != nil {
+			d["provisioned"], d["apiEndpoint"] = a.provisioned(ctx, st), cr.APIEndpoint
+		}
 	}
 	c.JSON(http.StatusOK, d)
 }

@@ -1,0 +1,102 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAgentProvisionsAgainstAllInOne drives the agent's three-phase
+// provisioning against a real Cloud API and broker: all-in-one's own API,
+// embedded broker and agent, each reached over its port as a device would.
+func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs all-in-one")
+	}
+	clearEnv(t)
+	p := freeAIOPorts(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exit:
+		case <-time.After(20 * time.Second):
+			t.Error("all-in-one did not stop")
+		}
+	})
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
+	apiURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1", p.api)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, _, err := get(agentURL + "/v1/readiness")
+		if err == nil && code == http.StatusOK {
+			if code, _, err := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api)); err == nil && code == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("all-in-one not ready; stderr:\n%s", stderr.String())
+		}
+	}
+
+	postJSON(t, apiURL+"/auth/bootstrap-admin", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusCreated)
+	login := postJSON(t, apiURL+"/auth/login", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusOK)
+	access, _ := login["accessToken"].(string)
+
+	// A refused key fails the first phase, as the caller's error.
+	bad := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":"pk_nope_nope","apiEndpoint":"http://127.0.0.1:%d"}`, p.api), http.StatusBadRequest)
+	if bad["phase"] != "register" {
+		t.Fatalf("refused key: %v", bad)
+	}
+	missing := postJSON(t, agentURL+"/v1/provision", "", `{}`, http.StatusBadRequest)
+	if msg, _ := missing["error"].(string); !strings.Contains(msg, "provisioningApiKey") || !strings.Contains(msg, "apiEndpoint") {
+		t.Fatalf("empty provisioning request: %v", missing)
+	}
+
+	pk := postJSON(t, apiURL+"/provisioning/keys", access, ``, http.StatusCreated)
+	_, devBody, _ := get(agentURL + "/v1/device")
+	out := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":%q,"apiEndpoint":"http://127.0.0.1:%d","deviceName":"line-1","deviceType":"gateway"}`,
+		pk["key"], p.api), http.StatusOK)
+	dev, _ := out["device"].(map[string]any)
+	uuid, _ := dev["uuid"].(string)
+	if out["success"] != true || dev["provisioned"] != true || uuid == "" || !strings.Contains(devBody, uuid) || dev["mqttBrokerUrl"] == "" {
+		t.Fatalf("provision answer %v (device %s)", out, devBody)
+	}
+	for _, secret := range []string{"apiKey", "password", "dk2_"} {
+		if strings.Contains(fmt.Sprint(out), secret) {
+			t.Errorf("the provisioning answer shows %s: %v", secret, out)
+		}
+	}
+	code, status, err := get(agentURL + "/v1/provision/status")
+	if err != nil || code != 200 || !strings.Contains(status, `"provisioned":true`) || !strings.Contains(status, `"mqttConfigured":true`) || strings.Contains(status, "dk2_") {
+		t.Fatalf("provision status: %d %s %v", code, status, err)
+	}
+	// The cloud knows the agent under the agent's own UUID, and has its
+	// state report (phase three went over the embedded broker).
+	var state string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, body, err := getWithToken(apiURL+"/agents/"+uuid+"/current-state", access)
+		if err == nil && code == http.StatusOK && strings.Contains(body, "provisioned") {
+			state = body
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cloud has no state report of %s: %d %s %v", uuid, code, body, err)
+		}
+	}
+	if !strings.Contains(state, "line-1") {
+		t.Errorf("state report: %s", state)
+	}
+	again := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":%q,"apiEndpoint":"http://127.0.0.1:%d"}`, pk["key"], p.api), http.StatusConflict)
+	if again["error"] == nil {
+		t.Fatalf("second provisioning: %v", again)
+	}
+}

@@ -19,8 +19,8 @@
 //
 // Node, group and tag names of the snapshot formats (tags, ecp, ml):
 //
-//   - node is the device name the protocol reported when every reading of
-//     the batch names the same device, else the endpoint name;
+//   - node is the device name the protocol reported when the readings that
+//     name a device all name the same one, else the endpoint name;
 //   - group is derived from the endpoint name by Group;
 //   - a tag is named by its metric; when the batch holds readings of more
 //     than one device the name is "<deviceName>.<metric>", the same naming

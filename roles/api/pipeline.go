@@ -194,6 +194,7 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 		return ok
 	}) {
 		p.m.decoded.Inc()
+		p.countSkipped(msg.Topic, b)
 		return t, b, true
 	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
@@ -209,7 +210,17 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 		return t, envelope.Batch{}, false
 	}
 	p.m.decoded.Inc()
+	p.countSkipped(msg.Topic, b)
 	return t, b, true
+}
+
+// countSkipped counts readings an envelope carried that the readings table
+// cannot hold (text values); the envelope's other readings go on.
+func (p *pipeline) countSkipped(topic string, b envelope.Batch) {
+	if b.Skipped > 0 {
+		p.m.skipped.Add(float64(b.Skipped))
+		p.log.Debug("text readings left out", "topic", topic, "readings", b.Skipped)
+	}
 }
 
 // produce appends one mapped batch, or spools it when the store fails.
@@ -395,6 +406,7 @@ type pipelineMetrics struct {
 	received    *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
 	decoded     prometheus.Counter
+	skipped     prometheus.Counter
 	duplicates  prometheus.Counter
 	appended    prometheus.Counter
 	spooled     prometheus.Counter
@@ -411,6 +423,8 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 			Help: "Messages dropped because they can never be processed, by reason."}, []string{"reason"}),
 		decoded: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_decoded_total",
 			Help: "Telemetry payloads decoded and mapped."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_text_readings_skipped_total",
+			Help: "Readings left out of decoded payloads because their value is text, not a number."}),
 		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_duplicates_total",
 			Help: "Telemetry payloads dropped as repeats of a msgId seen within the TTL."}),
 		appended: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_appended_total",
@@ -424,7 +438,7 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_write_circuit_breaker_open",
 			Help: "1 while the write-path circuit breaker is open."}),
 	}
-	reg.MustRegister(m.received, m.dropped, m.decoded, m.duplicates, m.appended, m.spooled, m.replayed, m.unacked, m.breakerOpen)
+	reg.MustRegister(m.received, m.dropped, m.decoded, m.skipped, m.duplicates, m.appended, m.spooled, m.replayed, m.unacked, m.breakerOpen)
 	return m
 }
 

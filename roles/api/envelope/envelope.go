@@ -79,7 +79,15 @@ type Batch struct {
 	// MsgID is the envelope's msgId, "" when it carries none.
 	MsgID    string
 	Messages []telemetry.Message
+	// Skipped counts readings whose value is text that is not a number
+	// (an OPC-UA string node, an MQTT text field): the readings table
+	// holds numbers, so they are left out, and the envelope's other
+	// readings still count.
+	Skipped int
 }
+
+// errTextValue marks a reading whose value is text that is not a number.
+var errTextValue = errors.New("text value")
 
 // Map turns a decoded custom envelope ({timestamp, protocol, msgId,
 // messages[].readings[]}) into one message per device, in the order devices
@@ -140,6 +148,10 @@ func Map(t Topic, v any) (Batch, error) {
 			}
 			f := fieldsOf(ro)
 			dev, reading, err := mr.build(&f)
+			if errors.Is(err, errTextValue) {
+				b.Skipped++
+				continue
+			}
 			if err != nil {
 				return Batch{}, fmt.Errorf("%w: messages[%d].readings[%d]: %v", ErrPayload, i, j, err)
 			}
@@ -148,6 +160,9 @@ func Map(t Topic, v any) (Batch, error) {
 	}
 	b.Messages = g.finish(protocol, envTS, b.MsgID)
 	if len(b.Messages) == 0 {
+		if b.Skipped > 0 {
+			return Batch{}, fmt.Errorf("%w: no numeric readings (%d text values)", ErrPayload, b.Skipped)
+		}
 		return Batch{}, fmt.Errorf("%w: no readings", ErrPayload)
 	}
 	return b, nil
@@ -336,7 +351,7 @@ func (m *readingMapper) build(f *fields) (string, telemetry.Reading, error) {
 		// is not a reading the readings table can hold.
 		v, err := strconv.ParseFloat(strings.TrimSpace(f.str), 64)
 		if err != nil {
-			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s is not a number", truncate(f.str), name)
+			return "", telemetry.Reading{}, fmt.Errorf("value %q of %s: %w", truncate(f.str), name, errTextValue)
 		}
 		if isFinite(v) {
 			out.Value = m.value(v)

@@ -150,9 +150,9 @@ func TestMapRejects(t *testing.T) {
 		{"reading without device", func(e map[string]any) {
 			e["messages"] = []any{map[string]any{"readings": []any{map[string]any{"metric": "t", "value": 1}}}}
 		}, "no deviceName"},
-		{"string value", func(e map[string]any) {
+		{"only text values", func(e map[string]any) {
 			e["messages"] = []any{map[string]any{"readings": []any{map[string]any{"deviceName": "d", "metric": "t", "value": "hot"}}}}
-		}, "not a number"},
+		}, "no numeric readings"},
 		{"empty", func(e map[string]any) { e["messages"] = []any{} }, "no readings"},
 	}
 	for _, tt := range tests {
@@ -244,5 +244,32 @@ func TestMapReadingTimestampsAndValues(t *testing.T) {
 		if *r.Value != float64(i) {
 			t.Fatalf("plc2 reading %d = %v", i, *r.Value)
 		}
+	}
+}
+
+// TestMapSkipsTextValues checks that a reading whose value is text (an
+// OPC-UA string node, say) is left out and counted, and the envelope's
+// numeric readings still arrive, on both mapping paths.
+func TestMapSkipsTextValues(t *testing.T) {
+	env := map[string]any{"msgId": "v2_Ab12Cd34_9", "messages": []any{map[string]any{"readings": []any{
+		map[string]any{"deviceName": "plc", "metric": "label", "value": "line-1"},
+		map[string]any{"deviceName": "plc", "metric": "temp", "value": 21.5},
+		map[string]any{"deviceName": "plc", "metric": "count", "value": "42"},
+	}}}}
+	top := Topic{Tenant: "t", Agent: "a", AgentUUID: "a", Endpoint: "opcua"}
+	b, err := Map(top, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Skipped != 1 || len(b.Messages) != 1 || len(b.Messages[0].Readings) != 2 {
+		t.Fatalf("Map = %+v, want 2 readings and 1 skipped", b)
+	}
+	raw, err := codec.Encode(env, codec.EncodeOptions{Format: codec.FormatMsgpack})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := MapMsgpack(top, raw, codec.DefaultLimits())
+	if !ok || fast.Skipped != 1 || len(fast.Messages) != 1 || len(fast.Messages[0].Readings) != 2 {
+		t.Fatalf("MapMsgpack = %+v, %v", fast, ok)
 	}
 }

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"strings"
 	"unicode/utf8"
@@ -47,6 +48,8 @@ type scanner struct {
 	// repeats its device names, units, qualities and timestamps.
 	strs [64]string
 	mr   readingMapper
+	// skipped counts readings with text values, as Map does.
+	skipped int
 }
 
 // count charges one value against MaxValues, as codec does for every
@@ -430,6 +433,7 @@ func (s *scanner) envelope(t Topic) (Batch, bool) {
 		protocol, _, _ = strings.Cut(t.Endpoint, "/")
 	}
 	b.Messages = g.finish(protocol, envTS, b.MsgID)
+	b.Skipped = s.skipped
 	return b, len(b.Messages) > 0
 }
 
@@ -508,6 +512,10 @@ func (s *scanner) readings(g *grouper) bool {
 			return false
 		}
 		dev, r, err := s.mr.build(&f)
+		if errors.Is(err, errTextValue) {
+			s.skipped++
+			continue
+		}
 		if err != nil {
 			return false
 		}

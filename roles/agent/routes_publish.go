@@ -17,15 +17,12 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
-// Publishing vocabulary of edge-agent.md §2.
-var (
-	destinationTypes = []string{"platform", "mqtt", "tsdb", "iot-hub-a", "iot-hub-b", "iot-hub-c"}
-	payloadFormats   = []string{"custom", "tags", "ecp", "ml"}
-	compressions     = []string{"json", "msgpack", "json+deflate", "msgpack+deflate"}
-)
+// destinationTypes are the destination kinds of edge-agent.md §2.
+var destinationTypes = []string{"platform", "mqtt", "tsdb", "iot-hub-a", "iot-hub-b", "iot-hub-c"}
 
 // destinationTestTimeout bounds POST /v1/publish/destinations/test.
 const destinationTestTimeout = 5 * time.Second
@@ -462,11 +459,11 @@ func (a *Agent) checkSubscription(c *gin.Context, st *store.Store, s store.Subsc
 			errs = append(errs, adapters.Fieldf(fmt.Sprintf("topics[%d]", i), "%v", err))
 		}
 	}
-	if !slices.Contains(payloadFormats, s.PayloadFormat) {
-		errs = append(errs, adapters.Fieldf("payload_format", "must be one of %s, got %q", strings.Join(payloadFormats, ", "), s.PayloadFormat))
+	if _, err := payload.ParseFormat(s.PayloadFormat); err != nil {
+		errs = append(errs, err)
 	}
-	if !slices.Contains(compressions, s.Compression) {
-		errs = append(errs, adapters.Fieldf("compression", "must be one of %s, got %q", strings.Join(compressions, ", "), s.Compression))
+	if _, err := payload.ParseCompression(s.Compression); err != nil {
+		errs = append(errs, err)
 	}
 	var route struct {
 		Topic string `json:"topic"`

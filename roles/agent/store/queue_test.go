@@ -1,14 +1,11 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -336,35 +333,12 @@ func TestQueuePersistsAcrossReopen(t *testing.T) {
 // SIGKILL mid-stream and checks every record the child reported committed
 // is there exactly once, in order, and the depth matches the rows.
 func TestQueueSurvivesKill(t *testing.T) {
-	if dir := os.Getenv("EDGEPLAT_QUEUE_KILL_CHILD"); dir != "" {
+	if dir := killChildDir("TestQueueSurvivesKill"); dir != "" {
 		queueKillChild(dir)
 		return
-	} else if testing.Short() {
-		t.Skip("-short: starts a child process")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueSurvivesKill$")
-	cmd.Env = append(os.Environ(), "EDGEPLAT_QUEUE_KILL_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	committed := 0
-	for sc.Scan() {
-		if n, err := strconv.Atoi(sc.Text()); err == nil {
-			if committed = n; n >= 500 {
-				break
-			}
-		}
-	}
-	_, _ = cmd.Process.Kill(), cmd.Wait()
-	if committed < 500 {
-		t.Fatalf("child reported only %d commits", committed)
-	}
+	committed := int(runAndKill(t, "TestQueueSurvivesKill", dir, 500))
 	s := open(t, dir)
 	if v, err := s.IntegrityCheck(context.Background()); err != nil || v != "ok" {
 		t.Fatalf("integrity_check = %q, %v", v, err)

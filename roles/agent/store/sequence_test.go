@@ -1,13 +1,10 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
 	"sync"
 	"testing"
 )
@@ -89,38 +86,12 @@ func TestSequenceNoReuseWithoutShutdown(t *testing.T) {
 // with SIGKILL mid-stream, and checks the next start begins above every
 // number the child reported.
 func TestSequenceSurvivesKill(t *testing.T) {
-	if dir := os.Getenv("EDGEPLAT_SEQ_KILL_CHILD"); dir != "" {
+	if dir := killChildDir("TestSequenceSurvivesKill"); dir != "" {
 		seqKillChild(dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("-short: starts a child process")
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSequenceSurvivesKill$")
-	cmd.Env = append(os.Environ(), "EDGEPLAT_SEQ_KILL_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var highest uint64
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if n, err := strconv.ParseUint(sc.Text(), 10, 64); err == nil {
-			highest = n
-			if n >= 2500 {
-				break
-			}
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	if highest < 2500 {
-		t.Fatalf("child reported only up to %d", highest)
-	}
+	highest := runAndKill(t, "TestSequenceSurvivesKill", dir, 2500)
 	next := take(t, newSeq(t, open(t, dir), 100), 1)[0]
 	if next <= highest {
 		t.Fatalf("after SIGKILL the sequence restarts at %d, child had handed out %d", next, highest)

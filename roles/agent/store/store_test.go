@@ -1,14 +1,11 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -169,38 +166,12 @@ func TestStats(t *testing.T) {
 // SIGKILL mid-stream, and checks the file is sound and holds every write
 // the child reported committed.
 func TestSurvivesKill(t *testing.T) {
-	if os.Getenv("EDGEPLAT_STORE_KILL_CHILD") != "" {
-		killChild()
+	if dir := killChildDir("TestSurvivesKill"); dir != "" {
+		killChild(dir)
 		return
 	}
-	if testing.Short() {
-		t.Skip("-short: starts a child process")
-	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSurvivesKill$")
-	cmd.Env = append(os.Environ(), "EDGEPLAT_STORE_KILL_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	committed := 0
-	for sc.Scan() {
-		if n, err := strconv.Atoi(sc.Text()); err == nil {
-			committed = n
-			if n >= 300 {
-				break
-			}
-		}
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	if committed < 300 {
-		t.Fatalf("child reported only %d commits", committed)
-	}
+	committed := int(runAndKill(t, "TestSurvivesKill", dir, 300))
 	s := open(t, dir)
 	if v, err := s.IntegrityCheck(context.Background()); err != nil || v != "ok" {
 		t.Fatalf("integrity_check = %q, %v", v, err)
@@ -214,8 +185,8 @@ func TestSurvivesKill(t *testing.T) {
 	}
 }
 
-func killChild() {
-	s, err := Open(context.Background(), os.Getenv("EDGEPLAT_STORE_KILL_CHILD"), nil)
+func killChild(dir string) {
+	s, err := Open(context.Background(), dir, nil)
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(1)

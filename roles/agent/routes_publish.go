@@ -188,6 +188,53 @@ func destinationView(d store.Destination) store.Destination {
 	return d
 }
 
+// loadByID reads the row named by :id with get, or answers 400 (a bad id),
+// 404, 500 or 503 and reports false.
+func loadByID[T any](a *Agent, c *gin.Context, what string, get func(*store.Store, context.Context, int64) (T, error)) (*store.Store, T, bool) {
+	var zero T
+	st, ok := a.storeFor(c)
+	if !ok {
+		return nil, zero, false
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return nil, zero, false
+	}
+	v, err := get(st, c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no %s %d", what, id)
+		return nil, zero, false
+	}
+	if err != nil {
+		a.internal(c, "read "+what, err)
+		return nil, zero, false
+	}
+	return st, v, true
+}
+
+// deleteByID deletes the row named by :id with del and answers
+// {deleted: true}, or 400, 404, 500 or 503.
+func (a *Agent) deleteByID(c *gin.Context, what string, del func(*store.Store, context.Context, int64) error) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	id, ok := idParam(c)
+	if !ok {
+		return
+	}
+	err := del(st, c.Request.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "no %s %d", what, id)
+		return
+	}
+	if err != nil {
+		a.internal(c, "delete "+what, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"deleted": true})
+}
+
 func boolQuery(c *gin.Context, name string, def bool) (bool, bool) {
 	v := c.Query(name)
 	if v == "" {
@@ -273,21 +320,8 @@ func (in destinationInput) apply(d *store.Destination) {
 }
 
 func (a *Agent) patchDestination(c *gin.Context) {
-	st, ok := a.storeFor(c)
+	st, d, ok := loadByID(a, c, "destination", (*store.Store).Destination)
 	if !ok {
-		return
-	}
-	id, ok := idParam(c)
-	if !ok {
-		return
-	}
-	d, err := st.Destination(c.Request.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no destination %d", id)
-		return
-	}
-	if err != nil {
-		a.internal(c, "read destination", err)
 		return
 	}
 	var in destinationInput
@@ -311,24 +345,7 @@ func (a *Agent) patchDestination(c *gin.Context) {
 }
 
 func (a *Agent) deleteDestination(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
-	id, ok := idParam(c)
-	if !ok {
-		return
-	}
-	err := st.DeleteDestination(c.Request.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no destination %d", id)
-		return
-	}
-	if err != nil {
-		a.internal(c, "delete destination", err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"deleted": true})
+	a.deleteByID(c, "destination", (*store.Store).DeleteDestination)
 }
 
 type destinationTest struct {
@@ -539,21 +556,8 @@ func (a *Agent) createSubscription(c *gin.Context) {
 }
 
 func (a *Agent) patchSubscription(c *gin.Context) {
-	st, ok := a.storeFor(c)
+	st, s, ok := loadByID(a, c, "subscription", (*store.Store).Subscription)
 	if !ok {
-		return
-	}
-	id, ok := idParam(c)
-	if !ok {
-		return
-	}
-	s, err := st.Subscription(c.Request.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no subscription %d", id)
-		return
-	}
-	if err != nil {
-		a.internal(c, "read subscription", err)
 		return
 	}
 	var in subscriptionInput
@@ -572,24 +576,7 @@ func (a *Agent) patchSubscription(c *gin.Context) {
 }
 
 func (a *Agent) deleteSubscription(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
-	id, ok := idParam(c)
-	if !ok {
-		return
-	}
-	err := st.DeleteSubscription(c.Request.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no subscription %d", id)
-		return
-	}
-	if err != nil {
-		a.internal(c, "delete subscription", err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"deleted": true})
+	a.deleteByID(c, "subscription", (*store.Store).DeleteSubscription)
 }
 
 func (a *Agent) listProtocolOutputs(c *gin.Context) {

@@ -99,4 +99,34 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 	if again["error"] == nil {
 		t.Fatalf("second provisioning: %v", again)
 	}
+
+	// Deprovisioning keeps the UUID and the device key: provisioning again
+	// needs no new provisioning key (the used one would be refused).
+	if dep := postJSON(t, agentURL+"/v1/deprovision", "", ``, http.StatusOK); dep["status"] != "deprovisioned" {
+		t.Fatalf("deprovision: %v", dep)
+	}
+	if _, status, _ := get(agentURL + "/v1/provision/status"); !strings.Contains(status, `"provisioned":false`) {
+		t.Fatalf("status after deprovision: %s", status)
+	}
+	if re := postJSON(t, agentURL+"/v1/provision", "", `{}`, http.StatusOK); re["success"] != true {
+		t.Fatalf("provisioning again without a key: %v", re)
+	}
+
+	// A factory reset forgets the cloud, keeps the UUID, and restarts.
+	if fr := postJSON(t, agentURL+"/v1/factory-reset", "", ``, http.StatusOK); fr["status"] != "factory-reset" {
+		t.Fatalf("factory reset: %v", fr)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, status, err := get(agentURL + "/v1/provision/status")
+		if err == nil && code == http.StatusOK && strings.Contains(status, `"mqttConfigured":false`) {
+			if !strings.Contains(status, uuid) {
+				t.Fatalf("the UUID changed in a factory reset: %s", status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after factory reset: %d %s %v", code, status, err)
+		}
+	}
+	postJSON(t, agentURL+"/v1/provision", "", `{}`, http.StatusBadRequest)
 }

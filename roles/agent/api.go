@@ -92,6 +92,8 @@ func (a *Agent) engine() *gin.Engine {
 
 	p.POST("/provision", a.provision)
 	p.GET("/provision/status", a.provisionStatus)
+	p.POST("/deprovision", a.deprovision)
+	p.POST("/factory-reset", a.factoryReset)
 
 	p.GET("/settings", a.getSettings)
 	p.PATCH("/settings", a.patchSettings)

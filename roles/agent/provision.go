@@ -207,3 +207,51 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// deprovision leaves the cloud: the agent is standalone again but keeps
+// its UUID and device API key, so POST /v1/provision re-provisions it
+// without a new provisioning key.
+func (a *Agent) deprovision(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	a.provisionMu.Lock()
+	defer a.provisionMu.Unlock()
+	ctx := c.Request.Context()
+	was := a.provisioned(ctx, st)
+	if err := st.SetMeta(ctx, metaProvisioned, "false"); err != nil {
+		a.internal(c, "deprovision", err)
+		return
+	}
+	msg := "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again"
+	if !was {
+		msg = "the agent was not provisioned; nothing changed"
+	}
+	a.log.Info("deprovisioned", "was_provisioned", was)
+	c.JSON(http.StatusOK, gin.H{"message": msg, "status": "deprovisioned"})
+}
+
+// factoryReset deletes everything but the UUID, then soft-reboots so every
+// subsystem starts from defaults. It is irreversible.
+func (a *Agent) factoryReset(c *gin.Context) {
+	st, ok := a.storeFor(c)
+	if !ok {
+		return
+	}
+	a.provisionMu.Lock()
+	defer a.provisionMu.Unlock()
+	a.endpointsMu.Lock()
+	defer a.endpointsMu.Unlock()
+	// Nothing may poll or publish from what is about to be deleted.
+	a.runner.StopAll()
+	if err := st.FactoryReset(c.Request.Context()); err != nil {
+		a.internal(c, "factory reset", err)
+		return
+	}
+	a.log.Warn("factory reset: endpoints, settings, users, credentials and publishing configuration deleted")
+	if _, ok := a.requestReboot(); !ok {
+		a.log.Warn("factory reset: the agent is not RUNNING; it starts from defaults at its next start")
+	}
+	c.JSON(http.StatusOK, gin.H{"message": "all data deleted except the agent UUID; the agent restarts its services", "status": "factory-reset"})
+}

@@ -61,6 +61,10 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 		t.Fatalf("empty provisioning request: %v", missing)
 	}
 
+	if pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK); pull["error"] == nil {
+		t.Fatalf("a pull before provisioning: %v, want an error object", pull)
+	}
+
 	pk := postJSON(t, apiURL+"/provisioning/keys", access, ``, http.StatusCreated)
 	_, devBody, _ := get(agentURL + "/v1/device")
 	out := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":%q,"apiEndpoint":"http://127.0.0.1:%d","deviceName":"line-1","deviceType":"gateway"}`,
@@ -95,6 +99,23 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 	if !strings.Contains(state, "line-1") {
 		t.Errorf("state report: %s", state)
 	}
+	// The target state: unchanged since provisioning (304 from the cloud),
+	// then changed by an operator, then unchanged again.
+	if pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK); pull["changed"] != false {
+		t.Fatalf("first pull: %v", pull)
+	}
+	putJSON(t, apiURL+"/agents/"+uuid+"/target-state", access, `{"state":{"apps":{"web":{"image":"nginx"}}}}`)
+	pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK)
+	if pull["changed"] != true || pull["version"].(float64) < 1 {
+		t.Fatalf("pull after a change: %v", pull)
+	}
+	if pull2 := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK); pull2["changed"] != false || pull2["version"] != pull["version"] {
+		t.Fatalf("pull without a change: %v", pull2)
+	}
+	if _, dev, _ := get(agentURL + "/v1/device"); !strings.Contains(dev, `"mode":"provisioned-online"`) || !strings.Contains(dev, `"is_online":true`) {
+		t.Fatalf("device after pulls: %s", dev)
+	}
+
 	again := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":%q,"apiEndpoint":"http://127.0.0.1:%d"}`, pk["key"], p.api), http.StatusConflict)
 	if again["error"] == nil {
 		t.Fatalf("second provisioning: %v", again)
@@ -129,4 +150,24 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 		}
 	}
 	postJSON(t, agentURL+"/v1/provision", "", `{}`, http.StatusBadRequest)
+}
+
+// putJSON sends a PUT with a bearer token and wants 200.
+func putJSON(t *testing.T, url, bearer, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT %s = %d %s", url, resp.StatusCode, b)
+	}
 }

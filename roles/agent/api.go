@@ -93,6 +93,7 @@ func (a *Agent) engine() *gin.Engine {
 	p.POST("/provision", a.provision)
 	p.GET("/provision/status", a.provisionStatus)
 	p.POST("/deprovision", a.deprovision)
+	p.POST("/sync/pull", a.syncPull)
 	p.POST("/factory-reset", a.factoryReset)
 
 	p.GET("/settings", a.getSettings)

@@ -85,6 +85,7 @@ type Agent struct {
 	endpointsMu sync.Mutex
 	// provisionMu serialises provisioning calls.
 	provisionMu sync.Mutex
+	cloud       cloudState
 	identity    atomic.Pointer[identity]
 	settings    atomic.Pointer[Settings]
 	// settingsMu serialises read-modify-write of the settings.
@@ -152,6 +153,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	a.runner.Start(ctx)
 	go a.memory.Run(ctx)
+	go a.syncLoop(ctx)
 	for {
 		if err := a.initialise(ctx); err != nil {
 			if errors.Is(err, lifecycle.ErrShutdownRequested) {

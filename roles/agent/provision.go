@@ -155,6 +155,7 @@ func (a *Agent) provision(c *gin.Context) {
 		a.internal(c, "store provisioning", err)
 		return
 	}
+	a.cloud.online.Store(true)
 	a.log.Info("provisioned", "agent", cr.AgentUUID, "target_version", ts.Version)
 	c.JSON(http.StatusOK, gin.H{"success": true, "device": gin.H{"uuid": cr.AgentUUID, "deviceName": name,
 		"provisioned": true, "mqttBrokerUrl": cr.MQTT.BrokerURL}})
@@ -224,6 +225,7 @@ func (a *Agent) deprovision(c *gin.Context) {
 		a.internal(c, "deprovision", err)
 		return
 	}
+	a.cloud.online.Store(false)
 	msg := "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again"
 	if !was {
 		msg = "the agent was not provisioned; nothing changed"

@@ -118,6 +118,8 @@ func (a *Agent) device(c *gin.Context) {
 		if cr, err := a.credentials(ctx, st); err == nil && cr != nil {
 			d["provisioned"], d["apiEndpoint"] = a.provisioned(ctx, st), cr.APIEndpoint
 		}
+		d["mode"] = a.mode(ctx, st)
+		d["is_online"] = d["mode"] == "provisioned-online"
 	}
 	c.JSON(http.StatusOK, d)
 }

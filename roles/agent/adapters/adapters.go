@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -176,4 +177,32 @@ func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Ms
 // Fieldf builds a *FieldError.
 func Fieldf(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// FieldsOf lists, sorted, the Field of every *FieldError in err, which may
+// be a tree of errors.Join; any other error in it is listed as "?" and its
+// text, so a caller comparing field lists sees it.
+func FieldsOf(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			out = append(out, fe.Field)
+		} else {
+			out = append(out, "?"+e.Error())
+		}
+	}
+	walk(err)
+	slices.Sort(out)
+	return out
 }

@@ -63,3 +63,16 @@ func TestBadReading(t *testing.T) {
 		t.Fatalf("BadReading = %+v", r)
 	}
 }
+
+func TestFieldsOf(t *testing.T) {
+	err := errors.Join(Fieldf("connection.port", "bad"), fmt.Errorf("data point: %w", Fieldf("data_points[0].register", "bad")),
+		errors.Join(Fieldf("name", "missing")), errors.New("odd"))
+	got := FieldsOf(err)
+	want := []string{"?odd", "connection.port", "data_points[0].register", "name"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("FieldsOf = %v, want %v", got, want)
+	}
+	if FieldsOf(nil) != nil {
+		t.Fatal("FieldsOf(nil) is not empty")
+	}
+}

@@ -3,40 +3,12 @@ package modbus
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"slices"
-	"sort"
 	"testing"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
-
-// fieldsOf lists the Field of every *adapters.FieldError in err, which may
-// be a tree of errors.Join.
-func fieldsOf(err error) []string {
-	var out []string
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
-		if fe, ok := e.(*adapters.FieldError); ok {
-			out = append(out, fe.Field)
-			return
-		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		walk(errors.Unwrap(e))
-	}
-	walk(err)
-	sort.Strings(out)
-	return out
-}
 
 func f64(v float64) *float64 { return &v }
 
@@ -87,7 +59,7 @@ func TestParseConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseConfig(json.RawMessage(tt.conn))
-			if got := fieldsOf(err); !slices.Equal(got, tt.want) {
+			if got := adapters.FieldsOf(err); !slices.Equal(got, tt.want) {
 				t.Fatalf("fields = %v, want %v (err: %v)", got, tt.want, err)
 			}
 		})
@@ -119,7 +91,7 @@ func TestValidateDataPoints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ep := adapters.Endpoint{Name: "e", Protocol: "modbus", Connection: conn, DataPoints: tt.dps}
 			err := Driver{}.Validate(ep)
-			if got := fieldsOf(err); !slices.Equal(got, tt.want) {
+			if got := adapters.FieldsOf(err); !slices.Equal(got, tt.want) {
 				t.Fatalf("fields = %v, want %v (err: %v)", got, tt.want, err)
 			}
 		})
@@ -128,7 +100,7 @@ func TestValidateDataPoints(t *testing.T) {
 
 func TestValidateProtocolAndNew(t *testing.T) {
 	ep := adapters.Endpoint{Name: "e", Protocol: "opcua", Connection: json.RawMessage(`{"host":"h"}`)}
-	if got := fieldsOf(Driver{}.Validate(ep)); !slices.Equal(got, []string{"protocol"}) {
+	if got := adapters.FieldsOf(Driver{}.Validate(ep)); !slices.Equal(got, []string{"protocol"}) {
 		t.Fatalf("fields = %v", got)
 	}
 	if _, err := (Driver{}).New(ep, adapters.Env{}); err == nil {

@@ -3,7 +3,6 @@ package mqtt
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -19,29 +18,6 @@ func endpoint(conn string, dps ...adapters.DataPoint) adapters.Endpoint {
 		UUID: "0b7c6f52-8d3e-4f0a-9c1b-2e5d7a9f1c3e", Name: "line-1", Protocol: Protocol,
 		Connection: json.RawMessage(conn), Enabled: true, DataPoints: dps,
 	}
-}
-
-// fields lists the Field of every *adapters.FieldError in err.
-func fields(err error) []string {
-	var out []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *adapters.FieldError
-		if errors.As(e, &fe) {
-			out = append(out, fe.Field)
-		} else if e != nil {
-			out = append(out, "?"+e.Error())
-		}
-	}
-	walk(err)
-	slices.Sort(out)
-	return out
 }
 
 func TestValidate(t *testing.T) {
@@ -87,7 +63,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Driver{}.Validate(endpoint(tt.conn, tt.dps...))
-			if got := fields(err); !slices.Equal(got, tt.want) {
+			if got := adapters.FieldsOf(err); !slices.Equal(got, tt.want) {
 				t.Fatalf("error fields %q, want %q (%v)", got, tt.want, err)
 			}
 			_, nerr := Driver{}.New(endpoint(tt.conn, tt.dps...), adapters.Env{})

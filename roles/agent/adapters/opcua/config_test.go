@@ -3,7 +3,6 @@ package opcua
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -11,28 +10,6 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
-
-func fieldsOf(err error) []string {
-	var out []string
-	var walk func(error)
-	walk = func(e error) {
-		if e == nil {
-			return
-		}
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
-		var fe *adapters.FieldError
-		if errors.As(e, &fe) {
-			out = append(out, fe.Field)
-		}
-	}
-	walk(err)
-	return out
-}
 
 func endpoint(conn string, dps ...adapters.DataPoint) adapters.Endpoint {
 	if dps == nil {
@@ -85,7 +62,7 @@ func TestValidate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Driver{}.Validate(tc.ep)
-			got := fieldsOf(err)
+			got := adapters.FieldsOf(err)
 			if strings.Join(got, ",") != strings.Join(tc.fields, ",") {
 				t.Fatalf("fields = %v, want %v (err: %v)", got, tc.fields, err)
 			}
@@ -144,7 +121,7 @@ func TestBrowseRequestValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := fieldsOf(tc.req.Validate())
+			got := adapters.FieldsOf(tc.req.Validate())
 			if strings.Join(got, ",") != strings.Join(tc.fields, ",") {
 				t.Fatalf("fields = %v, want %v", got, tc.fields)
 			}

@@ -204,3 +204,7 @@ func matchTopic(filter, topic string) bool {
 		filter, topic = frest, trest
 	}
 }
+
+// MatchTopic reports whether topic matches the MQTT topic filter (with the
+// + and # wildcards), by the rules the broker applies.
+func MatchTopic(filter, topic string) bool { return matchTopic(filter, topic) }

@@ -269,3 +269,32 @@ func TestLiveProc(t *testing.T) {
 		t.Error("clock ticks 0")
 	}
 }
+
+// TestCPUPercentNeverWaits: CPUPercent answers 0 until it has two
+// readings, then the rate between them, and between reads the last figure.
+func TestCPUPercentNeverWaits(t *testing.T) {
+	proc := t.TempDir()
+	copyFixture(t, "proc1", proc)
+	s := NewSampler(proc, t.TempDir())
+	now := time.Unix(1700000000, 0)
+	s.now = func() time.Time { return now }
+	if got := s.CPUPercent(); got != 0 {
+		t.Fatalf("first reading: %v", got)
+	}
+	copyFixture(t, "proc2", proc)
+	now = now.Add(500 * time.Millisecond)
+	if got := s.CPUPercent(); got != 0 {
+		t.Fatalf("within the window: %v, want the last figure 0", got)
+	}
+	now = now.Add(time.Second)
+	if got := s.CPUPercent(); got != 40 {
+		t.Fatalf("after the window: %v, want 40", got)
+	}
+	if err := os.RemoveAll(proc); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	if got := s.CPUPercent(); got != 40 {
+		t.Fatalf("without /proc: %v, want the last figure", got)
+	}
+}

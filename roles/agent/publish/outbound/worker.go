@@ -252,14 +252,17 @@ func (w *Worker) Status(ctx context.Context) (Status, error) {
 }
 
 // Offer hands it to the worker without waiting for the destination. While
-// Run runs and the input buffer has room the item waits there; otherwise
-// it is written to the offline queue at once (ephemeral items are dropped
+// Run runs, the mode is not buffer-only and the input buffer has room the
+// item waits there; otherwise it is written to the offline queue at once (ephemeral items are dropped
 // and counted instead). The error is the queue's when it did not take the
 // item (errors.As a *store.FullError, errors.Is store.ErrRecordTooLarge);
 // such an item is counted as refused.
 func (w *Worker) Offer(ctx context.Context, it Item) error {
 	w.life.RLock()
-	if w.state == running {
+	// While buffering, the item goes to the store before Offer returns, so
+	// a crash in an outage loses nothing that was offered; in the other
+	// modes it waits in memory only as long as a send takes.
+	if w.state == running && (it.Ephemeral || w.Mode() != ModeBufferOnly) {
 		select {
 		case w.in <- it:
 			w.life.RUnlock()

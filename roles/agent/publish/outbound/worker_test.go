@@ -768,3 +768,23 @@ func TestOfferRefused(t *testing.T) {
 		t.Errorf("status %+v", s)
 	}
 }
+
+// TestBufferOnlyOfferIsDurable: while the destination is down, an offered
+// item is in the store when Offer returns, so a crash in an outage loses
+// nothing that was offered.
+func TestBufferOnlyOfferIsDurable(t *testing.T) {
+	q := newQueue(t, newStore(t), nil)
+	tr := newFakeTransport(false)
+	w := newWorker(t, workerOptions(tr, q, newTransitionLog()))
+	run(t, w)
+	waitMode(t, w, ModeBufferOnly)
+	for i := range 20 {
+		offer(t, w, item("m", i))
+		if got := len(queuedIDs(t, q, w.o.Destination)); got != i+1 {
+			t.Fatalf("after offer %d the queue holds %d records", i, got)
+		}
+	}
+	if got := queuedIDs(t, q, w.o.Destination); !hasInOrder(got, ids("m", 0, 20)) {
+		t.Fatalf("queued %v", got)
+	}
+}

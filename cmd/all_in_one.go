@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -18,22 +19,34 @@ import (
 )
 
 func newAllInOneCmd() *cobra.Command {
+	// The command is built below; build runs only once it executes, and
+	// prints a generated admin password to the command's own output.
+	var c *cobra.Command
 	spec := roleSpec{
 		role: config.RoleAllInOne,
 		flagKeys: map[string]string{
-			"data-dir":    "all_in_one.data_dir",
-			"api-port":    "api.port",
-			"ingest-port": "ingest.port",
-			"agent-port":  "agent.port",
-			"mqtt-port":   "all_in_one.mqtt_port",
+			"data-dir":       "all_in_one.data_dir",
+			"api-port":       "api.port",
+			"ingest-port":    "ingest.port",
+			"agent-port":     "agent.port",
+			"mqtt-port":      "all_in_one.mqtt_port",
+			"auto-provision": "all_in_one.auto_provision",
 		},
-		build: buildAllInOne,
+		build: func(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
+			return buildAllInOne(cfg, r, c.OutOrStdout())
+		},
 	}
-	return roleCommand("all-in-one", "Run every role in one process with an embedded MQTT broker",
+	c = roleCommand("all-in-one", "Run every role in one process with an embedded MQTT broker",
 		`Run the embedded MQTT broker and every role in one process, on embedded
 defaults only: SQLite files and agent state under --data-dir, an in-process
 stream store, and the broker on --mqtt-port. Needs no external service; meant
-for laptops, demos and trials. Ctrl-C stops it cleanly.`,
+for laptops, demos and trials. Ctrl-C stops it cleanly.
+
+On start it provisions its own agent against its own Cloud API, unless the
+agent is provisioned already or --auto-provision=false: it creates the first
+admin (EDGEPLAT_ADMIN_EMAIL, EDGEPLAT_ADMIN_PASSWORD; without a password a
+random one is printed once), logs in, creates a provisioning key and hands it
+to the agent.`,
 		spec, func(fs *pflag.FlagSet) {
 			role := config.RoleAllInOne
 			addKeyFlag(fs, "data-dir", "all_in_one.data_dir", role, "directory for SQLite files and agent state")
@@ -41,14 +54,18 @@ for laptops, demos and trials. Ctrl-C stops it cleanly.`,
 			addKeyFlag(fs, "ingest-port", "ingest.port", role, "ingestion service port")
 			addKeyFlag(fs, "agent-port", "agent.port", role, "agent API port")
 			addKeyFlag(fs, "mqtt-port", "all_in_one.mqtt_port", role, "embedded MQTT broker port")
+			addKeyFlag(fs, "auto-provision", "all_in_one.auto_provision", role, "provision the built-in agent against the built-in Cloud API at start")
 		})
+	return c
 }
 
 // buildAllInOne lists the services in start order: the data directory, the
 // shared SQLite database and in-process stream store, the writer of the
 // broker's refusals to the audit log, the broker, which must own its port
-// before anything dials it, then each role. They stop in reverse order.
-func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
+// before anything dials it, then each role, then the agent's
+// auto-provisioning, which talks to the roles. They stop in reverse order.
+// A generated admin password is shown on out.
+func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycle.Service, error) {
 	dataDir := &lifecycle.Funcs{
 		ServiceName: "data-dir",
 		StartFunc: func(context.Context) error {
@@ -108,5 +125,8 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, erro
 	services = append(services, apiSvcs...)
 	services = append(services, ingestSvcs...)
 	services = append(services, agentSvcs...)
+	if cfg.AllInOne.AutoProvision {
+		services = append(services, newAutoProvisioner(cfg, r, out).service())
+	}
 	return services, nil
 }

@@ -196,10 +196,12 @@ func freeAIOPorts(t *testing.T) aioPorts {
 	return aioPorts{coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t)}
 }
 
+// args runs all-in-one on p without auto-provisioning, for tests that
+// bootstrap the admin or provision the agent themselves.
 func (p aioPorts) args(dataDir string) []string {
 	return []string{"all-in-one", "--data-dir", dataDir, "--log-format", "json",
 		"--api-port", strconv.Itoa(p.api), "--ingest-port", strconv.Itoa(p.ingest),
-		"--agent-port", strconv.Itoa(p.agent), "--mqtt-port", strconv.Itoa(p.mqtt)}
+		"--agent-port", strconv.Itoa(p.agent), "--mqtt-port", strconv.Itoa(p.mqtt), "--auto-provision=false"}
 }
 
 func get(url string) (int, string, error) { return getWithToken(url, "") }
@@ -208,7 +210,7 @@ func get(url string) (int, string, error) { return getWithToken(url, "") }
 // with the database dbc; it returns the exit code execute would.
 func runAllInOneOn(ctx context.Context, t *testing.T, p aioPorts, dataDir string, dbc config.DB, stderr io.Writer) int {
 	file := filepath.Join(t.TempDir(), "aio.yaml")
-	yaml := fmt.Sprintf("all_in_one:\n  data_dir: %s\n  mqtt_port: %d\napi:\n  port: %d\ningest:\n  port: %d\nagent:\n  port: %d\n",
+	yaml := fmt.Sprintf("all_in_one:\n  data_dir: %s\n  mqtt_port: %d\n  auto_provision: false\napi:\n  port: %d\ningest:\n  port: %d\nagent:\n  port: %d\n",
 		dataDir, p.mqtt, p.api, p.ingest, p.agent)
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Error(err)
@@ -222,7 +224,7 @@ func runAllInOneOn(ctx context.Context, t *testing.T, p aioPorts, dataDir string
 	cfg.DB = dbc
 	log, _ := logging.New(stderr, slog.LevelInfo, "json")
 	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
-	services, err := buildAllInOne(cfg, r)
+	services, err := buildAllInOne(cfg, r, io.Discard)
 	if err != nil {
 		t.Error(err)
 		return exitFailure

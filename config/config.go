@@ -224,6 +224,11 @@ type AllInOne struct {
 	DataDir  string `mapstructure:"data_dir"`
 	MQTTPort int    `mapstructure:"mqtt_port"`
 	MQTTBind string `mapstructure:"mqtt_bind"`
+	// AutoProvision, AdminEmail and AdminPassword drive the provisioning
+	// of the built-in agent against the built-in Cloud API at start.
+	AutoProvision bool   `mapstructure:"auto_provision"`
+	AdminEmail    string `mapstructure:"admin_email"`
+	AdminPassword Secret `mapstructure:"admin_password"`
 }
 
 // Millis converts a millisecond setting to a Duration.

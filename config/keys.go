@@ -195,6 +195,9 @@ var Keys = []Key{
 	{Name: "all_in_one.data_dir", Kind: String, Default: "./edgeplat-data", Doc: "all-in-one: directory for the SQLite files and agent state."},
 	{Name: "all_in_one.mqtt_port", Kind: Int, Default: 1883, Doc: "all-in-one: embedded MQTT broker TCP port."},
 	{Name: "all_in_one.mqtt_bind", Kind: String, Default: "127.0.0.1", Doc: "all-in-one: address the embedded broker listens on."},
+	{Name: "all_in_one.auto_provision", Kind: Bool, Default: true, Doc: "all-in-one: on start, provision the built-in agent against the built-in Cloud API unless it is provisioned already, creating the first admin (all_in_one.admin_email) when the installation has none. Off leaves both to the operator."},
+	{Name: "all_in_one.admin_email", Env: "EDGEPLAT_ADMIN_EMAIL", Kind: String, Default: "admin@edgeplat.local", Doc: "all-in-one: e-mail of the Cloud API admin that auto-provisioning creates when none exists, and logs in as."},
+	{Name: "all_in_one.admin_password", Env: "EDGEPLAT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "all-in-one: password of all_in_one.admin_email (at least 8 characters). Empty: a random one is generated and printed once, when the admin is created; once an admin exists, auto-provisioning needs it to log in."},
 }
 
 // roleSections lists the sections each role reads; --print-config shows and

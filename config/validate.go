@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // problems collects validation errors so they are all reported at once.
@@ -230,6 +232,17 @@ func (c *Config) validateAllInOne(p *problems) {
 			p.add(kp.key, "must differ from %s, both are %d", other, kp.port)
 		}
 		seen[kp.port] = kp.key
+	}
+	if c.AllInOne.AutoProvision {
+		// The Cloud API checks these too, but only once the process is up:
+		// a typo found here stops start-up instead of leaving a warning in
+		// the log and an agent that never provisions.
+		if a, err := mail.ParseAddress(c.AllInOne.AdminEmail); err != nil || a.Address != c.AllInOne.AdminEmail || a.Name != "" {
+			p.add("all_in_one.admin_email", "must be an e-mail address, got %q", c.AllInOne.AdminEmail)
+		}
+		if pw := c.AllInOne.AdminPassword.Reveal(); pw != "" && (utf8.RuneCountInString(pw) < 8 || len(pw) > 256) {
+			p.add("all_in_one.admin_password", "must be 8 characters to 256 bytes long, got %d characters", utf8.RuneCountInString(pw))
+		}
 	}
 	if c.DB.Driver != "sqlite" {
 		p.add("db.driver", "must be sqlite in all-in-one, got %q", c.DB.Driver)

@@ -177,7 +177,8 @@ func TestTSDBRequest(t *testing.T) {
 	}{
 		{204, false, false},
 		{400, true, false},
-		{401, true, false},
+		{401, false, true},
+		{403, false, true},
 		{404, true, false},
 		{408, false, true},
 		{429, false, true},

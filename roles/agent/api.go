@@ -95,6 +95,7 @@ func (a *Agent) engine() *gin.Engine {
 	p.POST("/deprovision", a.deprovision)
 	p.POST("/sync/pull", a.syncPull)
 	p.POST("/factory-reset", a.factoryReset)
+	p.GET("/buffer/status", a.bufferStatus)
 
 	p.GET("/settings", a.getSettings)
 	p.PATCH("/settings", a.patchSettings)

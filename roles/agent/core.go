@@ -67,6 +67,7 @@ type Agent struct {
 	opts   Options
 	runner *runner.Runner
 	out    *output
+	pub    *publisher
 	server interface{ Addr() string }
 
 	sampler *sysinfo.Sampler
@@ -121,7 +122,8 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 		reboot: make(chan struct{}, 1), shutdown: make(chan struct{}, 1), runDone: make(chan struct{}),
 	}
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
-	a.out = newOutput(log)
+	a.pub = newPublisher(log, a.sampler.CPUPercent)
+	a.out = newOutput(log, a.pub)
 	a.runner = runner.New(drivers, a.out, log.With("component", "endpoints"), r.Metrics)
 	def := defaultSettings()
 	a.settings.Store(&def)
@@ -154,6 +156,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.runner.Start(ctx)
 	go a.memory.Run(ctx)
 	go a.syncLoop(ctx)
+	go a.heartbeatLoop(ctx)
 	for {
 		if err := a.initialise(ctx); err != nil {
 			if errors.Is(err, lifecycle.ErrShutdownRequested) {
@@ -196,7 +199,9 @@ func (a *Agent) Stop(ctx context.Context) error {
 // no store and answer 503.
 func (a *Agent) teardown() {
 	a.runner.StopAll()
+	a.pub.release()
 	a.out.closeAll()
+	a.pub.close()
 	a.storeMu.Lock()
 	s := a.st.Swap(nil)
 	a.storeMu.Unlock()
@@ -268,9 +273,7 @@ func (a *Agent) runPhase(ctx context.Context, name string) error {
 	case PhaseAdapters:
 		return a.phaseAdapters(ctx)
 	case PhasePublishing:
-		// Batches go to the log until the publishing layer lands; the
-		// batchers are made per endpoint as endpoints start.
-		return nil
+		return a.phasePublishing(ctx)
 	case PhaseAPI:
 		return a.phaseAPI(ctx)
 	}
@@ -433,3 +436,24 @@ func (a *Agent) storeOrErr() (*store.Store, error) {
 var errNotReady = errors.New("the agent is initialising; its store is not open yet")
 
 func (a *Agent) version() string { return buildinfo.Get().Version }
+
+// phasePublishing starts the publish destinations and routes: the
+// platform destination with the provisioned credentials, when there are.
+func (a *Agent) phasePublishing(ctx context.Context) error {
+	st := a.st.Load()
+	cr, err := a.credentials(ctx, st)
+	if err != nil {
+		return err
+	}
+	creds, kid := platformCredentials(cr, a.provisioned(ctx, st))
+	return a.pub.open(ctx, st, creds, kid)
+}
+
+// reloadPublishing makes publishing follow a change of the stored
+// destinations or subscriptions at once. A failure is logged: the change
+// is stored and the next reload or restart applies it.
+func (a *Agent) reloadPublishing(ctx context.Context) {
+	if err := a.pub.reload(ctx); err != nil {
+		a.log.Error("publishing not reloaded", "err", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
@@ -11,60 +12,103 @@ import (
 )
 
 // output is the runner's Output: one batcher per running endpoint, built
-// from the endpoint's buffer settings, delivering to the publishing sink.
-// Until the publishing layer lands, batches go to a debug log.
+// from the endpoint's buffer settings, delivering to the publisher. It
+// also keeps each endpoint's counters for its heartbeat.
 type output struct {
-	log  *slog.Logger
-	sink batch.Sink
+	log *slog.Logger
+	pub *publisher
 
-	mu       sync.Mutex
-	batchers map[string]*batch.Batcher // by endpoint UUID
+	mu        sync.Mutex
+	endpoints map[string]*endpointOut // by endpoint UUID
 }
 
-func newOutput(log *slog.Logger) *output {
-	return &output{log: log, sink: batch.LogSink{Logger: log.With("component", "batch")}, batchers: map[string]*batch.Batcher{}}
+// endpointOut is one running endpoint's batcher and heartbeat counters.
+type endpointOut struct {
+	ep adapters.Endpoint
+	b  *batch.Batcher
+
+	framesIn   atomic.Uint64
+	bytesIn    atomic.Uint64
+	batchesOut atomic.Uint64
+	bytesOut   atomic.Uint64
+	lastOut    atomic.Int64 // Unix ms of the last batch handed to a destination
 }
 
-func (o *output) batcher(ep adapters.Endpoint) *batch.Batcher {
+func newOutput(log *slog.Logger, pub *publisher) *output {
+	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}}
+}
+
+// sink delivers one endpoint's batches to the publisher.
+type sink struct {
+	pub *publisher
+	eo  *endpointOut
+}
+
+// Deliver implements batch.Sink.
+func (s sink) Deliver(ctx context.Context, b batch.Batch) {
+	if n := s.pub.deliver(ctx, s.eo.ep, b); n > 0 {
+		s.eo.batchesOut.Add(1)
+		s.eo.bytesOut.Add(uint64(b.Bytes))
+		s.eo.lastOut.Store(time.Now().UnixMilli())
+	}
+}
+
+func (o *output) endpoint(ep adapters.Endpoint) *endpointOut {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	b := o.batchers[ep.UUID]
-	if b == nil {
-		b = batch.New(ep.Name, batch.OptionsFor(ep), o.sink)
-		o.batchers[ep.UUID] = b
+	eo := o.endpoints[ep.UUID]
+	if eo == nil {
+		eo = &endpointOut{ep: ep}
+		eo.b = batch.New(ep.Name, batch.OptionsFor(ep), sink{pub: o.pub, eo: eo})
+		o.endpoints[ep.UUID] = eo
 	}
-	return b
+	return eo
 }
 
 // Readings implements runner.Output.
 func (o *output) Readings(ctx context.Context, ep adapters.Endpoint, rs []adapters.Reading) {
-	if err := o.batcher(ep).Add(ctx, batch.Message{Endpoint: ep.Name, Readings: rs, Received: time.Now()}); err != nil {
+	eo := o.endpoint(ep)
+	size := batch.EstimateSize(rs)
+	eo.framesIn.Add(1)
+	eo.bytesIn.Add(uint64(size))
+	if err := eo.b.Add(ctx, batch.Message{Endpoint: ep.Name, Readings: rs, Received: time.Now(), Size: size}); err != nil {
 		o.log.Debug("readings after the endpoint's batcher closed", "endpoint", ep.Name, "readings", len(rs), "err", err)
 	}
 }
 
 // Disconnected implements runner.Output: the partial batch goes out.
 func (o *output) Disconnected(ctx context.Context, ep adapters.Endpoint) {
-	o.batcher(ep).Flush(ctx, "disconnect")
+	o.endpoint(ep).b.Flush(ctx, "disconnect")
 }
 
 // Stopped implements runner.Output.
 func (o *output) Stopped(ep adapters.Endpoint) {
 	o.mu.Lock()
-	b := o.batchers[ep.UUID]
-	delete(o.batchers, ep.UUID)
+	eo := o.endpoints[ep.UUID]
+	delete(o.endpoints, ep.UUID)
 	o.mu.Unlock()
-	if b != nil {
-		_ = b.Close(context.Background())
+	if eo != nil {
+		_ = eo.b.Close(context.Background())
 	}
+}
+
+// running returns the endpoints that have produced output and still run.
+func (o *output) running() []*endpointOut {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*endpointOut, 0, len(o.endpoints))
+	for _, eo := range o.endpoints {
+		out = append(out, eo)
+	}
+	return out
 }
 
 func (o *output) closeAll() {
 	o.mu.Lock()
-	all := o.batchers
-	o.batchers = map[string]*batch.Batcher{}
+	all := o.endpoints
+	o.endpoints = map[string]*endpointOut{}
 	o.mu.Unlock()
-	for _, b := range all {
-		_ = b.Close(context.Background())
+	for _, eo := range all {
+		_ = eo.b.Close(context.Background())
 	}
 }

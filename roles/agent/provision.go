@@ -12,6 +12,8 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -157,6 +159,13 @@ func (a *Agent) provision(c *gin.Context) {
 	}
 	a.cloud.online.Store(true)
 	a.log.Info("provisioned", "agent", cr.AgentUUID, "target_version", ts.Version)
+	if err := a.ensurePlatformDestination(ctx, st); err != nil {
+		a.log.Error("default platform destination not created; add one with POST /v1/publish/destinations", "err", err)
+	}
+	creds, kid := platformCredentials(cr, true)
+	if err := a.pub.setCredentials(ctx, creds, kid); err != nil {
+		a.log.Error("publishing not restarted with the new credentials", "err", err)
+	}
 	c.JSON(http.StatusOK, gin.H{"success": true, "device": gin.H{"uuid": cr.AgentUUID, "deviceName": name,
 		"provisioned": true, "mqttBrokerUrl": cr.MQTT.BrokerURL}})
 }
@@ -226,6 +235,9 @@ func (a *Agent) deprovision(c *gin.Context) {
 		return
 	}
 	a.cloud.online.Store(false)
+	if err := a.pub.setCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
+		a.log.Error("publishing not restarted without credentials", "err", err)
+	}
 	msg := "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again"
 	if !was {
 		msg = "the agent was not provisioned; nothing changed"
@@ -256,4 +268,37 @@ func (a *Agent) factoryReset(c *gin.Context) {
 		a.log.Warn("factory reset: the agent is not RUNNING; it starts from defaults at its next start")
 	}
 	c.JSON(http.StatusOK, gin.H{"message": "all data deleted except the agent UUID; the agent restarts its services", "status": "factory-reset"})
+}
+
+// ensurePlatformDestination gives a freshly provisioned agent somewhere to
+// publish: when no platform destination exists (enabled or not), it adds
+// one named "cloud" with a subscription for every endpoint in the custom
+// format, so readings reach the cloud without further setup. An operator's
+// own platform destination is left alone.
+func (a *Agent) ensurePlatformDestination(ctx context.Context, st *store.Store) error {
+	ds, err := st.Destinations(ctx, true)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if d.Type == "platform" {
+			return nil
+		}
+	}
+	var d store.Destination
+	for _, name := range []string{"cloud", "cloud-platform"} {
+		d, err = st.CreateDestination(ctx, store.Destination{Name: name, Type: "platform", Enabled: true})
+		if !errors.Is(err, store.ErrDuplicate) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := st.CreateSubscription(ctx, store.Subscription{DestinationID: d.ID, PayloadFormat: string(payload.Custom),
+		Compression: "json", Enabled: true}); err != nil {
+		return err
+	}
+	a.log.Info("platform destination added", "destination", d.Name, "id", d.ID)
+	return nil
 }

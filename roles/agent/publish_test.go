@@ -27,9 +27,11 @@ func TestPublishingConfiguration(t *testing.T) {
 		{`{"name":"x","type":"tsdb","config_json":{"url":"http://influx:8086","org":"o","bucket":"b"}}`, "config_json.token"},
 		{`{"name":"x","type":"tsdb","config_json":{"url":"ftp://influx","org":"o","bucket":"b","token":"t"}}`, "config_json.url"},
 		{`{"name":"x","type":"mqtt","config_json":{"url":"tcp://h:1883","colour":"red"}}`, "config_json"},
-		{`{"name":"x","type":"iot-hub-a","config_json":{"url":"tcp://hub:1883"}}`, "config_json.url"},
+		{`{"name":"x","type":"iot-hub-a","config_json":{"url":"tcp://hub:1883"}}`, "config_json"},
+		{`{"name":"x","type":"iot-hub-a","config_json":{"endpoint":"hub.example.com"}}`, "config_json.thingName"},
 		{`{"name":"x","type":"platform","config_json":{"url":"tcp://h"}}`, "config_json"},
-		{`{"name":"plant-broker","type":"platform"}`, "name"},
+		{`{"name":"plant-broker","type":"mqtt","config_json":{"url":"tcp://h:1883"}}`, "name"},
+		{`{"name":"second-cloud","type":"platform"}`, "type"},
 		{`{"type":"platform"}`, "name"},
 	} {
 		if code, body := r.do("POST", "/v1/publish/destinations", bad.body, nil); code != 400 || !strings.Contains(errorOf(t, body), bad.field) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
@@ -28,7 +29,7 @@ var destinationTypes = []string{"platform", "mqtt", "tsdb", "iot-hub-a", "iot-hu
 const destinationTestTimeout = 5 * time.Second
 
 // secretKeys are config_json keys shown masked.
-var secretKeys = []string{"password", "token", "sasKey", "key"}
+var secretKeys = dest.SecretKeys
 
 type destinationInput struct {
 	Name    *string         `json:"name"`
@@ -70,75 +71,31 @@ func validateDestination(d store.Destination) error {
 	if !slices.Contains(destinationTypes, d.Type) {
 		return errors.Join(append(errs, adapters.Fieldf("type", "must be one of %s, got %q", strings.Join(destinationTypes, ", "), d.Type))...)
 	}
-	hasConfig := len(d.Config) > 0 && string(d.Config) != "null"
-	switch d.Type {
-	case "platform":
-		// The platform destination uses the device's own cloud
-		// credentials from provisioning.
-		if hasConfig && string(d.Config) != "{}" {
-			errs = append(errs, adapters.Fieldf("config_json", "must be empty for platform: it uses the device's provisioned credentials"))
-		}
-	case "tsdb":
-		var c tsdbConfig
-		if err := decodeConfig(d.Config, &c); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		if err := checkURL(c.URL, "http", "https"); err != nil {
-			errs = append(errs, adapters.Fieldf("config_json.url", "%v", err))
-		}
-		for f, v := range map[string]string{"org": c.Org, "bucket": c.Bucket, "token": c.Token} {
-			if v == "" {
-				errs = append(errs, adapters.Fieldf("config_json."+f, "is required"))
-			}
-		}
-	default: // mqtt and the MQTT-over-TLS hubs
-		var c mqttConfig
-		if err := decodeConfig(d.Config, &c); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		schemes := []string{"tcp", "mqtt", "ssl", "tls", "mqtts", "ws", "wss"}
-		if d.Type != "mqtt" {
-			schemes = []string{"ssl", "tls", "mqtts"}
-		}
-		if err := checkURL(c.URL, schemes...); err != nil {
-			errs = append(errs, adapters.Fieldf("config_json.url", "%v", err))
-		}
+	if err := dest.Validate(d.Type, d.Config); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
-func decodeConfig(raw json.RawMessage, dst any) error {
-	if len(raw) == 0 || string(raw) == "null" {
-		return adapters.Fieldf("config_json", "is required for this type")
+// singlePlatform refuses a second platform destination: the cloud's broker
+// admits one connection per agent (its client id is the agent's), so two
+// would take turns dropping each other.
+func (a *Agent) singlePlatform(c *gin.Context, st *store.Store, d store.Destination) bool {
+	if d.Type != dest.TypePlatform {
+		return true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return adapters.Fieldf("config_json", "%v", err)
-	}
-	return nil
-}
-
-func checkURL(s string, schemes ...string) error {
-	if s == "" {
-		return errors.New("is required")
-	}
-	u, err := url.Parse(s)
+	ds, err := st.Destinations(c.Request.Context(), true)
 	if err != nil {
-		return fmt.Errorf("is not a URL: %w", err)
+		a.internal(c, "list destinations", err)
+		return false
 	}
-	if !slices.Contains(schemes, u.Scheme) {
-		return fmt.Errorf("scheme must be one of %s, got %q", strings.Join(schemes, ", "), u.Scheme)
+	for _, o := range ds {
+		if o.Type == dest.TypePlatform && o.ID != d.ID {
+			fail(c, http.StatusBadRequest, "type: destination %q (id %d) is the platform destination already; an agent has one connection to the cloud", o.Name, o.ID)
+			return false
+		}
 	}
-	if u.Hostname() == "" {
-		return errors.New("must name a host")
-	}
-	if u.User != nil {
-		return errors.New("must not carry credentials; use the config's own fields")
-	}
-	return nil
+	return true
 }
 
 // maskSecrets hides credential values of a config_json object.
@@ -232,6 +189,8 @@ func (a *Agent) deleteByID(c *gin.Context, what string, del func(*store.Store, c
 		a.internal(c, "delete "+what, err)
 		return
 	}
+	// Both kinds of rows feed the publisher: it follows at once.
+	a.reloadPublishing(c.Request.Context())
 	c.JSON(http.StatusOK, gin.H{"deleted": true})
 }
 
@@ -292,6 +251,9 @@ func (a *Agent) createDestination(c *gin.Context) {
 		badRequest(c, err)
 		return
 	}
+	if !a.singlePlatform(c, st, d) {
+		return
+	}
 	d, err := st.CreateDestination(c.Request.Context(), d)
 	if errors.Is(err, store.ErrDuplicate) {
 		fail(c, http.StatusBadRequest, "name: a destination named %q exists already", d.Name)
@@ -301,6 +263,7 @@ func (a *Agent) createDestination(c *gin.Context) {
 		a.internal(c, "create destination", err)
 		return
 	}
+	a.reloadPublishing(c.Request.Context())
 	c.JSON(http.StatusCreated, destinationView(d))
 }
 
@@ -333,6 +296,9 @@ func (a *Agent) patchDestination(c *gin.Context) {
 		badRequest(c, err)
 		return
 	}
+	if !a.singlePlatform(c, st, d) {
+		return
+	}
 	if err := st.UpdateDestination(c.Request.Context(), d); err != nil {
 		if errors.Is(err, store.ErrDuplicate) {
 			fail(c, http.StatusBadRequest, "name: a destination named %q exists already", d.Name)
@@ -341,6 +307,7 @@ func (a *Agent) patchDestination(c *gin.Context) {
 		a.internal(c, "update destination", err)
 		return
 	}
+	a.reloadPublishing(c.Request.Context())
 	c.JSON(http.StatusOK, destinationView(d))
 }
 
@@ -552,6 +519,7 @@ func (a *Agent) createSubscription(c *gin.Context) {
 		a.internal(c, "create subscription", err)
 		return
 	}
+	a.reloadPublishing(c.Request.Context())
 	c.JSON(http.StatusCreated, s)
 }
 
@@ -572,6 +540,7 @@ func (a *Agent) patchSubscription(c *gin.Context) {
 		a.internal(c, "update subscription", err)
 		return
 	}
+	a.reloadPublishing(c.Request.Context())
 	c.JSON(http.StatusOK, s)
 }
 

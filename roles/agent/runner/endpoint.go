@@ -70,10 +70,11 @@ type endpointRun struct {
 	readsBad     int64
 	latencySum   time.Duration
 	latencyMax   time.Duration
-	connectFails int64 // failed attempts since the last connection
-	connectTotal int64 // failed attempts since the endpoint started
-	losses       int64 // connections lost since the endpoint started
-	untracked    int64 // readings of metrics beyond maxTrackedPoints
+	connectFails int64     // failed attempts since the last connection
+	connectTotal int64     // failed attempts since the endpoint started
+	losses       int64     // connections lost since the endpoint started
+	connectedAt  time.Time // when the last connection was made
+	untracked    int64     // readings of metrics beyond maxTrackedPoints
 }
 
 func newEndpointRun(ep adapters.Endpoint, a adapters.Adapter, out Output, m *metrics, log *slog.Logger) *endpointRun {
@@ -309,6 +310,9 @@ func (e *endpointRun) setState(s string) {
 	e.mu.Lock()
 	prev := e.state
 	e.state = s
+	if s == StateConnected && prev != StateConnected {
+		e.connectedAt = time.Now()
+	}
 	e.mu.Unlock()
 	if prev == StateConnected && s != StateConnected {
 		e.m.connected.WithLabelValues(e.ep.Protocol).Dec()

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/prometheus/client_golang/prometheus"
@@ -167,6 +168,29 @@ func (r *Runner) Health(uuid string) (Health, bool) {
 		return Health{}, false
 	}
 	return e.health(), true
+}
+
+// Connection is an endpoint's connection state and counters, for its
+// heartbeat.
+type Connection struct {
+	State string
+	// ReconnectAttempts counts connection attempts that followed a failed
+	// attempt or a lost connection since the endpoint started.
+	ReconnectAttempts uint64
+	LastConnected     time.Time
+}
+
+// Connection returns the connection state of a running endpoint.
+func (r *Runner) Connection(uuid string) (Connection, bool) {
+	r.mu.Lock()
+	e := r.running[uuid]
+	r.mu.Unlock()
+	if e == nil {
+		return Connection{}, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Connection{State: e.state, ReconnectAttempts: uint64(e.connectTotal + e.losses), LastConnected: e.connectedAt}, true
 }
 
 func (r *Runner) byProtocol(protocol string) []*endpointRun {

@@ -1,0 +1,505 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/mqttx"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/batch"
+	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
+)
+
+// Keys of agent_meta for message ids. Both start with "sequence." so a
+// factory reset keeps them: a msgId must never be reused, also not after
+// a reset (the cloud de-duplicates on it for 24 h).
+const (
+	metaMsgSequence = "sequence.msgid"
+	metaLocalKid    = "sequence.local_kid"
+)
+
+// msgSequenceBlock is how many message numbers are reserved per store
+// write: one write per 1000 payloads, and at most 1000 numbers skipped
+// after a crash.
+const msgSequenceBlock = 1000
+
+// publisher is the subscription router (edge-agent.md §6 "Subscription
+// router"): every endpoint batch goes to each enabled subscription whose
+// topic filters match the endpoint's MQTT topic, encoded in that
+// subscription's format and compression, and is handed to the worker of
+// the subscription's destination. Each destination has its own
+// connection, worker and offline queue, so a dead destination never slows
+// another: handing over never waits for a destination (see
+// outbound.Worker.Offer).
+type publisher struct {
+	log *slog.Logger
+	cpu func() float64
+
+	// mu serialises open, reload and close.
+	mu     sync.Mutex
+	ctx    context.Context // the workers' context, from open
+	cancel context.CancelFunc
+	st     *store.Store
+	queue  *store.Queue
+	seq    *store.Sequence
+	dests  map[int64]*destRun
+	creds  dest.PlatformCredentials
+	// loaded is closed once the first reload made the routes; Deliver
+	// waits for it, so batches of endpoints that start before the
+	// publishing phase are routed, not dropped.
+	loaded chan struct{}
+
+	routes atomic.Pointer[[]*route]
+	kid    atomic.Pointer[string]
+
+	// warned limits the log lines about a subscription that cannot
+	// publish (a missing route topic) to one per subscription and reload.
+	warned sync.Map
+}
+
+// destRun is one running destination.
+type destRun struct {
+	row store.Destination
+	// creds are the platform credentials the run was started with; a
+	// platform destination restarts when they change.
+	creds  dest.PlatformCredentials
+	t      dest.Transport
+	w      *outbound.Worker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// route is one enabled subscription bound to its running destination.
+type route struct {
+	sub    store.Subscription
+	format payload.Format
+	comp   *payload.Compressor
+	topic  string // route_json.topic
+	d      *destRun
+}
+
+func newPublisher(log *slog.Logger, cpu func() float64) *publisher {
+	return &publisher{log: log.With("component", "publish"), cpu: cpu, loaded: make(chan struct{}), dests: map[int64]*destRun{}}
+}
+
+// open starts publishing on st: the message sequence, the offline queue,
+// and every enabled destination. ctx is the lifetime of the workers.
+func (p *publisher) open(ctx context.Context, st *store.Store, creds dest.PlatformCredentials, kid string) error {
+	seq, err := st.NewSequence(ctx, metaMsgSequence, msgSequenceBlock)
+	if err != nil {
+		return err
+	}
+	q, err := st.OfflineQueue(store.DefaultQueueOptions())
+	if err != nil {
+		return err
+	}
+	if kid == "" {
+		kid, err = st.MetaOrCreate(ctx, metaLocalKid, newLocalKid)
+		if err != nil {
+			return err
+		}
+	}
+	p.kid.Store(&kid)
+	p.mu.Lock()
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	p.st, p.queue, p.seq, p.creds = st, q, seq, creds
+	p.mu.Unlock()
+	if err := p.reload(ctx); err != nil {
+		return err
+	}
+	p.release()
+	return nil
+}
+
+// newLocalKid makes the key identifier of msgIds sent before the agent
+// has a device key: eight characters of the msgId alphabet.
+func newLocalKid() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	var b [codec.KidLen]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:])
+}
+
+// kidOf returns the key identifier of a device key dk2_{kid}_{secret}, or
+// "" for any other key.
+func kidOf(apiKey string) string {
+	rest, ok := strings.CutPrefix(apiKey, "dk2_")
+	if !ok {
+		return ""
+	}
+	kid, _, ok := strings.Cut(rest, "_")
+	if !ok || len(kid) != codec.KidLen {
+		return ""
+	}
+	if _, err := codec.FormatMsgID(kid, 1); err != nil {
+		return ""
+	}
+	return kid
+}
+
+// platformCredentials are what the platform destination connects with: the
+// provisioned device's broker credentials, or none when the agent is
+// standalone (the platform destination then queues until it is
+// provisioned again).
+func platformCredentials(cr *cloud.Credentials, provisioned bool) (dest.PlatformCredentials, string) {
+	if cr == nil {
+		return dest.PlatformCredentials{}, ""
+	}
+	kid := kidOf(cr.APIKey)
+	if !provisioned {
+		return dest.PlatformCredentials{}, kid
+	}
+	return dest.PlatformCredentials{
+		BrokerURL: cr.MQTT.BrokerURL, Username: cr.MQTT.Username, Password: cr.MQTT.Password,
+		ClientID: cr.MQTT.ClientID, TopicPrefix: cr.MQTT.TopicPrefix,
+	}, kid
+}
+
+// setCredentials changes the platform credentials (provisioning,
+// deprovisioning) and restarts the platform destinations with them.
+func (p *publisher) setCredentials(ctx context.Context, creds dest.PlatformCredentials, kid string) error {
+	if kid != "" {
+		p.kid.Store(&kid)
+	}
+	p.mu.Lock()
+	changed := p.creds != creds
+	p.creds = creds
+	p.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	return p.reload(ctx)
+}
+
+// reload makes the running destinations and the routes follow the store:
+// a destination whose row changed is restarted (its queue is kept: it is
+// in the store under the destination's id), a deleted or disabled one is
+// stopped, and the routes are rebuilt from the enabled subscriptions.
+func (p *publisher) reload(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st == nil {
+		return nil // not open: open loads everything
+	}
+	rows, err := p.st.Destinations(ctx, false)
+	if err != nil {
+		return err
+	}
+	subs, err := p.st.Subscriptions(ctx, 0, false)
+	if err != nil {
+		return err
+	}
+	want := make(map[int64]store.Destination, len(rows))
+	for _, d := range rows {
+		want[d.ID] = d
+	}
+	for id, r := range p.dests {
+		d, ok := want[id]
+		if ok && sameDestination(d, r.row) && (d.Type != "platform" || r.creds == p.creds) {
+			continue
+		}
+		p.stopDest(r)
+		delete(p.dests, id)
+	}
+	var errs []error
+	for _, d := range rows {
+		if _, ok := p.dests[d.ID]; ok {
+			continue
+		}
+		r, err := p.startDest(d)
+		if err != nil {
+			// A destination that cannot be built (a config a newer
+			// version wrote, a missing certificate file) must not stop
+			// the others.
+			p.log.Error("publish destination not started", "destination", d.Name, "id", d.ID, "err", err)
+			errs = append(errs, fmt.Errorf("destination %s: %w", d.Name, err))
+			continue
+		}
+		p.dests[d.ID] = r
+	}
+	routes := make([]*route, 0, len(subs))
+	for _, s := range subs {
+		r := p.dests[s.DestinationID]
+		if r == nil {
+			continue
+		}
+		rt, err := p.newRoute(s, r)
+		if err != nil {
+			p.log.Error("subscription not routed", "subscription", s.ID, "err", err)
+			continue
+		}
+		routes = append(routes, rt)
+	}
+	p.routes.Store(&routes)
+	p.warned.Clear()
+	p.log.Debug("publishing reloaded", "destinations", len(p.dests), "routes", len(routes))
+	if len(errs) > 0 {
+		p.log.Warn("some publish destinations did not start", "err", errors.Join(errs...))
+	}
+	return nil
+}
+
+func sameDestination(a, b store.Destination) bool {
+	return a.Type == b.Type && a.Name == b.Name && a.Enabled == b.Enabled && string(a.Config) == string(b.Config)
+}
+
+func (p *publisher) startDest(d store.Destination) (*destRun, error) {
+	t, err := dest.New(d, dest.Env{Logger: p.log, Platform: p.creds})
+	if err != nil {
+		return nil, err
+	}
+	w, err := outbound.New(outbound.Options{
+		Destination: d.ID, Name: d.Name, Transport: t, Queue: p.queue, QueueOptions: p.queue.Options(),
+		Logger: p.log.With("destination", d.Name, "destination_id", d.ID),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	if err := t.Start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	r := &destRun{row: d, creds: p.creds, t: t, w: w, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error("publish worker ended", "destination", d.Name, "err", err)
+		}
+	}()
+	p.log.Info("publish destination started", "destination", d.Name, "id", d.ID, "type", d.Type)
+	return r, nil
+}
+
+// stopDest stops a destination's worker, which queues whatever it still
+// held, then its connection.
+func (p *publisher) stopDest(r *destRun) {
+	r.cancel()
+	<-r.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.t.Stop(ctx); err != nil {
+		p.log.Warn("stop publish destination", "destination", r.row.Name, "err", err)
+	}
+}
+
+func (p *publisher) newRoute(s store.Subscription, r *destRun) (*route, error) {
+	f, err := payload.ParseFormat(s.PayloadFormat)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := payload.ParseCompression(s.Compression)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := payload.NewCompressor(cf, p.cpu)
+	if err != nil {
+		return nil, err
+	}
+	var rj struct {
+		Topic string `json:"topic"`
+	}
+	if len(s.Route) > 0 && string(s.Route) != "null" {
+		if err := json.Unmarshal(s.Route, &rj); err != nil {
+			return nil, fmt.Errorf("route_json: %w", err)
+		}
+	}
+	return &route{sub: s, format: f, comp: comp, topic: rj.Topic, d: r}, nil
+}
+
+// close stops every destination; their workers queue what they held.
+func (p *publisher) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, r := range p.dests {
+		p.stopDest(r)
+		delete(p.dests, id)
+	}
+	if p.cancel != nil {
+		p.cancel()
+	}
+	empty := []*route{}
+	p.routes.Store(&empty)
+	p.st, p.queue, p.seq = nil, nil, nil
+	p.releaseLocked()
+	// The next open (a soft reboot) starts with endpoints that wait again.
+	p.loaded = make(chan struct{})
+}
+
+// release lets batches stop waiting for routes that will not come: the
+// agent is tearing down before the publishing phase ran. They are routed
+// nowhere.
+func (p *publisher) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.releaseLocked()
+}
+
+func (p *publisher) releaseLocked() {
+	select {
+	case <-p.loaded:
+	default:
+		close(p.loaded)
+	}
+}
+
+// endpointTopic is the topic an endpoint's batches are published under
+// and the subscriptions' filters are matched against: its MQTT topic,
+// else its name.
+func endpointTopic(ep adapters.Endpoint) string {
+	if ep.MQTTTopic != "" {
+		return ep.MQTTTopic
+	}
+	return ep.Name
+}
+
+func (r *route) matches(topic string) bool {
+	if len(r.sub.Topics) == 0 {
+		return true
+	}
+	for _, f := range r.sub.Topics {
+		if mqttx.MatchTopic(f, topic) {
+			return true
+		}
+	}
+	return false
+}
+
+// deliver routes one batch of ep. It waits for the first load of the
+// routes (or ctx), then hands each matching subscription's payload to its
+// destination's worker, which never waits for the destination.
+func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.Batch) int {
+	p.mu.Lock()
+	loaded := p.loaded
+	p.mu.Unlock()
+	select {
+	case <-loaded:
+	case <-ctx.Done():
+		return 0
+	}
+	routes := p.routes.Load()
+	if routes == nil {
+		return 0
+	}
+	topic := endpointTopic(ep)
+	sent := 0
+	// One msgId per batch, drawn when the first custom payload needs it:
+	// every destination that gets the batch in the custom format sees the
+	// same identifier for the same message.
+	var msgID string
+	for _, r := range *routes {
+		if !r.matches(topic) {
+			continue
+		}
+		it, err := p.encode(ctx, r, ep, b, topic, &msgID)
+		if err != nil {
+			if _, seen := p.warned.LoadOrStore(r.sub.ID, true); !seen {
+				p.log.Warn("subscription cannot publish", "subscription", r.sub.ID, "destination", r.d.row.Name, "endpoint", ep.Name, "err", err)
+			}
+			continue
+		}
+		if it.Payload == nil {
+			continue
+		}
+		if err := r.d.w.Offer(ctx, it); err != nil {
+			p.log.Warn("batch not queued", "destination", r.d.row.Name, "endpoint", ep.Name, "msg_id", it.MsgID, "err", err)
+			continue
+		}
+		sent++
+	}
+	return sent
+}
+
+// encode builds the payload of b for one route.
+func (p *publisher) encode(ctx context.Context, r *route, ep adapters.Endpoint, b batch.Batch, topic string, msgID *string) (outbound.Item, error) {
+	target := r.d.t.Topic(r.topic, topic)
+	if target == "" {
+		return outbound.Item{}, errors.New("route_json.topic is required for this destination")
+	}
+	if r.d.row.Type == "tsdb" {
+		lp := dest.LineProtocol(b)
+		if len(lp) == 0 {
+			return outbound.Item{Topic: target}, nil // nothing GOOD to write
+		}
+		return outbound.Item{Topic: target, Payload: lp}, nil
+	}
+	id := ""
+	if r.format == payload.Custom {
+		if *msgID == "" {
+			n, err := p.seq.Next(ctx)
+			if err != nil {
+				return outbound.Item{}, fmt.Errorf("message sequence: %w", err)
+			}
+			if *msgID, err = codec.FormatMsgID(*p.kid.Load(), n); err != nil {
+				return outbound.Item{}, err
+			}
+		}
+		id = *msgID
+	}
+	doc, err := payload.Build(r.format, b, payload.Options{Endpoint: ep.Name, Protocol: ep.Protocol, MsgID: id})
+	if err != nil {
+		return outbound.Item{}, err
+	}
+	body, _, err := r.comp.Encode(doc)
+	if err != nil {
+		return outbound.Item{}, err
+	}
+	return outbound.Item{MsgID: id, Topic: target, Payload: body}, nil
+}
+
+// destinationStatus is one destination's part of GET /v1/buffer/status.
+type destinationStatus struct {
+	ID        int64           `json:"id"`
+	Name      string          `json:"name"`
+	Type      string          `json:"type"`
+	Transport dest.Status     `json:"transport"`
+	Worker    outbound.Status `json:"publish"`
+}
+
+// statuses reports every running destination.
+func (p *publisher) statuses(ctx context.Context) ([]destinationStatus, error) {
+	p.mu.Lock()
+	runs := make([]*destRun, 0, len(p.dests))
+	for _, r := range p.dests {
+		runs = append(runs, r)
+	}
+	p.mu.Unlock()
+	out := make([]destinationStatus, 0, len(runs))
+	for _, r := range runs {
+		ws, err := r.w.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, destinationStatus{ID: r.row.ID, Name: r.row.Name, Type: r.row.Type, Transport: r.t.Status(), Worker: ws})
+	}
+	return out, nil
+}
+
+// platformRuns returns the running platform destinations, for heartbeats.
+func (p *publisher) platformRuns() []*destRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*destRun
+	for _, r := range p.dests {
+		if r.row.Type == "platform" {
+			out = append(out, r)
+		}
+	}
+	return out
+}

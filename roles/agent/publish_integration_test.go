@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
 // inbox is a subscriber on a broker the agent publishes to: it keeps the
@@ -216,9 +217,26 @@ func TestDeadDestinationDoesNotSlowLiveIntegration(t *testing.T) {
 	if after := live.count("tags"); after != before {
 		t.Fatalf("a disabled subscription still publishes: %d tags payloads after disabling, %d a second later", before, after)
 	}
+	// Deleting the dead destination deletes its offline queue with it.
+	if code, body := r.do("DELETE", fmt.Sprintf("/v1/publish/destinations/%v", deadDest["id"]), "", nil); code != 200 {
+		t.Fatalf("delete dead destination: %d %s", code, body)
+	}
+	st, _ := r.agent.storeOrErr()
+	q, err := st.OfflineQueue(store.DefaultQueueOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qs, err := q.Stats(t.Context(), int64(deadDest["id"].(float64))); err != nil || qs.Records != 0 || qs.Counters.Enqueued != 0 {
+		t.Fatalf("the deleted destination's queue: %+v %v", qs, err)
+	}
+	if _, body := r.do("GET", "/v1/buffer/status", "", nil); strings.Contains(body, `"name":"dead"`) {
+		t.Fatalf("a deleted destination in the buffer status: %s", body)
+	}
+	live.mu.Lock()
 	for topic := range live.topics {
 		if !strings.HasPrefix(topic, "live/plant/press-1") {
 			t.Errorf("live topic %q: want live/{mqttTopic} expanded", topic)
 		}
 	}
+	live.mu.Unlock()
 }

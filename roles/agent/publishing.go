@@ -197,9 +197,17 @@ func (p *publisher) reload(ctx context.Context) error {
 	if p.st == nil {
 		return nil // not open: open loads everything
 	}
-	rows, err := p.st.Destinations(ctx, false)
+	all, err := p.st.Destinations(ctx, true)
 	if err != nil {
 		return err
+	}
+	stored := make(map[int64]bool, len(all))
+	rows := all[:0:0]
+	for _, d := range all {
+		stored[d.ID] = true
+		if d.Enabled {
+			rows = append(rows, d)
+		}
 	}
 	subs, err := p.st.Subscriptions(ctx, 0, false)
 	if err != nil {
@@ -216,6 +224,16 @@ func (p *publisher) reload(ctx context.Context) error {
 		}
 		p.stopDest(r)
 		delete(p.dests, id)
+		if !stored[id] {
+			// Deleted, not disabled: its queue goes with it, after the
+			// worker put back what it held.
+			n, err := p.queue.Purge(ctx, id)
+			if err != nil {
+				p.log.Error("offline queue of a deleted destination not purged", "destination", r.row.Name, "err", err)
+			} else if n > 0 {
+				p.log.Warn("destination deleted with records still queued; they are discarded", "destination", r.row.Name, "records", n)
+			}
+		}
 	}
 	var errs []error
 	for _, d := range rows {
@@ -321,6 +339,21 @@ func (p *publisher) newRoute(s store.Subscription, r *destRun) (*route, error) {
 		}
 	}
 	return &route{sub: s, format: f, comp: comp, topic: rj.Topic, d: r}, nil
+}
+
+// forgetStopped purges the queue of a deleted destination that was not
+// running (disabled); reload purges those it stops.
+func (p *publisher) forgetStopped(ctx context.Context, id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.queue == nil || p.dests[id] != nil {
+		return
+	}
+	if n, err := p.queue.Purge(ctx, id); err != nil {
+		p.log.Error("offline queue of a deleted destination not purged", "destination_id", id, "err", err)
+	} else if n > 0 {
+		p.log.Warn("destination deleted with records still queued; they are discarded", "destination_id", id, "records", n)
+	}
 }
 
 // close stops every destination; their workers queue what they held.

@@ -312,7 +312,13 @@ func (a *Agent) patchDestination(c *gin.Context) {
 }
 
 func (a *Agent) deleteDestination(c *gin.Context) {
-	a.deleteByID(c, "destination", (*store.Store).DeleteDestination)
+	a.deleteByID(c, "destination", func(st *store.Store, ctx context.Context, id int64) error {
+		if err := st.DeleteDestination(ctx, id); err != nil {
+			return err
+		}
+		a.pub.forgetStopped(ctx, id)
+		return nil
+	})
 }
 
 type destinationTest struct {

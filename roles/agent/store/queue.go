@@ -497,3 +497,29 @@ func (q *Queue) Stats(ctx context.Context, dest int64) (QueueStats, error) {
 	}
 	return st, nil
 }
+
+// Purge deletes everything dest's queue holds: its records, dead letters
+// and counters, in one transaction, and returns how many records were
+// still queued. It is for a destination that was deleted: its queue must
+// not outlive it.
+func (q *Queue) Purge(ctx context.Context, dest int64) (int64, error) {
+	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("purge destination %d: %w", dest, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	res, err := tx.ExecContext(ctx, `DELETE FROM offline_queue WHERE destination = $1`, dest)
+	if err != nil {
+		return 0, fmt.Errorf("purge destination %d: %w", dest, err)
+	}
+	n, _ := res.RowsAffected()
+	for _, stmt := range []string{`DELETE FROM offline_dead_letters WHERE destination = $1`, `DELETE FROM offline_queue_state WHERE destination = $1`} {
+		if _, err := tx.ExecContext(ctx, stmt, dest); err != nil {
+			return 0, fmt.Errorf("purge destination %d: %w", dest, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("purge destination %d: commit: %w", dest, err)
+	}
+	return n, nil
+}

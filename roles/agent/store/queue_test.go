@@ -471,3 +471,35 @@ func TestQueueOptionsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePurge: purging one destination deletes its records, dead
+// letters and counters and leaves the other destination's queue alone.
+func TestQueuePurge(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	q := newQueue(t, s, func(o *QueueOptions) { o.MaxRetries = 0 })
+	for dest := int64(1); dest <= 2; dest++ {
+		for i := range 5 {
+			if _, err := q.Enqueue(ctx, dest, Record{MsgID: fmt.Sprintf("v2_k_%d", i+1), Topic: "t", Payload: []byte("p")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		recs, err := q.Ready(ctx, dest, 1, time.Now())
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("ready: %v %v", recs, err)
+		}
+		if dead, err := q.Reject(ctx, dest, recs[0].ID, "refused", time.Now()); err != nil || !dead {
+			t.Fatalf("reject: %v %v", dead, err)
+		}
+	}
+	n, err := q.Purge(ctx, 1)
+	if err != nil || n != 4 {
+		t.Fatalf("purge: %d records, %v; want 4", n, err)
+	}
+	if st := stats(t, q, 1); st.Records != 0 || st.DeadLetters != 0 || st.Counters != (QueueCounters{}) {
+		t.Fatalf("destination 1 after purge: %+v", st)
+	}
+	if st := stats(t, q, 2); st.Records != 4 || st.DeadLetters != 1 || st.Counters.Enqueued != 5 {
+		t.Fatalf("destination 2 after purging 1: %+v", st)
+	}
+}

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
@@ -36,27 +34,6 @@ type destinationInput struct {
 	Type    *string         `json:"type"`
 	Config  json.RawMessage `json:"config_json"`
 	Enabled *bool           `json:"enabled"`
-}
-
-// tsdbConfig is an InfluxDB v2 write target.
-type tsdbConfig struct {
-	URL    string `json:"url"`
-	Org    string `json:"org"`
-	Bucket string `json:"bucket"`
-	Token  string `json:"token"`
-}
-
-// mqttConfig is a generic MQTT broker, and the connection part of the
-// MQTT-over-TLS cloud hubs.
-type mqttConfig struct {
-	URL                string `json:"url"`
-	Username           string `json:"username,omitempty"`
-	Password           string `json:"password,omitempty"`
-	ClientID           string `json:"clientId,omitempty"`
-	CAFile             string `json:"caFile,omitempty"`
-	CertFile           string `json:"certFile,omitempty"`
-	KeyFile            string `json:"keyFile,omitempty"`
-	InsecureSkipVerify bool   `json:"insecureSkipVerify,omitempty"`
 }
 
 // validateDestination checks a destination's type and its config_json for
@@ -333,7 +310,7 @@ func (a *Agent) testDestination(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	report := func(err error, msg string) {
+	report := func(msg string, err error) {
 		if err != nil {
 			c.JSON(http.StatusOK, gin.H{"ok": false, "error": strings.ReplaceAll(err.Error(), "\n", "; ")})
 			return
@@ -341,65 +318,16 @@ func (a *Agent) testDestination(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"ok": true, "message": msg})
 	}
 	if in.Type != "tsdb" && in.Type != "mqtt" {
-		report(fmt.Errorf("type %q cannot be tested; testable types are tsdb and mqtt", in.Type), "")
+		report("", fmt.Errorf("type %q cannot be tested; testable types are tsdb and mqtt", in.Type))
 		return
 	}
 	if err := validateDestination(store.Destination{Name: "test", Type: in.Type, Config: in.Config}); err != nil {
-		report(err, "")
+		report("", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), destinationTestTimeout)
 	defer cancel()
-	if in.Type == "tsdb" {
-		var cfg tsdbConfig
-		_ = json.Unmarshal(in.Config, &cfg)
-		report(testTSDB(ctx, cfg), "the time-series database answered and accepted the token")
-		return
-	}
-	var cfg mqttConfig
-	_ = json.Unmarshal(in.Config, &cfg)
-	report(testMQTT(ctx, cfg), "connected to the broker")
-}
-
-// testTSDB asks an InfluxDB v2 server for the bucket list of the org with
-// the token: it proves the address, the token and the org at once.
-func testTSDB(ctx context.Context, cfg tsdbConfig) error {
-	u := strings.TrimSuffix(cfg.URL, "/") + "/api/v2/buckets?name=" + url.QueryEscape(cfg.Bucket) + "&org=" + url.QueryEscape(cfg.Org)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Token "+cfg.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", adapters.Classify(err), err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", cfg.URL, resp.Status)
-	}
-	return nil
-}
-
-// testMQTT connects to the broker and disconnects.
-func testMQTT(ctx context.Context, cfg mqttConfig) error {
-	opts := paho.NewClientOptions().AddBroker(cfg.URL).SetUsername(cfg.Username).SetPassword(cfg.Password).
-		SetClientID(cfg.ClientID).SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(destinationTestTimeout)
-	if cfg.ClientID == "" {
-		opts.SetClientID(fmt.Sprintf("edgeplat-test-%d", time.Now().UnixNano()))
-	}
-	cl := paho.NewClient(opts)
-	tok := cl.Connect()
-	select {
-	case <-tok.Done():
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", adapters.CodeTimeout, ctx.Err())
-	}
-	if err := tok.Error(); err != nil {
-		return fmt.Errorf("%s: %w", adapters.Classify(err), err)
-	}
-	cl.Disconnect(100)
-	return nil
+	report(dest.Probe(ctx, in.Type, in.Config, dest.Env{Logger: a.log}))
 }
 
 type subscriptionInput struct {

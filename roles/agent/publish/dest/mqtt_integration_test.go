@@ -189,6 +189,20 @@ func TestHubBIntegration(t *testing.T) {
 		sub.expect(t, msgs[:1])
 	})
 
+	t.Run("probe", func(t *testing.T) {
+		// POST /v1/publish/destinations/test's check: the good settings
+		// connect; a wrong key answers the broker's refusal at once.
+		if msg, err := Probe(t.Context(), TypeHubB, json.RawMessage(cfg), Env{Now: now}); err != nil || msg == "" {
+			t.Fatalf("probe of good settings: %q %v", msg, err)
+		}
+		bad := fmt.Sprintf(`{"hostName":"127.0.0.1","port":%d,"deviceId":"dev-1","sharedAccessKey":"d3Jvbmc=","caFile":%q}`, m.port, pki.CAFile)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if _, err := Probe(ctx, TypeHubB, json.RawMessage(bad), Env{Now: now}); err == nil || !strings.Contains(strings.ToLower(err.Error()), "authori") {
+			t.Fatalf("probe with a wrong key: %v, want the broker's refusal", err)
+		}
+	})
+
 	t.Run("wrong key", func(t *testing.T) {
 		cfg := fmt.Sprintf(`{"hostName":"127.0.0.1","port":%d,"deviceId":"dev-1","sharedAccessKey":"d3Jvbmc=","caFile":%q}`, m.port, pki.CAFile)
 		bad := startTransport(t, TypeHubB, cfg, Env{Now: now})

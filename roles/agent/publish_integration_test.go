@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -239,4 +240,85 @@ func TestDeadDestinationDoesNotSlowLiveIntegration(t *testing.T) {
 		}
 	}
 	live.mu.Unlock()
+}
+
+// TestHeartbeatIntegration: an endpoint with a heartbeat topic sends its
+// heartbeat to the platform broker in plain JSON at its interval while it
+// is connected; during a broker outage heartbeats stop and none of them is
+// queued and replayed afterwards.
+func TestHeartbeatIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts Mosquitto and a Modbus server")
+	}
+	broker := coretest.PrivateMosquitto(t)
+	mbPort := coretest.FreePort(t)
+	startPymodbus(t, mbPort)
+	r := startAgent(t, t.TempDir(), true, nil)
+	const prefix = "i/AAAAAAAAAAAAAAAAAAAAAA/a/BBBBBBBBBBBBBBBBBBBBBB"
+	var mu sync.Mutex
+	var beats []map[string]any
+	var arrived []time.Time
+	opts := paho.NewClientOptions().AddBroker(broker.URL()).SetClientID("hb-watch").SetCleanSession(true).SetAutoReconnect(true).
+		SetOnConnectHandler(func(c paho.Client) {
+			c.Subscribe(prefix+"/endpoints/hb/#", 1, func(_ paho.Client, m paho.Message) {
+				var doc map[string]any
+				if err := json.Unmarshal(m.Payload(), &doc); err != nil {
+					t.Errorf("heartbeat is not plain JSON: %q", m.Payload())
+					return
+				}
+				mu.Lock()
+				beats = append(beats, doc)
+				arrived = append(arrived, time.Now())
+				mu.Unlock()
+			}).Wait()
+		})
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("watcher: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+
+	if code, body := r.do("POST", "/v1/publish/destinations", `{"name":"cloud","type":"platform"}`, nil); code != 201 {
+		t.Fatalf("platform destination: %d %s", code, body)
+	}
+	// As provisioning would: the platform destination gets credentials.
+	if err := r.agent.pub.setCredentials(t.Context(), dest.PlatformCredentials{BrokerURL: broker.URL(), ClientID: "agent-hb-test", TopicPrefix: prefix}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := r.do("POST", "/v1/endpoints", fmt.Sprintf(`{"name":"press-1","protocol":"modbus","poll_interval":500,
+		"heartbeat_topic":"hb/press-1","heartbeat_interval":1,
+		"connection":{"host":"127.0.0.1","port":%d,"unitId":1},"data_points":[{"name":"r0","register":"holding:0"}]}`, mbPort), nil); code != 201 {
+		t.Fatalf("endpoint: %d %s", code, body)
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(beats) }
+	eventually(t, 15*time.Second, "three heartbeats", func() bool { return count() >= 3 })
+	mu.Lock()
+	hb := beats[len(beats)-1]
+	mu.Unlock()
+	stats, _ := hb["stats"].(map[string]any)
+	if hb["endpoint"] != "press-1" || hb["state"] != "CONNECTED" || stats == nil || stats["messagesReceived"].(float64) < 1 || stats["lastHeartbeatTime"] == nil {
+		t.Fatalf("heartbeat %v", hb)
+	}
+
+	broker.Stop()
+	eventually(t, 10*time.Second, "the platform destination to buffer", func() bool {
+		_, body := r.do("GET", "/v1/buffer/status", "", nil)
+		return strings.Contains(body, `"transportPublishMode":"buffer-only"`)
+	})
+	time.Sleep(3 * time.Second) // three heartbeat intervals of outage
+	restarted := time.Now()
+	before := count()
+	broker.Start()
+	eventually(t, 30*time.Second, "heartbeats again after the outage", func() bool { return count() >= before+2 })
+	mu.Lock()
+	defer mu.Unlock()
+	// Heartbeats are never queued: whatever arrives after the outage was
+	// made after it.
+	for i, doc := range beats[before:] {
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(doc["timestamp"]))
+		if err != nil || at.Before(restarted) {
+			t.Errorf("heartbeat %d after the outage was made at %v (%v), before the broker came back at %s: a queued heartbeat was replayed", i, doc["timestamp"], err, restarted)
+		}
+	}
+}
 }

@@ -463,8 +463,8 @@ type QueueStats struct {
 	Destination int64         `json:"destination"`
 	Records     int64         `json:"mqttMessageBufferCount"`
 	Bytes       int64         `json:"mqttBufferBytes"`
-	Oldest      time.Time     `json:"oldest"`      // creation of the oldest queued record; zero when empty
-	OldestAgeMS int64         `json:"oldestAgeMs"` // now minus Oldest; zero when empty
+	Oldest      time.Time     `json:"oldest,omitzero"` // creation of the oldest queued record; zero (absent) when empty
+	OldestAgeMS int64         `json:"oldestAgeMs"`     // now minus Oldest; zero when empty
 	DeadLetters int64         `json:"deadLetters"`
 	Counters    QueueCounters `json:"counters"`
 }

@@ -321,4 +321,3 @@ func TestHeartbeatIntegration(t *testing.T) {
 		}
 	}
 }
-}

@@ -117,7 +117,7 @@ func (p *autoProvisioner) run(ctx context.Context) {
 			return
 		}
 		p.log.Warn("auto-provisioning failed; retrying", "err", err, "in", backoff)
-		if !sleep(ctx, backoff) {
+		if !sleepCtx(ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, 30*time.Second)
@@ -142,7 +142,7 @@ func (p *autoProvisioner) waitReady(ctx context.Context) bool {
 			p.log.Info("waiting for the Cloud API and the agent to be ready before provisioning the agent")
 			told = true
 		}
-		if !sleep(ctx, interval) {
+		if !sleepCtx(ctx, interval) {
 			return false
 		}
 		interval = min(2*interval, 2*time.Second)
@@ -418,16 +418,4 @@ func dialHost(bind string) string {
 		return "127.0.0.1"
 	}
 	return bind
-}
-
-// sleep waits d or until ctx is done, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -32,6 +32,8 @@ type mqttTransport struct {
 	// notReady, when set, is why the transport never connects (a platform
 	// destination of a device that is not provisioned).
 	notReady string
+	// startErr is why the client could not start yet (retried); mu.
+	startErr string
 	// tune adjusts every client's options; tests shorten timeouts with it.
 	tune func(*mqttx.Options)
 
@@ -158,17 +160,54 @@ func (t *mqttTransport) Start(ctx context.Context) error {
 		t.log.Warn("publish destination cannot connect", "reason", t.notReady)
 		return nil
 	}
-	r, err := t.launch(ctx)
-	if err != nil {
-		return err
-	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	r, err := t.launch(ctx)
 	t.mu.Lock()
 	t.cur, t.cancel, t.done = r, cancel, done
+	if err != nil {
+		t.startErr = err.Error()
+	}
 	t.mu.Unlock()
+	if err != nil {
+		// TLS files that cannot be read now (a volume not mounted yet, a
+		// certificate being rotated) may be readable later: the
+		// destination stays not connected, so its worker queues, and the
+		// start is retried instead of failing for good.
+		t.log.Error("publish destination cannot start; retrying", "err", err)
+		go func() {
+			if t.retryStart(lctx) {
+				t.renewLoop(lctx, done)
+				return
+			}
+			close(done)
+		}()
+		return nil
+	}
 	go t.renewLoop(lctx, done)
 	return nil
+}
+
+// retryStart launches the client with backoff until it starts or ctx
+// ends, and reports whether it started.
+func (t *mqttTransport) retryStart(ctx context.Context) bool {
+	delay := time.Second
+	for sleepCtx(ctx, delay) {
+		r, err := t.launch(ctx)
+		t.mu.Lock()
+		if err == nil {
+			t.cur, t.startErr = r, ""
+		} else {
+			t.startErr = err.Error()
+		}
+		t.mu.Unlock()
+		if err == nil {
+			t.log.Info("publish destination started after earlier failures")
+			return true
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+	return false
 }
 
 // renewLoop replaces the client before its credentials expire. It stops
@@ -326,6 +365,9 @@ func (t *mqttTransport) Status() Status {
 	r := t.run()
 	if r == nil {
 		s.State = mqttx.StateStopped.String()
+		t.mu.Lock()
+		s.LastError = t.startErr
+		t.mu.Unlock()
 		return s
 	}
 	st := r.c.Stats()

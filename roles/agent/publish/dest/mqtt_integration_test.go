@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,40 @@ func TestHubAIntegration(t *testing.T) {
 	msgs := testMessages(topic)
 	sendOK(t, tr, msgs)
 	sub.expect(t, msgs)
+
+	t.Run("certificate missing at start", func(t *testing.T) {
+		// A key that cannot be read when the destination starts (a volume
+		// mounted later, a rotation) leaves it not connected and retrying,
+		// and it connects once the file is back.
+		moved := key + ".away"
+		if err := os.Rename(key, moved); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(store.Destination{ID: 43, Type: TypeHubA, Config: json.RawMessage(cfg)}, Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Start(t.Context()); err != nil {
+			t.Fatalf("start with an unreadable key: %v, want a retry", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := tr.Stop(ctx); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+		})
+		if st := tr.Status(); st.Connected || !strings.Contains(st.LastError, "key") {
+			t.Fatalf("status with the key away: %+v", st)
+		}
+		if errs := tr.Send(t.Context(), msgs[:1]); !errors.Is(errs[0], ErrNotConnected) {
+			t.Fatalf("send before the start succeeded: %v", errs[0])
+		}
+		if err := os.Rename(moved, key); err != nil {
+			t.Fatal(err)
+		}
+		waitConnected(t, tr, true)
+	})
 
 	t.Run("untrusted client certificate", func(t *testing.T) {
 		other := newPKI(t)

@@ -79,7 +79,8 @@ func (e Env) logger() *slog.Logger {
 // whatever waits for a connection is the publishing worker's to keep.
 type Transport interface {
 	// Start begins connecting in the background and returns at once; it
-	// fails only on settings that cannot work (unreadable TLS files).
+	// fails only on settings that cannot work; TLS files that cannot be
+	// read yet are retried in the background, not connected meanwhile.
 	Start(ctx context.Context) error
 	// Stop disconnects and ends every goroutine of the transport, within
 	// ctx.

@@ -57,11 +57,21 @@ type tsdbTransport struct {
 	lastErr        string
 	connectedSince time.Time
 	probes         uint64
-	started        bool
-	stopped        bool
-	cancel         context.CancelFunc
-	done           chan struct{}
+	// answered counts writes in a row the server refused with errAnswered;
+	// holdUntil is when the prober may call the server reachable again.
+	answered  int
+	holdUntil time.Time
+	started   bool
+	stopped   bool
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
+
+// errAnswered marks a write the server answered with a status that is not
+// the message's fault (401, 403, 408, 429, 5xx). The server is up, so a
+// health probe would say "reachable" at once; what must wait is the next
+// write, with backoff, or a wrong token would be retried in a tight loop.
+var errAnswered = errors.New("the server refused the write")
 
 func newTSDB(id int64, c tsdbConfig, env Env) (*tsdbTransport, error) {
 	base := strings.TrimSuffix(c.URL, "/")
@@ -151,6 +161,12 @@ func (t *tsdbTransport) prober(ctx context.Context, done chan struct{}) {
 			}
 			continue
 		}
+		t.mu.Lock()
+		hold := time.Until(t.holdUntil)
+		t.mu.Unlock()
+		if hold > 0 && !sleepCtx(ctx, hold) {
+			return
+		}
 		if err := t.probe(ctx); err == nil {
 			t.setConnected()
 			delay = t.backoffBase
@@ -207,6 +223,10 @@ func (t *tsdbTransport) setDisconnected(err error) {
 	}
 	was := t.state
 	t.state, t.lastErr, t.connectedSince = tsdbUnreachable, err.Error(), time.Time{}
+	if errors.Is(err, errAnswered) {
+		t.answered++
+		t.holdUntil = time.Now().Add(min(t.backoffBase<<min(t.answered-1, 16), t.backoffMax))
+	}
 	t.mu.Unlock()
 	if was == tsdbConnected {
 		t.log.Warn("tsdb destination unreachable", "url", redactURL(t.base), "err", err)
@@ -241,6 +261,11 @@ func (t *tsdbTransport) Send(ctx context.Context, msgs []Message) []error {
 		}
 		err := t.write(ctx, m.Payload)
 		errs[i] = err
+		if err == nil {
+			t.mu.Lock()
+			t.answered = 0
+			t.mu.Unlock()
+		}
 		if err != nil && !IsRejected(err) {
 			failed = fmt.Errorf("tsdb: %w: not sent after an earlier message failed", ErrNotConnected)
 			if ctx.Err() == nil {
@@ -298,7 +323,7 @@ func (t *tsdbTransport) write(ctx context.Context, payload []byte) error {
 	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden,
 		resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode >= 500, resp.StatusCode < 400:
-		return fmt.Errorf("tsdb write: %w: %s: %s", ErrNotConnected, resp.Status, msg)
+		return fmt.Errorf("tsdb write: %w: %w: %s: %s", ErrNotConnected, errAnswered, resp.Status, msg)
 	}
 	return Rejectedf("tsdb write: %s: %s", resp.Status, msg)
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,5 +219,58 @@ func TestTSDBRequest(t *testing.T) {
 				t.Fatalf("rejection without the server's message: %v", err)
 			}
 		})
+	}
+}
+
+// TestTSDBRefusedWritesBackOff: a server that is up (its health answers)
+// but refuses writes (a wrong token) is not called reachable again before
+// a growing wait, so the worker does not retry in a tight loop; a write
+// that succeeds resets the wait.
+func TestTSDBRefusedWritesBackOff(t *testing.T) {
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var writes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/write") {
+			writes.Add(1)
+			_, _ = io.Copy(io.Discard, r.Body)
+			if refuse.Load() {
+				http.Error(w, `{"message":"unauthorized access"}`, http.StatusUnauthorized)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := fmt.Sprintf(`{"url":%q,"org":"o","bucket":"b","token":"wrong"}`, srv.URL)
+	tr := startTransport(t, TypeTSDB, cfg, Env{}) // probe backoff 50 ms .. 400 ms
+	x := tr.(*tsdbTransport)
+	msg := []Message{{Payload: []byte("m,device=d v=1 1700000000000")}}
+	for i, wantHold := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond} {
+		waitConnected(t, tr, true)
+		failedAt := time.Now()
+		if errs := tr.Send(t.Context(), msg); !errors.Is(errs[0], ErrNotConnected) || IsRejected(errs[0]) {
+			t.Fatalf("write %d refused with 401: %v, want not connected", i, errs[0])
+		}
+		waitConnected(t, tr, true)
+		if waited := time.Since(failedAt); waited < wantHold {
+			t.Fatalf("refusal %d: reachable again after %s, want at least %s", i+1, waited, wantHold)
+		}
+	}
+	refuse.Store(false)
+	waitConnected(t, tr, true)
+	if errs := tr.Send(t.Context(), msg); errs[0] != nil {
+		t.Fatalf("write with the server accepting: %v", errs[0])
+	}
+	x.mu.Lock()
+	n := x.answered
+	x.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d refusals counted after a successful write", n)
+	}
+	if w := writes.Load(); w != 6 {
+		t.Fatalf("%d writes reached the server, want 6", w)
 	}
 }

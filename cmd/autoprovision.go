@@ -228,6 +228,9 @@ func (p *autoProvisioner) login(ctx context.Context) (token, tenant string, err 
 		p.log.Info("created the Cloud API admin", "email", p.email, "generated_password", generated)
 		if generated {
 			p.showPassword(password)
+			// A retry after a later step failed logs in with it; another
+			// generated one would meet the admin just made.
+			p.password = password
 		}
 	case code == http.StatusConflict && generated:
 		return "", "", fmt.Errorf("%w: the Cloud API has an admin already, and auto-provisioning needs its password to log in: "+

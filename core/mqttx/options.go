@@ -387,3 +387,13 @@ func (o *Options) loadTLS(u *url.URL) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// BrokerAddr returns the host:port a broker URL dials: its own port, or
+// the scheme's usual one (1883, 8883, 80, 443) when it names none.
+func BrokerAddr(raw string) (string, error) {
+	u, err := parseBrokerURL(raw)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
+}

@@ -162,3 +162,19 @@ func TestStartRejectsBadTLSFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestBrokerAddr(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"tcp://broker", "broker:1883"},
+		{"mqtt://127.0.0.1", "127.0.0.1:1883"},
+		{"ssl://hub.example.com", "hub.example.com:8883"},
+		{"wss://h/mqtt", "h:443"},
+		{"tcp://broker:2883", "broker:2883"},
+		{"ftp://broker", ""},
+	} {
+		got, err := BrokerAddr(tc.in)
+		if got != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("BrokerAddr(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -20,13 +20,20 @@ type output struct {
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointOut // by endpoint UUID
+	// counters outlive an endpoint's restarts (a PATCH, a reconnect):
+	// heartbeats count since the agent started.
+	counters map[string]*endpointCounters
 }
 
 // endpointOut is one running endpoint's batcher and heartbeat counters.
 type endpointOut struct {
 	ep adapters.Endpoint
 	b  *batch.Batcher
+	*endpointCounters
+}
 
+// endpointCounters are the figures of an endpoint's heartbeat.
+type endpointCounters struct {
 	framesIn   atomic.Uint64
 	bytesIn    atomic.Uint64
 	batchesOut atomic.Uint64
@@ -35,7 +42,7 @@ type endpointOut struct {
 }
 
 func newOutput(log *slog.Logger, pub *publisher) *output {
-	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}}
+	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}, counters: map[string]*endpointCounters{}}
 }
 
 // sink delivers one endpoint's batches to the publisher.
@@ -58,7 +65,12 @@ func (o *output) endpoint(ep adapters.Endpoint) *endpointOut {
 	defer o.mu.Unlock()
 	eo := o.endpoints[ep.UUID]
 	if eo == nil {
-		eo = &endpointOut{ep: ep}
+		c := o.counters[ep.UUID]
+		if c == nil {
+			c = &endpointCounters{}
+			o.counters[ep.UUID] = c
+		}
+		eo = &endpointOut{ep: ep, endpointCounters: c}
 		eo.b = batch.New(ep.Name, batch.OptionsFor(ep), sink{pub: o.pub, eo: eo})
 		o.endpoints[ep.UUID] = eo
 	}

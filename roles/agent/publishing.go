@@ -57,10 +57,12 @@ type publisher struct {
 	seq    *store.Sequence
 	dests  map[int64]*destRun
 	creds  dest.PlatformCredentials
-	// loaded is closed once the first reload made the routes; Deliver
-	// waits for it, so batches of endpoints that start before the
-	// publishing phase are routed, not dropped.
-	loaded chan struct{}
+	// loaded holds a channel closed once the first reload made the
+	// routes; deliver waits for it, so batches of endpoints that start
+	// before the publishing phase are routed, not dropped. It is atomic so
+	// deliver never waits on mu while a reload stops workers; it is closed
+	// and replaced under mu.
+	loaded atomic.Pointer[chan struct{}]
 
 	routes atomic.Pointer[[]*route]
 	kid    atomic.Pointer[string]
@@ -92,7 +94,10 @@ type route struct {
 }
 
 func newPublisher(log *slog.Logger, cpu func() float64) *publisher {
-	return &publisher{log: log.With("component", "publish"), cpu: cpu, loaded: make(chan struct{}), dests: map[int64]*destRun{}}
+	p := &publisher{log: log.With("component", "publish"), cpu: cpu, dests: map[int64]*destRun{}}
+	first := make(chan struct{})
+	p.loaded.Store(&first)
+	return p
 }
 
 // open starts publishing on st: the message sequence, the offline queue,
@@ -155,8 +160,9 @@ func kidOf(apiKey string) string {
 
 // platformCredentials are what the platform destination connects with: the
 // provisioned device's broker credentials, or none when the agent is
-// standalone (the platform destination then queues until it is
-// provisioned again).
+// standalone. A standalone agent has no tenant and agent ids to name a
+// platform topic with, so the platform destination publishes nothing then,
+// and queues nothing; what it had queued waits for the next provisioning.
 func platformCredentials(cr *cloud.Credentials, provisioned bool) (dest.PlatformCredentials, string) {
 	if cr == nil {
 		return dest.PlatformCredentials{}, ""
@@ -372,7 +378,8 @@ func (p *publisher) close() {
 	p.st, p.queue, p.seq = nil, nil, nil
 	p.releaseLocked()
 	// The next open (a soft reboot) starts with endpoints that wait again.
-	p.loaded = make(chan struct{})
+	next := make(chan struct{})
+	p.loaded.Store(&next)
 }
 
 // release lets batches stop waiting for routes that will not come: the
@@ -385,10 +392,11 @@ func (p *publisher) release() {
 }
 
 func (p *publisher) releaseLocked() {
+	ch := *p.loaded.Load()
 	select {
-	case <-p.loaded:
+	case <-ch:
 	default:
-		close(p.loaded)
+		close(ch)
 	}
 }
 
@@ -418,13 +426,15 @@ func (r *route) matches(topic string) bool {
 // routes (or ctx), then hands each matching subscription's payload to its
 // destination's worker, which never waits for the destination.
 func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.Batch) int {
-	p.mu.Lock()
-	loaded := p.loaded
-	p.mu.Unlock()
+	loaded := *p.loaded.Load()
 	select {
 	case <-loaded:
-	case <-ctx.Done():
-		return 0
+	default:
+		select {
+		case <-loaded:
+		case <-ctx.Done():
+			return 0
+		}
 	}
 	routes := p.routes.Load()
 	if routes == nil {
@@ -451,7 +461,8 @@ func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.B
 			continue
 		}
 		if err := r.d.w.Offer(ctx, it); err != nil {
-			p.log.Warn("batch not queued", "destination", r.d.row.Name, "endpoint", ep.Name, "msg_id", it.MsgID, "err", err)
+			// Counted and logged, rate-limited, by the worker.
+			p.log.Debug("batch not queued", "destination", r.d.row.Name, "endpoint", ep.Name, "msg_id", it.MsgID, "err", err)
 			continue
 		}
 		sent++
@@ -463,6 +474,9 @@ func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.B
 func (p *publisher) encode(ctx context.Context, r *route, ep adapters.Endpoint, b batch.Batch, topic string, msgID *string) (outbound.Item, error) {
 	target := r.d.t.Topic(r.topic, topic)
 	if target == "" {
+		if r.d.row.Type == dest.TypePlatform {
+			return outbound.Item{}, errors.New("the agent is not provisioned: the platform destination has no topic until it is")
+		}
 		return outbound.Item{}, errors.New("route_json.topic is required for this destination")
 	}
 	if r.d.row.Type == "tsdb" {

@@ -53,7 +53,23 @@ type mqttBuilder interface {
 	// the route topic is required.
 	canonicalTopic() string
 	qos() byte
+	// maxPayload is the largest message the broker takes, 0 for no known
+	// limit. A hub closes the connection on a larger one, which would look
+	// like an outage and hold up the queue behind it for ever.
+	maxPayload() int
 }
+
+// The message size limits of the cloud hubs, as they document them.
+const (
+	HubAMaxPayload = 128 << 10 // AWS IoT Core
+	HubBMaxPayload = 256 << 10 // Azure IoT Hub (device-to-cloud)
+	HubCMaxPayload = 256 << 10 // Alibaba Cloud IoT Platform
+)
+
+func (c mqttConfig) maxPayload() int { return 0 }
+func (c hubAConfig) maxPayload() int { return HubAMaxPayload }
+func (c hubBConfig) maxPayload() int { return HubBMaxPayload }
+func (c hubCConfig) maxPayload() int { return HubCMaxPayload }
 
 func (c mqttConfig) connection(id int64, _ time.Time) connParams {
 	cid := c.ClientID
@@ -163,3 +179,4 @@ func (p platformBuilder) connection(id int64, _ time.Time) connParams {
 func (platformBuilder) topicVars() map[string]string { return nil }
 func (platformBuilder) canonicalTopic() string       { return "" }
 func (platformBuilder) qos() byte                    { return 1 }
+func (platformBuilder) maxPayload() int              { return 0 }

@@ -315,12 +315,19 @@ func (t *mqttTransport) Send(ctx context.Context, msgs []Message) []error {
 		}
 		return errs
 	}
-	out := make([]mqttx.Outgoing, len(msgs))
-	qos := t.b.qos()
+	out := make([]mqttx.Outgoing, 0, len(msgs))
+	idx := make([]int, 0, len(msgs)) // msgs index of each of out
+	qos, limit := t.b.qos(), t.b.maxPayload()
 	for i, m := range msgs {
-		out[i] = mqttx.Outgoing{Topic: m.Topic, QoS: qos, Payload: m.Payload}
+		if limit > 0 && len(m.Payload) > limit {
+			errs[i] = Rejectedf("%s: a payload of %d bytes is over the hub's limit of %d; use a smaller buffer size or a deflate compression", t.typ, len(m.Payload), limit)
+			continue
+		}
+		out = append(out, mqttx.Outgoing{Topic: m.Topic, QoS: qos, Payload: m.Payload})
+		idx = append(idx, i)
 	}
-	for i, err := range r.c.Send(ctx, out) {
+	for j, err := range r.c.Send(ctx, out) {
+		i := idx[j]
 		switch {
 		case err == nil:
 		case errors.Is(err, mqttx.ErrNotConnected), errors.Is(err, mqttx.ErrNotDelivered), errors.Is(err, mqttx.ErrStopped):

@@ -342,3 +342,27 @@ func drain(ch <-chan struct{}) {
 	default:
 	}
 }
+
+// TestHubPayloadLimit: a message over a hub's size limit is refused
+// before it is written (the hub would drop the connection over it, which
+// would look like an outage), and the messages around it still go.
+func TestHubPayloadLimit(t *testing.T) {
+	pki := newPKI(t)
+	m := startTLSMosquitto(t, pki, true, nil)
+	cert, key := pki.issue(t, "pump-1", false)
+	cfg := fmt.Sprintf(`{"endpoint":"127.0.0.1","port":%d,"thingName":"pump-1","certFile":%q,"keyFile":%q,"caFile":%q}`, m.port, cert, key, pki.CAFile)
+	tr := startTransport(t, TypeHubA, cfg, Env{})
+	waitConnected(t, tr, true)
+	topic := tr.Topic("", "line/1")
+	errs := tr.Send(t.Context(), []Message{
+		{Topic: topic, Payload: []byte("small")},
+		{Topic: topic, Payload: make([]byte, HubAMaxPayload+1)},
+		{Topic: topic, Payload: make([]byte, HubAMaxPayload)},
+	})
+	if errs[0] != nil || !IsRejected(errs[1]) || errs[2] != nil {
+		t.Fatalf("sends: %v", errs)
+	}
+	if !tr.Connected() {
+		t.Fatal("the oversized message cost the connection")
+	}
+}

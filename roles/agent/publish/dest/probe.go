@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
@@ -49,9 +50,9 @@ func probeMQTT(ctx context.Context, typ string, b mqttBuilder, env Env) error {
 	// A plain TCP dial first names the commonest failures with the quality
 	// codes the rest of the API uses (CONNECTION_REFUSED, HOST_NOT_FOUND,
 	// TIMEOUT); the MQTT client's own errors arrive as text only.
-	if u, err := url.Parse(t.Status().Target); err == nil && u.Host != "" {
+	if addr, err := mqttx.BrokerAddr(t.Status().Target); err == nil {
 		var d net.Dialer
-		nc, err := d.DialContext(ctx, "tcp", u.Host)
+		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", adapters.Classify(err), err)
 		}

@@ -316,11 +316,12 @@ func (t *tsdbTransport) write(ctx context.Context, payload []byte) error {
 	}
 	msg := errorMessage(resp)
 	switch {
-	// A refused token or org is the destination's problem, not the
+	// A refused token, a missing bucket or org is the destination's problem, not the
 	// message's: counted as a rejection it would use up every record's
 	// retries and dead-letter an outage's worth of data. The records wait
 	// until an operator fixes the credentials.
 	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden,
+		resp.StatusCode == http.StatusNotFound, // a bucket or org that does not exist (yet)
 		resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests,
 		resp.StatusCode >= 500, resp.StatusCode < 400:
 		return fmt.Errorf("tsdb write: %w: %w: %s: %s", ErrNotConnected, errAnswered, resp.Status, msg)

@@ -181,7 +181,7 @@ func TestTSDBRequest(t *testing.T) {
 		{400, true, false},
 		{401, false, true},
 		{403, false, true},
-		{404, true, false},
+		{404, false, true},
 		{408, false, true},
 		{429, false, true},
 		{500, false, true},

@@ -275,7 +275,9 @@ func (w *Worker) Offer(ctx context.Context, it Item) error {
 		w.dropEphemeral(1)
 		return nil
 	}
-	if err := w.enqueue(ctx, it); err != nil {
+	// The caller's context may be ending (an endpoint being restarted);
+	// the item was offered and must still reach the store.
+	if err := w.enqueue(context.WithoutCancel(ctx), it); err != nil {
 		return err
 	}
 	select {

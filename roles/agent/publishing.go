@@ -223,6 +223,7 @@ func (p *publisher) reload(ctx context.Context) error {
 	for _, d := range rows {
 		want[d.ID] = d
 	}
+	var deleted []*destRun
 	for id, r := range p.dests {
 		d, ok := want[id]
 		if ok && sameDestination(d, r.row) && (d.Type != "platform" || r.creds == p.creds) {
@@ -231,14 +232,7 @@ func (p *publisher) reload(ctx context.Context) error {
 		p.stopDest(r)
 		delete(p.dests, id)
 		if !stored[id] {
-			// Deleted, not disabled: its queue goes with it, after the
-			// worker put back what it held.
-			n, err := p.queue.Purge(ctx, id)
-			if err != nil {
-				p.log.Error("offline queue of a deleted destination not purged", "destination", r.row.Name, "err", err)
-			} else if n > 0 {
-				p.log.Warn("destination deleted with records still queued; they are discarded", "destination", r.row.Name, "records", n)
-			}
+			deleted = append(deleted, r)
 		}
 	}
 	var errs []error
@@ -272,6 +266,17 @@ func (p *publisher) reload(ctx context.Context) error {
 	}
 	p.routes.Store(&routes)
 	p.warned.Clear()
+	// A deleted destination's queue goes with it: after its worker put
+	// back what it held, and after the routes stopped naming it, so no
+	// batch lands in the queue once it is purged.
+	for _, r := range deleted {
+		n, err := p.queue.Purge(ctx, r.row.ID)
+		if err != nil {
+			p.log.Error("offline queue of a deleted destination not purged", "destination", r.row.Name, "err", err)
+		} else if n > 0 {
+			p.log.Warn("destination deleted with records still queued; they are discarded", "destination", r.row.Name, "records", n)
+		}
+	}
 	p.log.Debug("publishing reloaded", "destinations", len(p.dests), "routes", len(routes))
 	if len(errs) > 0 {
 		p.log.Warn("some publish destinations did not start", "err", errors.Join(errs...))

@@ -262,7 +262,8 @@ func (w *Worker) Offer(ctx context.Context, it Item) error {
 	// While buffering, the item goes to the store before Offer returns, so
 	// a crash in an outage loses nothing that was offered; in the other
 	// modes it waits in memory only as long as a send takes.
-	if w.state == running && (it.Ephemeral || w.Mode() != ModeBufferOnly) {
+	buffering := w.Mode() == ModeBufferOnly
+	if w.state == running && (it.Ephemeral || !buffering) {
 		select {
 		case w.in <- it:
 			w.life.RUnlock()
@@ -279,6 +280,12 @@ func (w *Worker) Offer(ctx context.Context, it Item) error {
 	// the item was offered and must still reach the store.
 	if err := w.enqueue(context.WithoutCancel(ctx), it); err != nil {
 		return err
+	}
+	// The connection came back while this item was being written: the
+	// recovery's flush may already have found the queue empty, so another
+	// takes it, rather than the next flush interval.
+	if buffering && w.Mode() != ModeBufferOnly {
+		w.kickFlush()
 	}
 	select {
 	case w.depth <- struct{}{}:

@@ -117,6 +117,24 @@ func (f *fakeTransport) deliveries() map[string]int {
 
 // hang makes every message wait for the end of its Send's ctx, as a peer
 // that accepted the connection and then stopped answering.
+// holdPayload is a Send outcome that holds the message whose payload is p
+// until gate closes (or ctx ends), then answers with then (nil: delivered).
+func holdPayload(p string, gate <-chan struct{}, then func(context.Context, dest.Message) error) func(context.Context, dest.Message) error {
+	return func(ctx context.Context, m dest.Message) error {
+		if string(m.Payload) == p {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if then == nil {
+			return nil
+		}
+		return then(ctx, m)
+	}
+}
+
 func hang(ctx context.Context, _ dest.Message) error {
 	<-ctx.Done()
 	return fmt.Errorf("no acknowledgement: %w", ctx.Err())

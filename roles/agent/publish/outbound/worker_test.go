@@ -61,16 +61,7 @@ func TestDirectDelivery(t *testing.T) {
 	q := newQueue(t, newStore(t), nil)
 	tr := newFakeTransport(true)
 	gate := make(chan struct{})
-	tr.setOutcome(func(ctx context.Context, m dest.Message) error {
-		if string(m.Payload) == "d-0000" {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	tr.setOutcome(holdPayload("d-0000", gate, nil))
 	o := workerOptions(tr, q, newTransitionLog())
 	o.MaxSendBatch = 16
 	// Room for the whole test: items that overflow to the queue while
@@ -568,16 +559,7 @@ func TestDepthTrigger(t *testing.T) {
 	q := newQueue(t, newStore(t), func(o *store.QueueOptions) { o.FlushTriggerThreshold = 5 })
 	tr := newFakeTransport(true)
 	gate := make(chan struct{})
-	tr.setOutcome(func(ctx context.Context, m dest.Message) error {
-		if string(m.Payload) == "hold-0000" {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	})
+	tr.setOutcome(holdPayload("hold-0000", gate, nil))
 	o := workerOptions(tr, q, newTransitionLog())
 	o.InputCapacity = 1
 	w := newWorker(t, o)
@@ -690,16 +672,7 @@ func TestPartialBatchFailure(t *testing.T) {
 		{"direct send", func(t *testing.T, w *Worker, tr *fakeTransport, q *store.Queue) {
 			gate := make(chan struct{})
 			outcome := firstThree()
-			tr.setOutcome(func(ctx context.Context, m dest.Message) error {
-				if string(m.Payload) == "hold-0000" {
-					select {
-					case <-gate:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				return outcome(ctx, m)
-			})
+			tr.setOutcome(holdPayload("hold-0000", gate, outcome))
 			run(t, w)
 			waitMode(t, w, ModeDirect)
 			offer(t, w, item("hold", 0))

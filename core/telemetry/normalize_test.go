@@ -25,16 +25,23 @@ func normalizeReference(rows []Row) []Row {
 	return out
 }
 
-// randomRows makes n rows over few agents, metrics and times, so that
-// duplicate keys are common; each row's value is its input position.
-func randomRows(rnd *rand.Rand, n int) []Row {
+// randomRowsOver makes n rows over few agents and times and the given
+// number of metric names, so that duplicate keys are common; each row's
+// value is its input position. Times differ by seconds or by nanoseconds,
+// and some are in another zone.
+func randomRowsOver(rnd *rand.Rand, n, metrics int) []Row {
+	zone := time.FixedZone("X", 3600)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	rows := make([]Row, n)
 	for i := range rows {
 		var a codec.UUID
 		a[0] = byte(rnd.IntN(3))
 		v := float64(i)
-		rows[i] = Row{AgentUUID: a, MetricName: "d." + strconv.Itoa(rnd.IntN(5)), Time: base.Add(time.Duration(rnd.IntN(4)) * time.Second), Value: &v}
+		at := base.Add(time.Duration(rnd.IntN(4))*time.Second + time.Duration(rnd.IntN(2)))
+		if rnd.IntN(3) == 0 {
+			at = at.In(zone)
+		}
+		rows[i] = Row{AgentUUID: a, MetricName: "d." + strconv.Itoa(rnd.IntN(metrics)), Time: at, Value: &v}
 	}
 	return rows
 }
@@ -42,8 +49,8 @@ func randomRows(rnd *rand.Rand, n int) []Row {
 func TestNormalizeMatchesReference(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 11))
 	for _, n := range []int{0, 1, 2, 3, 10, 61, 500, 5000} {
-		for range 20 {
-			rows := randomRows(rnd, n)
+		for k := range 20 {
+			rows := randomRowsOver(rnd, n, []int{1, 5, 100, 10000}[k%4])
 			want := normalizeReference(rows)
 			got := Normalize(slices.Clone(rows))
 			if len(got) != len(want) {

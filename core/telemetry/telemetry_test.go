@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -284,18 +285,59 @@ func FuzzAppendJSONMatchesStdlib(f *testing.F) {
 				v := value * float64(i+1)
 				r.Value = &v
 			}
-			if i%3 == 1 {
+			switch i % 3 {
+			case 1:
 				r.Timestamp = TimestampOf(time.UnixMilli(ms + int64(i)))
+			case 2:
+				// The message's instant, shared or as a value of its own.
+				r.Timestamp = m.Timestamp
+				if i%4 == 1 {
+					r.Timestamp = TimestampOf(time.UnixMilli(ms))
+				}
 			}
 			m.Readings = append(m.Readings, r)
 		}
 		want, werr := json.Marshal(&m)
 		got, gerr := m.AppendJSON(nil)
+		fullJSON := got
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("json.Marshal err %v, AppendJSON err %v", werr, gerr)
 		}
 		if werr == nil && string(got) != string(want) {
 			t.Fatalf("AppendJSON\n%s\njson.Marshal\n%s", got, want)
+		}
+
+		// The entry form is json.Marshal of m without the readings'
+		// timestamps that repeat the message's, and gives the same rows.
+		compact := m
+		compact.Readings = slices.Clone(m.Readings)
+		for i := range compact.Readings {
+			if m.Timestamp != nil && compact.Readings[i].Timestamp != nil && compact.Readings[i].Timestamp.Equal(m.Timestamp.Time) {
+				compact.Readings[i].Timestamp = nil
+			}
+		}
+		want, werr = json.Marshal(&compact)
+		got, gerr = m.AppendEntryJSON(nil)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("json.Marshal err %v, AppendEntryJSON err %v", werr, gerr)
+		}
+		if werr != nil {
+			return
+		}
+		if string(got) != string(want) {
+			t.Fatalf("AppendEntryJSON\n%s\njson.Marshal of the compact copy\n%s", got, want)
+		}
+		full, err := ParseMessage(fullJSON)
+		if err != nil {
+			return // not a valid entry (no readings, say): nothing to compare
+		}
+		short, err := ParseMessage(got)
+		if err != nil {
+			t.Fatalf("entry form does not parse: %v\n%s", err, got)
+		}
+		entryTime := time.UnixMilli(1763805600000)
+		if a, b := full.Rows("t", entryTime, nil), short.Rows("t", entryTime, nil); !reflect.DeepEqual(a, b) {
+			t.Fatalf("rows differ\nfull  %+v\nentry %+v", a, b)
 		}
 	})
 }

@@ -41,6 +41,12 @@ var (
 	// its memory cap (Redis: OOM under maxmemory with a noeviction policy).
 	// Reads, acknowledgements and trims still work, so consumers can drain.
 	ErrOutOfMemory = errors.New("stream store is out of memory")
+	// ErrCopyInFlight is returned by Produce for a message another producer
+	// is appending at that moment (a copy of it, under the same mark). The
+	// message is neither appended nor a known repeat yet: retry it later,
+	// when it will be one (or, should the other producer have died, be
+	// appended). It says nothing about the store's health.
+	ErrCopyInFlight = errors.New("another copy of this message is being appended")
 	// ErrClosed is returned by every call on a closed store.
 	ErrClosed = errors.New("stream store is closed")
 )
@@ -134,7 +140,9 @@ type ProduceRequest struct {
 	Stream      string
 	// Entries are appended in order, all or nothing; with MaxLen > 0 the
 	// request fails with ErrStreamFull when they would take the stream past
-	// MaxLen.
+	// MaxLen. The stream's length is read before the append, so producers
+	// appending to one stream at the same time may overshoot MaxLen by what
+	// they have in flight; nothing is ever trimmed to make room.
 	Entries []map[string]string
 	MaxLen  int64
 	// Channel, when set, receives Payload after the append.
@@ -167,25 +175,26 @@ type Store interface {
 	// ErrStreamFull when it would take the stream past maxLen: all or
 	// nothing.
 	AddBatch(ctx context.Context, stream string, batch []map[string]string, maxLen int64) (ids []string, err error)
-	// Produce performs the Cloud API's writes for one MQTT message in one
-	// round trip: unless its mark exists (DedupKey, or DedupBit of it; see
-	// ProduceRequest), append Entries, then set the mark and publish
-	// Payload. The mark is set only after the append succeeded, so a message
-	// whose append failed is not taken for a duplicate when the broker
-	// redelivers it. Where the backend allows it (one Redis server,
-	// Sentinel, the in-process store) the whole request is atomic; on a
-	// Redis Cluster, where the key and the stream live on different slots,
-	// the steps run in order, and two copies of one message arriving at the
-	// same instant may both be appended, which ingestion absorbs because
-	// rows are keyed.
+	// Produce performs the Cloud API's writes for one MQTT message: unless
+	// its mark exists (DedupKey, or DedupBit of it; see ProduceRequest),
+	// append Entries, then set the mark and publish Payload. The mark is set
+	// only with the append, so a message whose append failed is not taken
+	// for a duplicate when the broker redelivers it. Copies of one message
+	// produced at the same instant append once: where the backend allows it
+	// (one Redis server, Sentinel, the in-process store) a copy produced
+	// while another is being appended either sees it appended (a duplicate)
+	// or is refused with ErrCopyInFlight, to be retried. On a Redis Cluster,
+	// where the key and the stream live on different slots, the steps run
+	// in order, and two such copies may both be appended, which ingestion
+	// absorbs because rows are keyed.
 	Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error)
 	// ProduceBatch performs Produce for each of reqs, in order, in as few
-	// round trips as the backend allows (one pipeline on one Redis server
+	// round trips as the backend allows (two pipelines on one Redis server
 	// or Sentinel). results[i] and errs[i] belong to reqs[i]; both slices
-	// have len(reqs). Each request is atomic on its own exactly as in
-	// Produce, and a request sees the marks written by the requests before
-	// it, so two copies of one message in one batch append once. A failed
-	// request does not stop the ones after it.
+	// have len(reqs). A request sees the marks and appends of the requests
+	// before it, so two copies of one message in one batch append once,
+	// and MaxLen counts the entries appended before it. A failed request
+	// does not stop the ones after it.
 	ProduceBatch(ctx context.Context, reqs []ProduceRequest) (results []ProduceResult, errs []error)
 	// EnsureGroup creates consumer group on stream (and the stream, when
 	// absent), delivering entries after startID: "0" for every entry, "$"

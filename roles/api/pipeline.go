@@ -241,7 +241,10 @@ func (p *pipeline) produce(ctx context.Context, source string, t envelope.Topic,
 // (a replayed line stays in the spool when it fails again).
 func (p *pipeline) settle(ctx context.Context, source string, b envelope.Batch, res streamstore.ProduceResult, err error, replay bool) error {
 	if err != nil {
-		if ctx.Err() == nil {
+		// A copy of the message being appended by another replica at this
+		// instant is no sign of a failing store; it is kept for a retry
+		// like a failure, and the retry finds it a repeat.
+		if ctx.Err() == nil && !errors.Is(err, streamstore.ErrCopyInFlight) {
 			p.breaker.Record(err)
 		}
 		if replay {

@@ -317,7 +317,7 @@ func value(m *dto.Metric) float64 {
 
 // TestDedupMemoryIntegration measures the Redis memory the de-duplication
 // marks of each mode hold, producing msgIds through the pipeline's own
-// requests and the real Redis Produce script. It is opt-in, because it
+// requests and the real Redis store's Produce. It is opt-in, because it
 // writes millions of keys and FLUSHES Redis database 7 before and after:
 //
 //	EDGEPLAT_TEST_DEDUP_MEMORY=1000000 go test -run TestDedupMemoryIntegration -v -timeout 30m ./roles/api
@@ -413,7 +413,7 @@ func measureDedup(t *testing.T, rdb *goredis.Client, store *redisstore.Store, mo
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	produce(envelope.Topic{Tenant: tenant, Agent: randomID(t)}, "Warm0000", 0) // loads the script
+	produce(envelope.Topic{Tenant: tenant, Agent: randomID(t)}, "Warm0000", 0) // opens the connections, outside the measurement
 	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

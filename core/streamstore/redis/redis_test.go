@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -287,13 +289,12 @@ func TestProduceInStepsIntegration(t *testing.T) {
 	}
 }
 
-// countingHook counts what the client sends: single commands, pipelines,
-// and pipelined commands answered NOSCRIPT.
+// countingHook counts what the client sends: single commands and
+// pipelines.
 type countingHook struct {
 	mu        sync.Mutex
 	singles   int
 	pipelines int
-	noscript  int
 }
 
 func (h *countingHook) DialHook(next goredis.DialHook) goredis.DialHook { return next }
@@ -313,19 +314,14 @@ func (h *countingHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) gor
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.pipelines++
-		for _, c := range cmds {
-			if goredis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-				h.noscript++
-			}
-		}
 		return err
 	}
 }
 
-func (h *countingHook) counts() (singles, pipelines, noscript int) {
+func (h *countingHook) counts() (singles, pipelines int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.singles, h.pipelines, h.noscript
+	return h.singles, h.pipelines
 }
 
 // batchOutcome names what happened to one request of a batch.
@@ -369,21 +365,18 @@ func checkBatch(t *testing.T, what string, want []string, results []streamstore.
 	}
 }
 
-// TestProduceBatchRoundTripsIntegration: on one server a batch is one
-// pipeline and nothing else once the script is cached; an empty batch, or
-// one whose requests are all invalid, sends nothing.
+// TestProduceBatchRoundTripsIntegration: on one server a batch is two
+// pipelines and nothing else (reads and claims, then the transactions); an
+// empty batch, or one whose requests are all invalid, sends nothing. No
+// claim outlives the batch.
 func TestProduceBatchRoundTripsIntegration(t *testing.T) {
 	st := newStore(t, Options{})
 	ctx := t.Context()
 	name := uniqueName(t)
 	reqs, want := testBatch(name)
 	t.Cleanup(func() {
-		_, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq", name+":warm")
+		_, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq")
 	})
-	// Cache the script, as any earlier Produce would.
-	if _, err := st.Produce(ctx, streamstore.ProduceRequest{Stream: name + ":warm", Entries: []map[string]string{{"a": "b"}}}); err != nil {
-		t.Fatal(err)
-	}
 	hook := &countingHook{}
 	st.client.AddHook(hook)
 
@@ -393,58 +386,56 @@ func TestProduceBatchRoundTripsIntegration(t *testing.T) {
 			t.Errorf("ProduceBatch(%d invalid) = %v, %v", len(empty), results, errs)
 		}
 	}
-	if singles, pipelines, _ := hook.counts(); singles != 0 || pipelines != 0 {
+	if singles, pipelines := hook.counts(); singles != 0 || pipelines != 0 {
 		t.Errorf("empty and invalid batches sent %d commands and %d pipelines, want none", singles, pipelines)
 	}
 	results, errs := st.ProduceBatch(ctx, reqs)
 	checkBatch(t, "ProduceBatch", want, results, errs)
-	if singles, pipelines, noscript := hook.counts(); singles != 0 || pipelines != 1 || noscript != 0 {
-		t.Errorf("a batch of %d sent %d commands and %d pipelines (%d NOSCRIPT), want one pipeline", len(reqs), singles, pipelines, noscript)
+	if singles, pipelines := hook.counts(); singles != 0 || pipelines != 2 {
+		t.Errorf("a batch of %d sent %d commands and %d pipelines, want two pipelines", len(reqs), singles, pipelines)
+	}
+	if claims, err := st.client.Keys(ctx, name+"*:claim*").Result(); err != nil || len(claims) != 0 {
+		t.Errorf("claims left after the batch: %v, %v", claims, err)
 	}
 }
 
-// TestProduceBatchNoScriptIntegration: with the script flushed from the
-// server's cache every pipelined EVALSHA is refused, and each request is
-// retried alone, in order: copies in the batch still append once.
-func TestProduceBatchNoScriptIntegration(t *testing.T) {
+// TestProduceClaimIntegration: a message whose claim another producer holds
+// (one that died between claiming and appending, here) is refused with
+// ErrCopyInFlight, writes nothing and leaves the claim alone; once the
+// claim is gone (it expires after claimTTL) the message is appended.
+func TestProduceClaimIntegration(t *testing.T) {
 	st := newStore(t, Options{})
 	ctx := t.Context()
-	hook := &countingHook{}
-	st.client.AddHook(hook)
-	// Another client (a parallel test, another package) may load the script
-	// between the flush and the pipeline; try again until the pipeline met
-	// an empty cache.
-	for attempt := 1; ; attempt++ {
-		name := uniqueName(t)
-		reqs, want := testBatch(name)
-		t.Cleanup(func() { _, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq") })
-		if err := st.client.ScriptFlush(ctx).Err(); err != nil {
+	name := uniqueName(t)
+	t.Cleanup(func() {
+		_, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq", name+":msgid:claim", name+":seq:claim:9")
+	})
+	for _, req := range []streamstore.ProduceRequest{
+		{DedupKey: name + ":msgid", DedupTTL: time.Hour, Stream: name + ":ingest", Entries: []map[string]string{{"data": "k"}}},
+		{DedupKey: name + ":seq", DedupTTL: time.Hour, DedupBitmap: true, DedupBit: 9, Stream: name + ":ingest", Entries: []map[string]string{{"data": "b"}}},
+	} {
+		claim := claimKey(req)
+		if err := st.client.Set(ctx, claim, "1", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, before := hook.counts()
-		results, errs := st.ProduceBatch(ctx, reqs)
-		checkBatch(t, "ProduceBatch after SCRIPT FLUSH", want, results, errs)
-		entries, err := st.Range(ctx, name+":ingest", "-", "+", 100)
-		if err != nil {
-			t.Fatal(err)
+		res, err := st.Produce(ctx, req)
+		if !errors.Is(err, streamstore.ErrCopyInFlight) || res.Duplicate || len(res.IDs) != 0 {
+			t.Fatalf("%s: Produce with the claim held elsewhere = %+v, %v; want ErrCopyInFlight", req.DedupKey, res, err)
 		}
-		var wantIDs []string
-		for _, res := range results {
-			wantIDs = append(wantIDs, res.IDs...)
+		if n, _ := st.client.Exists(ctx, claim).Result(); n != 1 {
+			t.Errorf("%s: the other producer's claim was removed", req.DedupKey)
 		}
-		var gotIDs []string
-		for _, en := range entries {
-			gotIDs = append(gotIDs, en.ID)
+		if n, _ := st.Len(ctx, req.Stream); n != 0 {
+			t.Fatalf("%s: a refused copy appended: stream length %d", req.DedupKey, n)
 		}
-		if !slices.Equal(gotIDs, wantIDs) {
-			t.Errorf("stream holds %v, the results returned %v", gotIDs, wantIDs)
+		st.client.Del(ctx, claim)
+		if res, err := st.Produce(ctx, req); err != nil || len(res.IDs) != 1 {
+			t.Fatalf("%s: Produce once the claim is gone = %+v, %v; want appended", req.DedupKey, res, err)
 		}
-		if _, _, after := hook.counts(); after > before {
-			return
+		if res, err := st.Produce(ctx, req); err != nil || !res.Duplicate {
+			t.Fatalf("%s: Produce again = %+v, %v; want duplicate", req.DedupKey, res, err)
 		}
-		if attempt == 5 {
-			t.Fatal("the pipeline never met a flushed script cache")
-		}
+		st.client.Del(ctx, req.Stream)
 	}
 }
 
@@ -462,5 +453,23 @@ func TestProduceBatchInStepsIntegration(t *testing.T) {
 	}
 	if results, errs := st.produceBatchInSteps(t.Context(), nil); len(results) != 0 || len(errs) != 0 {
 		t.Errorf("empty batch = %v, %v", results, errs)
+	}
+}
+
+// TestProduceBatchUnreachable: with nothing listening every request fails
+// with the connection's error, none as a copy in flight or a duplicate (a
+// failed dial leaves the pipeline's commands without errors of their own).
+func TestProduceBatchUnreachable(t *testing.T) {
+	st, err := New(Options{Addrs: []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(coretest.FreePort(t)))}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reqs, _ := testBatch("unreachable")
+	results, errs := st.ProduceBatch(t.Context(), reqs)
+	for i := range reqs {
+		if errs[i] == nil || errors.Is(errs[i], streamstore.ErrCopyInFlight) || results[i].Duplicate || len(results[i].IDs) > 0 {
+			t.Errorf("request %d: %+v, %v; want the connection's error", i, results[i], errs[i])
+		}
 	}
 }

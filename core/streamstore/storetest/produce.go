@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,33 +81,42 @@ func testProduce(t *testing.T, e *env) {
 }
 
 // testProduceConcurrentDuplicates: copies of one message produced at the
-// same time land once, whichever form of mark they carry.
+// same time land once, whichever form of mark they carry. A store may
+// refuse a copy while another is being appended (ErrCopyInFlight); retried
+// afterwards, it is a repeat.
 func testProduceConcurrentDuplicates(t *testing.T, e *env) {
 	for _, bitmap := range []bool{false, true} {
 		stream, key := e.name(fmt.Sprint("ingest-", bitmap)), e.name(fmt.Sprint("mark-", bitmap))
+		req := streamstore.ProduceRequest{DedupKey: key, DedupTTL: time.Hour,
+			DedupBitmap: bitmap, DedupBit: 4242, Stream: stream, Entries: []map[string]string{{"data": "x"}}}
 		var wg sync.WaitGroup
-		var mu sync.Mutex
-		appended := 0
+		var appended, refused atomic.Int32
 		for range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := e.st.Produce(e.ctx, streamstore.ProduceRequest{DedupKey: key, DedupTTL: time.Hour,
-					DedupBitmap: bitmap, DedupBit: 4242, Stream: stream, Entries: []map[string]string{{"data": "x"}}})
-				if err != nil {
+			wg.Go(func() {
+				res, err := e.st.Produce(e.ctx, req)
+				switch {
+				case errors.Is(err, streamstore.ErrCopyInFlight):
+					refused.Add(1)
+				case err != nil:
 					t.Errorf("Produce: %v", err)
-					return
+				case !res.Duplicate:
+					appended.Add(1)
 				}
-				if !res.Duplicate {
-					mu.Lock()
-					appended++
-					mu.Unlock()
-				}
-			}()
+			})
 		}
 		wg.Wait()
-		if appended != 1 {
-			t.Errorf("bitmap %v: %d of 20 concurrent copies appended, want 1", bitmap, appended)
+		if appended.Load() != 1 {
+			t.Errorf("bitmap %v: %d of 20 concurrent copies appended (%d refused as in flight), want 1", bitmap, appended.Load(), refused.Load())
+		}
+		// Every copy has returned, the appended one included: a refused
+		// copy retried now is a repeat.
+		if refused.Load() > 0 {
+			if res, err := e.st.Produce(e.ctx, req); err != nil || !res.Duplicate {
+				t.Errorf("bitmap %v: a refused copy retried = %+v, %v; want a duplicate", bitmap, res, err)
+			}
+		}
+		if n, err := e.st.Len(e.ctx, stream); err != nil || n != 1 {
+			t.Errorf("bitmap %v: stream holds %d entries (%v), want 1", bitmap, n, err)
 		}
 	}
 }

@@ -242,7 +242,9 @@ type Store interface {
 	Range(ctx context.Context, stream, start, end string, count int) ([]Entry, error)
 	// Streams returns the names of the streams matching the glob pattern
 	// (Redis MATCH syntax: * ? [abc] [^a] [a-z] \x; "" matches all), sorted.
-	// Empty streams are included.
+	// Empty streams are included. It sees the streams written through a
+	// Store (Add, AddBatch, Produce, EnsureGroup), without scanning other
+	// keys; the Redis store also finds, once, those that were there before.
 	Streams(ctx context.Context, pattern string) ([]string, error)
 	// Delete removes streams and keys and returns how many existed. Reads
 	// blocked on a deleted stream return ErrNoGroup.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -183,6 +184,9 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 			pipe.Del(ctx, st.claimKey) // claimed, but nothing appended under it
 		}
 	}
+	if appended := appendedStreams(reqs, execs); len(appended) > 0 {
+		pipe.SAdd(ctx, registryKey, appended...) // after the appends; see registryKey
+	}
 	if pipe.Len() > 0 {
 		if err := execPipeline(ctx, pipe); err != nil {
 			// The transactions may have run: a retry finds their marks.
@@ -221,6 +225,18 @@ func execPipeline(ctx context.Context, pipe goredis.Pipeliner) error {
 		return nil
 	}
 	return err
+}
+
+// appendedStreams lists, once each, the streams of the requests with a
+// transaction queued.
+func appendedStreams(reqs []streamstore.ProduceRequest, execs []*goredis.Cmd) []any {
+	var out []any
+	for i, c := range execs {
+		if c != nil && !slices.ContainsFunc(out, func(s any) bool { return s == reqs[i].Stream }) {
+			out = append(out, reqs[i].Stream)
+		}
+	}
+	return out
 }
 
 // failAll gives err to every request not failed already.

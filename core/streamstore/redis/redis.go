@@ -24,6 +24,9 @@
 //   - Trimming is exact (XTRIM MINID without ~). Approximate trimming would
 //     be as safe, since it only ever removes less, but exact keeps Len
 //     truthful for the maxLen back-pressure and the stream-depth signal.
+//   - Streams lists the registry set of the streams the store writes
+//     (registryKey) instead of scanning the keyspace, which is mostly
+//     de-duplication keys.
 //   - go-redis retries a command after a network error or timeout
 //     (MaxRetries 3), so an append can, rarely, land twice: delivery is at
 //     least once, and ingestion's inserts are idempotent.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -471,5 +472,94 @@ func TestProduceBatchUnreachable(t *testing.T) {
 		if errs[i] == nil || errors.Is(errs[i], streamstore.ErrCopyInFlight) || results[i].Duplicate || len(results[i].IDs) > 0 {
 			t.Errorf("request %d: %+v, %v; want the connection's error", i, results[i], errs[i])
 		}
+	}
+}
+
+// TestStreamsRegistryIntegration: Streams reads the registry, not the
+// keyspace. On a server never scanned, the first call adopts the streams
+// written before the registry existed; after that, streams are found by
+// their writes through the store, a stream deleted behind the store's back
+// leaves the registry, and no call scans the keyspace, however many other
+// keys it holds.
+func TestStreamsRegistryIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test needs redis-server; skipped in -short mode")
+	}
+	srv := coretest.PrivateRedis(t)
+	st, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	raw := st.client
+	streams := func() []string {
+		t.Helper()
+		got, err := st.Streams(ctx, "tenant:*")
+		if err != nil {
+			t.Fatalf("Streams: %v", err)
+		}
+		return got
+	}
+	scans := func() string {
+		info, err := raw.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(info) {
+			if strings.HasPrefix(line, "cmdstat_scan:") {
+				return strings.Fields(strings.SplitN(line, ",", 2)[0])[0]
+			}
+		}
+		return "none"
+	}
+
+	// Written before the registry existed: adopted by the first call.
+	raw.XAdd(ctx, &goredis.XAddArgs{Stream: "tenant:old:agent:devices:ingestion", Values: []string{"data", "x"}})
+	raw.Set(ctx, "tenant:old:agent:x:msgid:v2_a_1", "1", time.Hour)
+	if got := streams(); !slices.Equal(got, []string{"tenant:old:agent:devices:ingestion"}) {
+		t.Fatalf("first Streams = %v, want the older stream adopted", got)
+	}
+
+	// From now on the keyspace is not scanned: a stream written around the
+	// store stays unknown, one written through it is found.
+	for i := range 5000 {
+		raw.Set(ctx, "tenant:old:agent:x:msgid:v2_a_"+strconv.Itoa(i+2), "1", time.Hour)
+	}
+	before := scans()
+	raw.XAdd(ctx, &goredis.XAddArgs{Stream: "tenant:raw:agent:devices:ingestion", Values: []string{"data", "x"}})
+	if _, err := st.Add(ctx, "tenant:a:agent:devices:ingestion", map[string]string{"data": "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddBatch(ctx, "tenant:b:agent:devices:ingestion", []map[string]string{{"data": "x"}}, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnsureGroup(ctx, "tenant:c:agent:devices:ingestion", "c:device-writers", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Produce(ctx, streamstore.ProduceRequest{DedupKey: "tenant:d:agent:x:msgid:v2_a_1", DedupTTL: time.Hour,
+		Stream: "tenant:d:agent:devices:ingestion", Entries: []map[string]string{{"data": "x"}}}); err != nil || len(res.IDs) != 1 {
+		t.Fatalf("Produce = %+v, %v", res, err)
+	}
+	want := []string{"tenant:a:agent:devices:ingestion", "tenant:b:agent:devices:ingestion", "tenant:c:agent:devices:ingestion",
+		"tenant:d:agent:devices:ingestion", "tenant:old:agent:devices:ingestion"}
+	if got := streams(); !slices.Equal(got, want) {
+		t.Errorf("Streams = %v, want %v", got, want)
+	}
+	if after := scans(); after != before {
+		t.Errorf("SCAN calls went from %s to %s after adoption", before, after)
+	}
+
+	// Deleted through the store or behind its back: no longer listed.
+	if _, err := st.Delete(ctx, "tenant:a:agent:devices:ingestion"); err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "tenant:b:agent:devices:ingestion")
+	want = []string{"tenant:c:agent:devices:ingestion", "tenant:d:agent:devices:ingestion", "tenant:old:agent:devices:ingestion"}
+	if got := streams(); !slices.Equal(got, want) {
+		t.Errorf("after deletes, Streams = %v, want %v", got, want)
+	}
+	if members, _ := raw.SMembers(ctx, registryKey).Result(); slices.Contains(members, "tenant:b:agent:devices:ingestion") {
+		t.Error("a stream deleted behind the store's back stays in the registry")
 	}
 }

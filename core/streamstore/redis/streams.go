@@ -52,11 +52,22 @@ func (s *Store) Add(ctx context.Context, stream string, values map[string]string
 		}
 		return ids[0], nil
 	}
-	id, err := s.client.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: values}).Result()
-	if err != nil {
+	var add *goredis.StringCmd
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		add = p.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: values})
+		p.SAdd(ctx, registryKey, stream)
+		return nil
+	})
+	// The entry is in once XADD answered with its id, whatever became of
+	// the registration, which the stream's next write repeats. A pipeline
+	// that failed as a whole may leave XADD without an error of its own.
+	if add.Val() == "" {
+		if add.Err() != nil {
+			err = add.Err()
+		}
 		return "", s.wrap(ctx, "xadd", stream, err)
 	}
-	return id, nil
+	return add.Val(), nil
 }
 
 // AddBatch appends entries in one script call, all or nothing; see
@@ -87,6 +98,9 @@ func (s *Store) AddBatch(ctx context.Context, stream string, batch []map[string]
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("xadd %s: BUG: %d ids for %d entries", stream, len(res), len(batch))
 	}
+	if err := s.client.SAdd(ctx, registryKey, stream).Err(); err != nil {
+		return res, s.wrap(ctx, "register", stream, err)
+	}
 	return res, nil
 }
 
@@ -96,7 +110,15 @@ func (s *Store) EnsureGroup(ctx context.Context, stream, group, startID string) 
 	if startID == "" {
 		startID = "0"
 	}
-	err := s.client.XGroupCreateMkStream(ctx, stream, group, startID).Err()
+	var create *goredis.StatusCmd
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		create = p.XGroupCreateMkStream(ctx, stream, group, startID)
+		p.SAdd(ctx, registryKey, stream)
+		return nil
+	})
+	if create.Err() != nil {
+		err = create.Err()
+	}
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return s.wrap(ctx, "xgroup create", stream+" "+group, err)
 	}
@@ -337,25 +359,107 @@ func (s *Store) Range(ctx context.Context, stream, start, end string, count int)
 	return entries(msgs), nil
 }
 
-// scanCount is SCAN's COUNT hint: keys examined per call, not returned.
+// scanCount is SCAN's and SSCAN's COUNT hint: elements examined per call,
+// not returned.
 const scanCount = 1000
 
-// Streams iterates SCAN MATCH pattern TYPE stream to the end (never KEYS,
-// which blocks the server); on Cluster, on every master. See
-// streamstore.Store.
+// registryKey is the set of the streams this store writes: every append
+// and every EnsureGroup adds its stream, after the write, and Delete takes
+// it out. Streams reads it instead of scanning the keyspace, which holds a
+// de-duplication key per message in the last day (hundreds of millions at
+// a few thousand messages a second): a SCAN of it every few seconds cost
+// Redis far more than the streams it found.
+//
+// adoptedKey says that the keyspace was scanned once for streams older than
+// the registry (written before it existed) and they were added.
+const (
+	registryKey = "edgeplat:streams"
+	adoptedKey  = "edgeplat:streams:adopted"
+)
+
+// Streams returns the registered streams matching pattern (SSCAN MATCH),
+// dropping from the registry the members no longer there (deleted other
+// than through Delete). The first call on a server whose keyspace was
+// never scanned for older streams scans it once, SCAN MATCH * TYPE stream
+// (never KEYS, which blocks the server; on Cluster on every master), and
+// adds them. See streamstore.Store.
 func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
-	seen := map[string]struct{}{}
+	if err := s.adoptStreams(ctx); err != nil {
+		return nil, err
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	var members []string
+	var cursor uint64
+	for {
+		keys, next, err := s.client.SScan(ctx, registryKey, cursor, pattern, scanCount).Result()
+		if err != nil {
+			return nil, s.wrap(ctx, "sscan", registryKey, err)
+		}
+		members = append(members, keys...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(members)
+	members = slices.Compact(members) // SSCAN may return a member twice
+	if len(members) == 0 {
+		return nil, nil
+	}
+	types := make([]*goredis.StatusCmd, len(members))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, m := range members {
+			types[i] = p.Type(ctx, m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(ctx, "type", pattern, err)
+	}
+	out := make([]string, 0, len(members))
+	var gone []any
+	for i, m := range members {
+		switch types[i].Val() {
+		case "stream":
+			out = append(out, m)
+		case "none":
+			gone = append(gone, m)
+		}
+	}
+	if len(gone) > 0 {
+		// A stream recreated since is registered again by its next write.
+		if err := s.client.SRem(ctx, registryKey, gone...).Err(); err != nil {
+			return nil, s.wrap(ctx, "srem", registryKey, err)
+		}
+	}
+	return out, nil
+}
+
+// adoptStreams adds the streams already in the keyspace to the registry,
+// once per server (a flushed or restarted one without persistence scans
+// again, and finds little). Two processes starting together may both
+// scan; adding twice is harmless.
+func (s *Store) adoptStreams(ctx context.Context) error {
+	n, err := s.client.Exists(ctx, adoptedKey).Result()
+	if err != nil {
+		return s.wrap(ctx, "exists", adoptedKey, err)
+	}
+	if n == 1 {
+		return nil
+	}
 	var mu sync.Mutex
+	var found []any
 	scan := func(ctx context.Context, c goredis.Cmdable) error {
 		var cursor uint64
 		for {
-			keys, next, err := c.ScanType(ctx, cursor, pattern, scanCount, "stream").Result()
+			keys, next, err := c.ScanType(ctx, cursor, "*", scanCount, "stream").Result()
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			for _, k := range keys {
-				seen[k] = struct{}{} // SCAN may return a key twice
+				found = append(found, k)
 			}
 			mu.Unlock()
 			if cursor = next; cursor == 0 {
@@ -363,21 +467,23 @@ func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 			}
 		}
 	}
-	var err error
 	if cluster, ok := s.client.(*goredis.ClusterClient); ok {
 		err = cluster.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error { return scan(ctx, c) })
 	} else {
 		err = scan(ctx, s.client)
 	}
 	if err != nil {
-		return nil, s.wrap(ctx, "scan", pattern, err)
+		return s.wrap(ctx, "scan", "streams", err)
 	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
+	for chunk := range slices.Chunk(found, scanCount) {
+		if err := s.client.SAdd(ctx, registryKey, chunk...).Err(); err != nil {
+			return s.wrap(ctx, "sadd", registryKey, err)
+		}
 	}
-	slices.Sort(out)
-	return out, nil
+	if err := s.client.Set(ctx, adoptedKey, "1", 0).Err(); err != nil {
+		return s.wrap(ctx, "set", adoptedKey, err)
+	}
+	return nil
 }
 
 // Delete runs one DEL per key in a pipeline (keys of one DEL must share a
@@ -386,18 +492,24 @@ func (s *Store) Delete(ctx context.Context, keys ...string) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	cmds, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, k := range keys {
-			p.Del(ctx, k)
+	dels := make([]*goredis.IntCmd, len(keys))
+	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range keys {
+			dels[i] = p.Del(ctx, k)
 		}
+		members := make([]any, len(keys))
+		for i, k := range keys {
+			members[i] = k
+		}
+		p.SRem(ctx, registryKey, members...)
 		return nil
 	})
 	if err != nil {
 		return 0, s.wrap(ctx, "del", strconv.Itoa(len(keys))+" keys", err)
 	}
 	var n int64
-	for _, c := range cmds {
-		n += c.(*goredis.IntCmd).Val()
+	for _, c := range dels {
+		n += c.Val()
 	}
 	return n, nil
 }

@@ -138,7 +138,7 @@ docs/benchmarks.md.`,
 	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile to measure")
 	f.StringVar(&o.profiles, "profiles", "", `several profiles in one run: "all" or a comma list (instead of --profile)`)
 	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams and rows (the ceiling table is always dropped)")
-	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM readings and CHECKPOINT after removing each profile's rows, so the next profile meets neither dead rows nor PostgreSQL writing out the pages the last one dirtied (for a dedicated bench database: on a large table it takes long)")
+	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each profile's rows, so every profile starts from the same table (only for a dedicated bench database: it locks and rewrites the table)")
 	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on a profile whose ingest has not finished after this long")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each ingest run to this file (FILE.<profile> with several profiles)")
@@ -753,16 +753,19 @@ func (b *bench) cleanup(ctx context.Context, g *benchGen) error {
 	return nil
 }
 
-// vacuumReadings vacuums the readings table and then asks for a checkpoint.
-// Without the vacuum the deleted rows stay as dead tuples until autovacuum
-// gets there, which it does in the middle of the next measurement, and
-// every later one writes into a bigger, colder table than the one before.
-// The checkpoint writes out the pages the deletes and the vacuum dirtied
-// now, instead of during the next measurement. CHECKPOINT needs a superuser
-// or pg_checkpoint; without either the run goes on and says so.
+// vacuumReadings rewrites the readings table without the deleted rows
+// (VACUUM FULL) and then asks for a checkpoint, so that every measurement
+// starts from the same state. After a plain VACUUM the next one writes into
+// the space the deleted rows left, scattered over the table and its index;
+// without any vacuum, autovacuum gets to the dead rows in the middle of the
+// next measurement. The checkpoint writes out the pages the rewrite dirtied
+// now instead of during the next measurement; it needs a superuser or
+// pg_checkpoint, and without either the run goes on and says so. VACUUM
+// FULL locks the table while it runs: this is for a dedicated bench
+// database.
 func vacuumReadings(ctx context.Context, d *db.DB, log *slog.Logger) error {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := d.Pool().Exec(ctx, "VACUUM readings"); err != nil {
+	if _, err := d.Pool().Exec(ctx, "VACUUM FULL readings"); err != nil {
 		return fmt.Errorf("vacuum readings: %w", err)
 	}
 	if _, err := d.Pool().Exec(ctx, "CHECKPOINT"); err != nil {

@@ -121,7 +121,7 @@ stderr, results to stdout. See docs/benchmarks.md.`,
 	f.Float64Var(&o.rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
 	f.DurationVar(&o.probeEvery, "probe-interval", 100*time.Millisecond, "interval of the latency probe's messages")
 	f.BoolVar(&o.noIngestOnly, "no-ingest-only", false, "skip the ingestion-only measurement")
-	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM readings and CHECKPOINT after removing each phase's rows, so the end-to-end phase (and the next run) meets neither dead rows nor PostgreSQL writing out pages from the one before (for a dedicated bench database: on a large table it takes long)")
+	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each phase's rows, so both phases (and the next run) start from the same table (only for a dedicated bench database: it locks and rewrites the table)")
 	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest role")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
 	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")

@@ -44,6 +44,42 @@ type decoder struct {
 	pos   int
 	depth int
 	buf   []byte // scratch for keys and escaped strings
+	// floats hands out the readings' values: one allocation for many
+	// instead of one per reading. A full slab is replaced, never grown, so
+	// the pointers into it stay valid.
+	floats []float64
+	// interned holds the units and qualities met so far: a message repeats
+	// a few of them over its readings, and each was an allocation.
+	interned  [16]string
+	ninterned int
+}
+
+// floatSlab is how many values one allocation of decoder.floats holds.
+const floatSlab = 64
+
+// newFloat returns a pointer to a copy of v.
+func (d *decoder) newFloat(v float64) *float64 {
+	if len(d.floats) == cap(d.floats) {
+		d.floats = make([]float64, 0, floatSlab)
+	}
+	d.floats = append(d.floats, v)
+	return &d.floats[len(d.floats)-1]
+}
+
+// intern returns b as a string, the same string for the same bytes while
+// there is room to remember them.
+func (d *decoder) intern(b []byte) string {
+	for _, s := range d.interned[:d.ninterned] {
+		if s == string(b) {
+			return s
+		}
+	}
+	s := string(b)
+	if d.ninterned < len(d.interned) {
+		d.interned[d.ninterned] = s
+		d.ninterned++
+	}
+	return s
 }
 
 var errType = errors.New("value of the wrong type")
@@ -306,13 +342,27 @@ func foldRune(r rune) rune {
 
 // stringField decodes a string or null (which leaves *dst unchanged).
 func (d *decoder) stringField(name string, dst *string) error {
+	return d.stringFieldAs(name, dst, false)
+}
+
+// internedField is stringField for values a message repeats (units,
+// qualities).
+func (d *decoder) internedField(name string, dst *string) error {
+	return d.stringFieldAs(name, dst, true)
+}
+
+func (d *decoder) stringFieldAs(name string, dst *string, interned bool) error {
 	switch d.peek() {
 	case '"':
 		s, err := d.str(false)
 		if err != nil {
 			return err
 		}
-		*dst = string(s)
+		if interned {
+			*dst = d.intern(s)
+		} else {
+			*dst = string(s)
+		}
 		return nil
 	case 'n':
 		if d.literal("null") {
@@ -341,7 +391,7 @@ func (d *decoder) floatField(name string, dst **float64) error {
 		if err != nil {
 			return fmt.Errorf("%s: number %s: %w", name, num, errType)
 		}
-		*dst = &v
+		*dst = d.newFloat(v)
 		return nil
 	}
 	if err := d.skip(); err != nil {
@@ -442,9 +492,9 @@ func (d *decoder) readings(dst *[]Reading) error {
 			case "VALUE":
 				return d.floatField("value", &r.Value)
 			case "UNIT":
-				return d.stringField("unit", &r.Unit)
+				return d.internedField("unit", &r.Unit)
 			case "QUALITY":
-				return d.stringField("quality", &r.Quality)
+				return d.internedField("quality", &r.Quality)
 			case "TIMESTAMP":
 				return d.timestampField(&r.Timestamp)
 			}

@@ -52,6 +52,7 @@ type benchPipelineOptions struct {
 	rate                           float64
 	probeEvery                     time.Duration
 	noIngestOnly, vacuum           bool
+	rounds                         int
 	keep, asJSON                   bool
 	timeout                        time.Duration
 	cpuProfile                     string
@@ -121,6 +122,7 @@ stderr, results to stdout. See docs/benchmarks.md.`,
 	f.Float64Var(&o.rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
 	f.DurationVar(&o.probeEvery, "probe-interval", 100*time.Millisecond, "interval of the latency probe's messages")
 	f.BoolVar(&o.noIngestOnly, "no-ingest-only", false, "skip the ingestion-only measurement")
+	f.IntVar(&o.rounds, "rounds", 1, "measure this many times, each round an ingestion-only run followed by an end-to-end run, and report the medians (a shared host's speed drifts; adjacent pairs compare fairly)")
 	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each phase's rows, so both phases (and the next run) start from the same table (only for a dedicated bench database: it locks and rewrites the table)")
 	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest role")
 	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
@@ -147,6 +149,8 @@ func (o benchPipelineOptions) validate() error {
 		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.probeEvery)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	case o.rounds < 1 || o.rounds > 50:
+		return fmt.Errorf("--rounds must be 1..50, got %d", o.rounds)
 	}
 	return nil
 }
@@ -228,34 +232,111 @@ func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
 		return err
 	}
 
-	rep := pipelineReport{Publishers: o.publishers, MessagesPerPub: o.messages, ReadingsPerMessage: o.readings,
-		Format: o.format, TargetRate: o.rate, Profile: cfg.Ingest.Profile, Host: b.host, Broker: apiCfg.MQTT.BrokerURL,
-		Messages: total}
-	if !o.noIngestOnly {
-		icfg, err := benchConfig(cmd, "")
-		if err != nil {
+	var reps []pipelineReport
+	for round := 1; round <= o.rounds; round++ {
+		if o.rounds > 1 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "pipeline: round %d of %d\n", round, o.rounds)
+		}
+		rep := pipelineReport{Publishers: o.publishers, MessagesPerPub: o.messages, ReadingsPerMessage: o.readings,
+			Format: o.format, TargetRate: o.rate, Profile: cfg.Ingest.Profile, Host: b.host, Broker: apiCfg.MQTT.BrokerURL,
+			Messages: total}
+		if !o.noIngestOnly {
+			icfg, err := benchConfig(cmd, "")
+			if err != nil {
+				return err
+			}
+			res, err := b.runProfile(ctx, icfg, "")
+			if err != nil {
+				return fmt.Errorf("ingestion-only: %w", err)
+			}
+			rep.IngestOnly = &res
+		}
+		p := &pipelineRun{b: b, o: o, cfg: cfg, apiCfg: apiCfg, rep: &rep}
+		if err := p.run(ctx); err != nil {
 			return err
 		}
-		res, err := b.runProfile(ctx, icfg, "")
-		if err != nil {
-			return fmt.Errorf("ingestion-only: %w", err)
+		if rep.IngestOnly != nil && rep.IngestOnly.ReadingsPerSec > 0 {
+			rep.Ratio = rep.ReadingsPerSec / rep.IngestOnly.ReadingsPerSec
 		}
-		rep.IngestOnly = &res
+		reps = append(reps, rep)
 	}
-	p := &pipelineRun{b: b, o: o, cfg: cfg, apiCfg: apiCfg, rep: &rep}
-	if err := p.run(ctx); err != nil {
-		return err
-	}
-	if rep.IngestOnly != nil && rep.IngestOnly.ReadingsPerSec > 0 {
-		rep.Ratio = rep.ReadingsPerSec / rep.IngestOnly.ReadingsPerSec
-	}
+	out := cmd.OutOrStdout()
 	if o.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if len(reps) == 1 {
+			return enc.Encode(reps[0])
+		}
+		return enc.Encode(summarizeRounds(reps))
 	}
-	rep.write(cmd.OutOrStdout())
+	if len(reps) == 1 {
+		reps[0].write(out)
+		return nil
+	}
+	reps[0].writeHeader(out)
+	for i, rep := range reps {
+		fmt.Fprintf(out, "round %d: ", i+1)
+		rep.writeRound(out)
+	}
+	summarizeRounds(reps).write(out)
 	return nil
+}
+
+// roundsSummary is the outcome of several rounds; --json prints it.
+type roundsSummary struct {
+	Rounds []pipelineReport `json:"rounds"`
+	// Medians over the rounds, and their spread.
+	ReadingsPerSec           benchSpread `json:"readingsPerSec"`
+	IngestOnlyReadingsPerSec benchSpread `json:"ingestOnlyReadingsPerSec,omitzero"`
+	Ratio                    benchSpread `json:"ratio,omitzero"`
+	LatencyP99Ms             benchSpread `json:"latencyP99Ms"`
+	BacklogGrewRounds        int         `json:"backlogGrewRounds"`
+}
+
+type benchSpread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+func spreadOf(vals []float64) benchSpread {
+	if len(vals) == 0 {
+		return benchSpread{}
+	}
+	s := slices.Sorted(slices.Values(vals))
+	med := s[len(s)/2]
+	if len(s)%2 == 0 {
+		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return benchSpread{Median: med, Min: s[0], Max: s[len(s)-1]}
+}
+
+func summarizeRounds(reps []pipelineReport) roundsSummary {
+	sum := roundsSummary{Rounds: reps}
+	var e2e, ingest, ratio, p99 []float64
+	for _, r := range reps {
+		e2e, p99 = append(e2e, r.ReadingsPerSec), append(p99, r.LatencyP99Ms)
+		if r.IngestOnly != nil {
+			ingest, ratio = append(ingest, r.IngestOnly.ReadingsPerSec), append(ratio, r.Ratio)
+		}
+		if r.BacklogGrew {
+			sum.BacklogGrewRounds++
+		}
+	}
+	sum.ReadingsPerSec, sum.IngestOnlyReadingsPerSec = spreadOf(e2e), spreadOf(ingest)
+	sum.Ratio, sum.LatencyP99Ms = spreadOf(ratio), spreadOf(p99)
+	return sum
+}
+
+func (s roundsSummary) write(w io.Writer) {
+	fmt.Fprintf(w, "median of %d:   end to end %.0f readings/s (%.0f-%.0f), p99 %.0f ms (%.0f-%.0f), backlog grew in %d\n",
+		len(s.Rounds), s.ReadingsPerSec.Median, s.ReadingsPerSec.Min, s.ReadingsPerSec.Max,
+		s.LatencyP99Ms.Median, s.LatencyP99Ms.Min, s.LatencyP99Ms.Max, s.BacklogGrewRounds)
+	if s.IngestOnlyReadingsPerSec.Max > 0 {
+		fmt.Fprintf(w, "                ingestion-only %.0f readings/s (%.0f-%.0f), ratio %.2f (%.2f-%.2f, each round's end to end / its ingestion-only)\n",
+			s.IngestOnlyReadingsPerSec.Median, s.IngestOnlyReadingsPerSec.Min, s.IngestOnlyReadingsPerSec.Max,
+			s.Ratio.Median, s.Ratio.Min, s.Ratio.Max)
+	}
 }
 
 // pipelineAPIConfig loads the serve-api role's configuration (mqtt, api,
@@ -900,13 +981,32 @@ func randomAlnum(n int) string {
 	return string(b)
 }
 
-func (rep pipelineReport) write(w io.Writer) {
+// writeHeader writes what the run measured and where.
+func (rep pipelineReport) writeHeader(w io.Writer) {
 	h := rep.Host
 	fmt.Fprintf(w, "%d publishers x %d messages x %d readings = %d rows, %s (%.0f bytes/message), rate %s; %d CPUs\n",
 		rep.Publishers, rep.MessagesPerPub, rep.ReadingsPerMessage, rep.Messages*rep.ReadingsPerMessage, rep.Format, rep.PayloadBytes,
 		pipelineRate(rep.TargetRate), h.CPUs)
 	fmt.Fprintf(w, "broker %s; PostgreSQL %s at %s; Redis %s db %d; ingest profile %s, up to %d workers\n",
 		rep.Broker, h.Postgres, h.PostgresAt, h.Redis, h.RedisDatabase, rep.Profile, rep.WorkersMax)
+}
+
+// writeRound writes one round of several on one line.
+func (rep pipelineReport) writeRound(w io.Writer) {
+	grew := "no"
+	if rep.BacklogGrew {
+		grew = "yes"
+	}
+	fmt.Fprintf(w, "end to end %.0f readings/s (published at %.0f messages/s, drain %.2fs, backlog grew: %s), p50/p99 %.0f/%.0f ms",
+		rep.ReadingsPerSec, rep.PublishRate, rep.DrainSeconds, grew, rep.LatencyP50Ms, rep.LatencyP99Ms)
+	if rep.IngestOnly != nil {
+		fmt.Fprintf(w, "; ingestion-only %.0f readings/s; ratio %.2f", rep.IngestOnly.ReadingsPerSec, rep.Ratio)
+	}
+	fmt.Fprintf(w, "; %d duplicates, %d dropped\n", rep.Duplicates, rep.Dropped)
+}
+
+func (rep pipelineReport) write(w io.Writer) {
+	rep.writeHeader(w)
 	fmt.Fprintf(w, "end to end:     %d rows in %.2fs: %.0f messages/s, %.0f readings/s (publishing took %.2fs at %.0f messages/s; drain after it %.2fs)\n",
 		rep.Rows, rep.ElapsedSeconds, rep.MessagesPerSec, rep.ReadingsPerSec, rep.PublishSeconds, rep.PublishRate, rep.DrainSeconds)
 	grew := "no"

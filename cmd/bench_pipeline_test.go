@@ -43,4 +43,68 @@ func TestBenchPipelineIntegration(t *testing.T) {
 			t.Errorf("progress lacks %q:\n%s", w, errOut)
 		}
 	}
+
+	// Two rounds: each its own pair of measurements, then the medians.
+	code, out, errOut = run(t, "bench", "pipeline", "--publishers", "2", "--messages", "20", "--readings", "5", "--rounds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("--rounds 2: exit %d\nstderr:\n%s", code, errOut)
+	}
+	var sum roundsSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("--rounds 2: output is not the JSON summary: %v\n%s", err, out)
+	}
+	if len(sum.Rounds) != 2 || sum.ReadingsPerSec.Median <= 0 || sum.Ratio.Median <= 0 {
+		t.Fatalf("--rounds 2: summary = %+v", sum)
+	}
+	for i, r := range sum.Rounds {
+		if r.Rows != 200 || r.IngestOnly == nil || r.IngestOnly.Rows != 200 || r.Tenant == sum.Rounds[1-i].Tenant {
+			t.Errorf("round %d = %+v", i+1, r)
+		}
+	}
+	if code, _, errOut := run(t, "bench", "pipeline", "--rounds", "0"); code == 0 || !strings.Contains(errOut, "--rounds") {
+		t.Errorf("--rounds 0: exit %d, %q", code, errOut)
+	}
+}
+
+func TestSpreadOf(t *testing.T) {
+	for _, tc := range []struct {
+		vals []float64
+		want benchSpread
+	}{
+		{nil, benchSpread{}},
+		{[]float64{5}, benchSpread{5, 5, 5}},
+		{[]float64{3, 1, 2}, benchSpread{2, 1, 3}},
+		{[]float64{4, 1, 3, 2}, benchSpread{2.5, 1, 4}},
+	} {
+		if got := spreadOf(tc.vals); got != tc.want {
+			t.Errorf("spreadOf(%v) = %+v, want %+v", tc.vals, got, tc.want)
+		}
+	}
+}
+
+// TestSummarizeRounds: medians over the rounds, the ratio of each round
+// (not the ratio of the medians), and the rounds whose backlog grew.
+func TestSummarizeRounds(t *testing.T) {
+	round := func(e2e, ingest, p99 float64, grew bool) pipelineReport {
+		return pipelineReport{ReadingsPerSec: e2e, LatencyP99Ms: p99, BacklogGrew: grew,
+			IngestOnly: &profileResult{ReadingsPerSec: ingest}, Ratio: e2e / ingest}
+	}
+	s := summarizeRounds([]pipelineReport{round(100, 200, 900, true), round(150, 150, 500, false), round(120, 160, 700, false)})
+	if s.ReadingsPerSec != (benchSpread{120, 100, 150}) || s.IngestOnlyReadingsPerSec != (benchSpread{160, 150, 200}) {
+		t.Errorf("rates = %+v, %+v", s.ReadingsPerSec, s.IngestOnlyReadingsPerSec)
+	}
+	if s.Ratio != (benchSpread{0.75, 0.5, 1}) || s.LatencyP99Ms != (benchSpread{700, 500, 900}) || s.BacklogGrewRounds != 1 {
+		t.Errorf("ratio %+v, p99 %+v, grew %d", s.Ratio, s.LatencyP99Ms, s.BacklogGrewRounds)
+	}
+	var b strings.Builder
+	s.write(&b)
+	if !strings.Contains(b.String(), "ratio 0.75 (0.50-1.00") {
+		t.Errorf("summary = %q", b.String())
+	}
+	noIngest := summarizeRounds([]pipelineReport{{ReadingsPerSec: 1}, {ReadingsPerSec: 3}})
+	b.Reset()
+	noIngest.write(&b)
+	if strings.Contains(b.String(), "ingestion-only") || noIngest.ReadingsPerSec.Median != 2 {
+		t.Errorf("without ingestion-only: %+v, %q", noIngest, b.String())
+	}
 }

@@ -563,3 +563,44 @@ func TestStreamsRegistryIntegration(t *testing.T) {
 		t.Error("a stream deleted behind the store's back stays in the registry")
 	}
 }
+
+// TestRegistryFailureKeepsWritesIntegration: with the registry unusable (a
+// key of another type in its place) every write still lands and reports
+// success, since failing it would have it written again; discovery says
+// what is wrong.
+func TestRegistryFailureKeepsWritesIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test needs redis-server; skipped in -short mode")
+	}
+	srv := coretest.PrivateRedis(t)
+	st, err := New(Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	if err := st.client.Set(ctx, registryKey, "not a set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Add(ctx, "tenant:a:agent:devices:ingestion", map[string]string{"data": "x"}, 0); err != nil {
+		t.Errorf("Add: %v", err)
+	}
+	if _, err := st.AddBatch(ctx, "tenant:b:agent:devices:ingestion", []map[string]string{{"data": "x"}}, 10); err != nil {
+		t.Errorf("AddBatch: %v", err)
+	}
+	if err := st.EnsureGroup(ctx, "tenant:c:agent:devices:ingestion", "c:device-writers", "0"); err != nil {
+		t.Errorf("EnsureGroup: %v", err)
+	}
+	if res, err := st.Produce(ctx, streamstore.ProduceRequest{DedupKey: "tenant:d:agent:x:msgid:v2_a_1", DedupTTL: time.Hour,
+		Stream: "tenant:d:agent:devices:ingestion", Entries: []map[string]string{{"data": "x"}}}); err != nil || len(res.IDs) != 1 {
+		t.Errorf("Produce = %+v, %v", res, err)
+	}
+	for _, s := range []string{"a", "b", "d"} {
+		if n, _ := st.Len(ctx, "tenant:"+s+":agent:devices:ingestion"); n != 1 {
+			t.Errorf("stream %s holds %d entries, want 1", s, n)
+		}
+	}
+	if _, err := st.Streams(ctx, "tenant:*"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("Streams with a broken registry: %v, want the WRONGTYPE error", err)
+	}
+}

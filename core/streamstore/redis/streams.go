@@ -98,9 +98,9 @@ func (s *Store) AddBatch(ctx context.Context, stream string, batch []map[string]
 	if len(res) != len(batch) {
 		return nil, fmt.Errorf("xadd %s: BUG: %d ids for %d entries", stream, len(res), len(batch))
 	}
-	if err := s.client.SAdd(ctx, registryKey, stream).Err(); err != nil {
-		return res, s.wrap(ctx, "register", stream, err)
-	}
+	// The entries are in: failing now would have them appended again. The
+	// stream's next write repeats the registration.
+	_ = s.client.SAdd(ctx, registryKey, stream).Err()
 	return res, nil
 }
 
@@ -111,13 +111,16 @@ func (s *Store) EnsureGroup(ctx context.Context, stream, group, startID string) 
 		startID = "0"
 	}
 	var create *goredis.StatusCmd
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	_, perr := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		create = p.XGroupCreateMkStream(ctx, stream, group, startID)
 		p.SAdd(ctx, registryKey, stream)
 		return nil
 	})
-	if create.Err() != nil {
-		err = create.Err()
+	// The group's outcome is XGROUP's reply; the pipeline's error counts
+	// only when XGROUP got none (the pipeline failed as a whole).
+	err := create.Err()
+	if err == nil && create.Val() == "" {
+		err = perr
 	}
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return s.wrap(ctx, "xgroup create", stream+" "+group, err)

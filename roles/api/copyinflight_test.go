@@ -2,19 +2,13 @@ package api
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
-	"github.com/edgeplat/edgeplat/core/rt"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
@@ -40,16 +34,7 @@ func TestCopyInFlightIntegration(t *testing.T) {
 	const n = 8
 	var msgs []mqttx.Message
 	var claims []string
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spool.Enabled, cfg.Spool.Path = true, t.TempDir()
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe, r := spooledPipeline(t, store)
 	if err := pipe.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

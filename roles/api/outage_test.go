@@ -23,6 +23,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/gin-gonic/gin"
@@ -57,16 +58,7 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 	ctx := context.Background()
 	tenant, agent := randomID(t), randomID(t)
 
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spool.Enabled, cfg.Spool.Path = true, t.TempDir()
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe, r := spooledPipeline(t, store)
 	pipe.every = 100 * time.Millisecond
 	mo := mqttx.DefaultOptions()
 	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, "outage-test-"+agent, true, r.Metrics, "api-mqtt"
@@ -128,7 +120,7 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 	t0 := time.Now()
 	coretest.Eventually(t, outage, "the breaker to open", func() bool { return !pipe.breaker.Allow() })
 	coretest.Eventually(t, outage, "spool files to appear", func() bool {
-		files, _ := filepath.Glob(filepath.Join(cfg.Spool.Path, "spool-*.ndjson"))
+		files, _ := filepath.Glob(filepath.Join(pipe.spoolOp.Dir, "spool-*.ndjson"))
 		return len(files) > 0
 	})
 	if body := ingestionHealth(); !strings.Contains(body, `"streamStoreConnected":false`) || !strings.Contains(body, `"circuitBreaker":"open"`) {
@@ -159,4 +151,21 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 	}
 	t.Logf("outage %s: %d messages, %g spooled, %g replayed, stream exact", outage, want/2,
 		counter(t, r, "api_telemetry_spooled_total"), counter(t, r, "api_telemetry_replayed_total"))
+}
+
+// spooledPipeline is the Cloud API pipeline on store with the default
+// configuration and a disk spool in a temporary directory.
+func spooledPipeline(t *testing.T, store streamstore.Store) (*pipeline, *rt.Runtime) {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Spool.Enabled, cfg.Spool.Path = true, t.TempDir()
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
+	pipe, err := newPipeline(cfg, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipe, r
 }

@@ -482,15 +482,7 @@ func TestProduceBatchUnreachable(t *testing.T) {
 // leaves the registry, and no call scans the keyspace, however many other
 // keys it holds.
 func TestStreamsRegistryIntegration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test needs redis-server; skipped in -short mode")
-	}
-	srv := coretest.PrivateRedis(t)
-	st, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newPrivateStore(t)
 	ctx := t.Context()
 	raw := st.client
 	streams := func() []string {
@@ -569,15 +561,7 @@ func TestStreamsRegistryIntegration(t *testing.T) {
 // success, since failing it would have it written again; discovery says
 // what is wrong.
 func TestRegistryFailureKeepsWritesIntegration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test needs redis-server; skipped in -short mode")
-	}
-	srv := coretest.PrivateRedis(t)
-	st, err := New(Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := newPrivateStore(t)
 	ctx := t.Context()
 	if err := st.client.Set(ctx, registryKey, "not a set", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -603,4 +587,19 @@ func TestRegistryFailureKeepsWritesIntegration(t *testing.T) {
 	if _, err := st.Streams(ctx, "tenant:*"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Errorf("Streams with a broken registry: %v, want the WRONGTYPE error", err)
 	}
+}
+
+// newPrivateStore connects to a Redis server of the test's own, for tests
+// whose outcome depends on the whole keyspace.
+func newPrivateStore(t *testing.T) *Store {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test needs redis-server; skipped in -short mode")
+	}
+	st, err := New(Options{Addrs: []string{coretest.PrivateRedis(t).Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -270,6 +270,9 @@ type profileResult struct {
 	// CPUSeconds is this process's user+system CPU time during the run:
 	// the workers' share; PostgreSQL's and Redis's are not in it.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// ServiceCPUSeconds is the CPU of the local PostgreSQL, Redis and
+	// Mosquitto processes over the same time, by command name.
+	ServiceCPUSeconds map[string]float64 `json:"serviceCpuSeconds,omitempty"`
 }
 
 func runBenchIngest(cmd *cobra.Command, o benchIngestOptions) error {
@@ -585,7 +588,7 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 		}
 		defer pprof.StopCPUProfile()
 	}
-	cpu0 := cpuTime()
+	cpu0, procs0 := cpuTime(), sampleProcs(benchServices)
 	runCtx, stopRole := context.WithCancel(ctx)
 	defer stopRole()
 	done := make(chan error, 1)
@@ -596,6 +599,7 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 	elapsed, err := b.waitDrained(ctx, r, stream, group, lastID, t0, done, &res)
 	if err == nil {
 		res.CPUSeconds = (cpuTime() - cpu0).Seconds()
+		res.ServiceCPUSeconds = sampleProcs(benchServices).cpuSecondsSince(procs0)
 		res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
 	}
 	stopRole()
@@ -953,5 +957,13 @@ func (rep benchReport) writeTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%.2fs\t%.0f\t%.0f\t%.2f\t%.0f\n",
 			r.Profile, workers, r.BatchSize, mode, r.Messages, r.Rows, r.ElapsedSeconds, r.ReadingsPerSec, r.CeilingRowsPerSec, r.Ratio, r.PeakRSSMB)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rep.Results {
+		if r.Messages > 0 && r.ElapsedSeconds > 0 {
+			fmt.Fprintf(w, "cpu/message %s: %s\n", r.Profile, formatCPUPerMessage(r.CPUSeconds, r.ServiceCPUSeconds, float64(r.Messages)))
+		}
+	}
+	return nil
 }

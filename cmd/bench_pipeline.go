@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"io"
 	"maps"
 	"math"
@@ -14,12 +13,14 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -178,23 +179,26 @@ type pipelineReport struct {
 	MessagesPerSec float64 `json:"messagesPerSec"`
 	ReadingsPerSec float64 `json:"readingsPerSec"`
 
-	BacklogStart int64          `json:"backlogStart"` // messages still in the broker's queue plus stream entries undelivered or pending, 1 s into publishing
-	BacklogEnd   int64          `json:"backlogEndOfPublishing"`
-	BacklogMax   int64          `json:"backlogMax"`
-	BacklogGrew  bool           `json:"backlogGrew"`
-	StreamLenEnd int64          `json:"streamLengthEndOfPublishing"`
-	Duplicates   int64          `json:"duplicates"`
-	Dropped      int64          `json:"dropped"`
-	WorkersMax   int            `json:"workersMax"`
-	ProbesOK     int            `json:"probes"`
-	ProbesLost   int            `json:"probesLost"`
-	LatencyP50Ms float64        `json:"latencyP50Ms"`
-	LatencyP99Ms float64        `json:"latencyP99Ms"`
-	LatencyMaxMs float64        `json:"latencyMaxMs"`
-	CPUSeconds   float64        `json:"cpuSeconds"`
-	PeakRSSMB    float64        `json:"peakRssMb"`
-	IngestOnly   *profileResult `json:"ingestOnly,omitempty"`
-	Ratio        float64        `json:"ratio,omitempty"` // readingsPerSec / ingestOnly.readingsPerSec
+	BacklogStart int64   `json:"backlogStart"` // messages still in the broker's queue plus stream entries undelivered or pending, 1 s into publishing
+	BacklogEnd   int64   `json:"backlogEndOfPublishing"`
+	BacklogMax   int64   `json:"backlogMax"`
+	BacklogGrew  bool    `json:"backlogGrew"`
+	StreamLenEnd int64   `json:"streamLengthEndOfPublishing"`
+	Duplicates   int64   `json:"duplicates"`
+	Dropped      int64   `json:"dropped"`
+	WorkersMax   int     `json:"workersMax"`
+	ProbesOK     int     `json:"probes"`
+	ProbesLost   int     `json:"probesLost"`
+	LatencyP50Ms float64 `json:"latencyP50Ms"`
+	LatencyP99Ms float64 `json:"latencyP99Ms"`
+	LatencyMaxMs float64 `json:"latencyMaxMs"`
+	CPUSeconds   float64 `json:"cpuSeconds"` // this process: both roles and the publishers
+	// ServiceCPUSeconds is the CPU the local PostgreSQL, Redis and
+	// Mosquitto processes used from the first publish to the last commit.
+	ServiceCPUSeconds map[string]float64 `json:"serviceCpuSeconds,omitempty"`
+	PeakRSSMB         float64            `json:"peakRssMb"`
+	IngestOnly        *profileResult     `json:"ingestOnly,omitempty"`
+	Ratio             float64            `json:"ratio,omitempty"` // readingsPerSec / ingestOnly.readingsPerSec
 }
 
 func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
@@ -292,6 +296,10 @@ type roundsSummary struct {
 	Ratio                    benchSpread `json:"ratio,omitzero"`
 	LatencyP99Ms             benchSpread `json:"latencyP99Ms"`
 	BacklogGrewRounds        int         `json:"backlogGrewRounds"`
+	// CPU per message in microseconds, by process ("edgeplat" and the
+	// local services), in each phase.
+	CPUPerMessageUs           map[string]benchSpread `json:"cpuPerMessageUs,omitempty"`
+	IngestOnlyCPUPerMessageUs map[string]benchSpread `json:"ingestOnlyCpuPerMessageUs,omitempty"`
 }
 
 type benchSpread struct {
@@ -326,7 +334,49 @@ func summarizeRounds(reps []pipelineReport) roundsSummary {
 	}
 	sum.ReadingsPerSec, sum.IngestOnlyReadingsPerSec = spreadOf(e2e), spreadOf(ingest)
 	sum.Ratio, sum.LatencyP99Ms = spreadOf(ratio), spreadOf(p99)
+	e2eCPU, ingestCPU := map[string][]float64{}, map[string][]float64{}
+	for _, r := range reps {
+		addCPUPerMessage(e2eCPU, r.CPUSeconds, r.ServiceCPUSeconds, r.Messages)
+		if r.IngestOnly != nil {
+			addCPUPerMessage(ingestCPU, r.IngestOnly.CPUSeconds, r.IngestOnly.ServiceCPUSeconds, r.IngestOnly.Messages)
+		}
+	}
+	sum.CPUPerMessageUs, sum.IngestOnlyCPUPerMessageUs = spreadsOf(e2eCPU), spreadsOf(ingestCPU)
 	return sum
+}
+
+// addCPUPerMessage appends one round's CPU per message, in microseconds, by
+// process name.
+func addCPUPerMessage(into map[string][]float64, self float64, services map[string]float64, messages int) {
+	if messages <= 0 {
+		return
+	}
+	into["edgeplat"] = append(into["edgeplat"], self/float64(messages)*1e6)
+	for name, sec := range services {
+		into[name] = append(into[name], sec/float64(messages)*1e6)
+	}
+}
+
+func spreadsOf(vals map[string][]float64) map[string]benchSpread {
+	if len(vals) == 0 {
+		return nil
+	}
+	out := make(map[string]benchSpread, len(vals))
+	for name, v := range vals {
+		out[name] = spreadOf(v)
+	}
+	return out
+}
+
+// formatSpreads renders CPU-per-message medians and ranges in a fixed order.
+func formatSpreads(s map[string]benchSpread) string {
+	var parts []string
+	for _, name := range append([]string{"edgeplat"}, benchServices...) {
+		if sp, ok := s[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.0f µs (%.0f-%.0f)", name, sp.Median, sp.Min, sp.Max))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (s roundsSummary) write(w io.Writer) {
@@ -337,6 +387,12 @@ func (s roundsSummary) write(w io.Writer) {
 		fmt.Fprintf(w, "                ingestion-only %.0f readings/s (%.0f-%.0f), ratio %.2f (%.2f-%.2f, each round's end to end / its ingestion-only)\n",
 			s.IngestOnlyReadingsPerSec.Median, s.IngestOnlyReadingsPerSec.Min, s.IngestOnlyReadingsPerSec.Max,
 			s.Ratio.Median, s.Ratio.Min, s.Ratio.Max)
+	}
+	if len(s.CPUPerMessageUs) > 0 {
+		fmt.Fprintf(w, "cpu/message:    end to end %s\n", formatSpreads(s.CPUPerMessageUs))
+	}
+	if len(s.IngestOnlyCPUPerMessageUs) > 0 {
+		fmt.Fprintf(w, "                ingestion-only %s\n", formatSpreads(s.IngestOnlyCPUPerMessageUs))
 	}
 }
 
@@ -618,7 +674,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		defer pprof.StopCPUProfile()
 	}
 	resetPeakRSS()
-	cpu0 := cpuTime()
+	cpu0, procs0 := cpuTime(), sampleProcs(benchServices)
 	pubCtx, cancelPub := context.WithCancel(ctx)
 	defer cancelPub()
 	pubErr := make(chan error, len(clients))
@@ -690,6 +746,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 					p.rep.MessagesPerSec = total / elapsed.Seconds()
 					p.rep.ReadingsPerSec = float64(want) / elapsed.Seconds()
 					p.rep.CPUSeconds = (cpuTime() - cpu0).Seconds()
+					p.rep.ServiceCPUSeconds = sampleProcs(benchServices).cpuSecondsSince(procs0)
 					p.rep.PeakRSSMB = float64(peakRSS()) / (1 << 20)
 					p.finish(r)
 					pt.done(fmt.Sprintf("%d rows in %s: %s messages/s, %s readings/s end to end",
@@ -1029,6 +1086,13 @@ func (rep pipelineReport) write(w io.Writer) {
 		fmt.Fprintf(w, "ratio:          %.2f (end to end / ingestion-only)\n", rep.Ratio)
 	}
 	fmt.Fprintf(w, "process:        %.1f CPU s, peak RSS %.0f MB; %d duplicates, %d dropped\n", rep.CPUSeconds, rep.PeakRSSMB, rep.Duplicates, rep.Dropped)
+	if rep.Host.CPUs > 0 && rep.MessagesPerSec > 0 {
+		fmt.Fprintf(w, "cpu/message:    end to end: %s (%d CPUs give %.0f µs a message at this rate)\n",
+			formatCPUPerMessage(rep.CPUSeconds, rep.ServiceCPUSeconds, float64(rep.Messages)), rep.Host.CPUs, float64(rep.Host.CPUs)/rep.MessagesPerSec*1e6)
+	}
+	if ing := rep.IngestOnly; ing != nil && ing.Messages > 0 {
+		fmt.Fprintf(w, "                ingestion-only: %s\n", formatCPUPerMessage(ing.CPUSeconds, ing.ServiceCPUSeconds, float64(ing.Messages)))
+	}
 }
 
 func pipelineRate(r float64) string {

@@ -101,6 +101,29 @@ func TestSummarizeRounds(t *testing.T) {
 	if !strings.Contains(b.String(), "ratio 0.75 (0.50-1.00") {
 		t.Errorf("summary = %q", b.String())
 	}
+	if len(s.CPUPerMessageUs) != 0 {
+		t.Errorf("rounds without messages gave CPU figures: %+v", s.CPUPerMessageUs)
+	}
+
+	// CPU per message: this process and the services, each phase apart.
+	withCPU := func(self, pg float64, ingestSelf float64) pipelineReport {
+		return pipelineReport{ReadingsPerSec: 1, Messages: 1000, CPUSeconds: self, ServiceCPUSeconds: map[string]float64{"postgres": pg},
+			IngestOnly: &profileResult{ReadingsPerSec: 2, Messages: 2000, CPUSeconds: ingestSelf, ServiceCPUSeconds: map[string]float64{"postgres": pg}}}
+	}
+	c := summarizeRounds([]pipelineReport{withCPU(0.15, 0.2, 0.1), withCPU(0.17, 0.3, 0.1), withCPU(0.16, 0.1, 0.2)})
+	if c.CPUPerMessageUs["edgeplat"] != (benchSpread{160, 150, 170}) || c.CPUPerMessageUs["postgres"] != (benchSpread{200, 100, 300}) {
+		t.Errorf("end-to-end cpu/message = %+v", c.CPUPerMessageUs)
+	}
+	if c.IngestOnlyCPUPerMessageUs["edgeplat"] != (benchSpread{50, 50, 100}) || c.IngestOnlyCPUPerMessageUs["postgres"] != (benchSpread{100, 50, 150}) {
+		t.Errorf("ingestion-only cpu/message = %+v", c.IngestOnlyCPUPerMessageUs)
+	}
+	b.Reset()
+	c.write(&b)
+	if !strings.Contains(b.String(), "end to end edgeplat 160 µs (150-170), postgres 200 µs (100-300)") ||
+		!strings.Contains(b.String(), "ingestion-only edgeplat 50 µs (50-100), postgres 100 µs (50-150)") {
+		t.Errorf("summary = %q", b.String())
+	}
+
 	noIngest := summarizeRounds([]pipelineReport{{ReadingsPerSec: 1}, {ReadingsPerSec: 3}})
 	b.Reset()
 	noIngest.write(&b)

@@ -182,6 +182,7 @@ func TestPanickingBatchHandlerDoesNotCrash(t *testing.T) {
 	topic := uniqueID("batch-panic")
 	o := testOptions(t, tb.url())
 	o.ReconnectAfterUnacked = 0
+	o.RedeliverAfter = 0
 	c := newClient(t, o)
 	if err := c.SubscribeBatch(topic, 1, func(context.Context, []Message) []error { panic("boom") }); err != nil {
 		t.Fatal(err)

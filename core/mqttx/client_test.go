@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,6 +163,56 @@ func testRedelivery(t *testing.T, brokerURL string, shared bool) {
 	}
 }
 
+// TestLoneUnackedRedeliveredAfterDelay: one failed message, far fewer than
+// ReconnectAfterUnacked, still comes back: RedeliverAfter after it the
+// client reconnects, once, and the broker resends it.
+func TestLoneUnackedRedeliveredAfterDelay(t *testing.T) {
+	tb := startBroker(t, 0)
+	topic := uniqueID("lone")
+	o := testOptions(t, tb.url())
+	o.ReconnectAfterUnacked = 10
+	o.RedeliverAfter = 300 * time.Millisecond
+	c := newClient(t, o)
+	var failedOnce atomic.Bool
+	in := newInbox()
+	if err := c.Subscribe(topic, 1, in.handler(func(Message) error {
+		if failedOnce.CompareAndSwap(false, true) {
+			return errors.New("transient failure")
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	start(t, c)
+	waitState(t, c, StateConnected)
+	pub := newClient(t, asPublisher(testOptions(t, tb.url()), false))
+	start(t, pub)
+	waitState(t, pub, StateConnected)
+
+	t0 := time.Now()
+	publishOK(t, pub, topic, "lone")
+	in.waitCount(t, 2)
+	if waited := time.Since(t0); waited < o.RedeliverAfter {
+		t.Errorf("redelivered after %s, before RedeliverAfter %s", waited, o.RedeliverAfter)
+	}
+	in.mu.Lock()
+	second := in.msgs[1]
+	in.mu.Unlock()
+	if string(second.Payload) != "lone" || !second.Duplicate {
+		t.Errorf("second delivery %+v, want the message again with DUP", second)
+	}
+	waitState(t, c, StateConnected)
+	// The redelivered copy was acknowledged: nothing more comes, and the
+	// timer of the ended connection does not fire again.
+	time.Sleep(2 * o.RedeliverAfter)
+	if got := in.payloads(); len(got) != 2 {
+		t.Errorf("deliveries = %q, want 2", got)
+	}
+	if got := value(t, c.m.forcedReconn); got != 1 {
+		t.Errorf("redelivery reconnects = %v, want 1", got)
+	}
+}
+
 // forgetSession removes clientID's persistent session from the broker when
 // the test ends (a clean-session connect with the same id discards it), so
 // a shared broker keeps nothing from tests.
@@ -205,6 +256,7 @@ func TestUnackedRedeliveredOnSessionResume(t *testing.T) {
 
 	o := testOptions(t, tb.url())
 	o.ReconnectAfterUnacked = 0
+	o.RedeliverAfter = 0
 	c := newClient(t, o)
 	first := newInbox()
 	if err := c.Subscribe(topic, 1, first.handler(func(Message) error { return errors.New("down") })); err != nil {
@@ -320,6 +372,7 @@ func TestPanickingHandlerDoesNotCrash(t *testing.T) {
 	topic := uniqueID("panic")
 	o := testOptions(t, tb.url())
 	o.ReconnectAfterUnacked = 0
+	o.RedeliverAfter = 0
 	c := newClient(t, o)
 	done := make(chan struct{})
 	var once sync.Once

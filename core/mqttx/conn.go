@@ -44,6 +44,11 @@ type conn struct {
 	work    []chan paho.Message
 	wg      sync.WaitGroup // workers and flusher
 	unacked atomic.Int64
+	// redeliver fires RedeliverAfter after the first message left
+	// unacknowledged; redelivering is set by whichever trigger ends the
+	// connection for redelivery first.
+	redeliver    atomic.Pointer[time.Timer]
+	redelivering atomic.Bool
 
 	// subscribed holds the filters made on this connection; Run's
 	// goroutine only.
@@ -264,6 +269,9 @@ func (cn *conn) halt() {
 		cn.cancel()
 	})
 	cn.wg.Wait()
+	if t := cn.redeliver.Load(); t != nil {
+		t.Stop()
+	}
 }
 
 // close disconnects cleanly, unless paho already saw the connection go.
@@ -404,13 +412,29 @@ func (c *Client) settle(cn *conn, pm paho.Message, topic string, err error) {
 		c.log.Warn("mqtt handler failed; message left unacknowledged for redelivery",
 			"topic", topic, "err", err, "similar_suppressed", held)
 	}
-	if pm.Qos() == 0 || c.opts.ReconnectAfterUnacked == 0 {
+	if pm.Qos() == 0 {
 		return
 	}
-	if n := cn.unacked.Add(1); n == int64(c.opts.ReconnectAfterUnacked) {
-		c.m.forcedReconn.Inc()
-		cn.fail(fmt.Errorf("%d messages unacknowledged: %w", n, errRedeliver))
+	n := cn.unacked.Add(1)
+	if after := c.opts.RedeliverAfter; n == 1 && after > 0 {
+		cn.redeliver.Store(time.AfterFunc(after, func() {
+			cn.endForRedelivery(fmt.Errorf("a message unacknowledged for %s: %w", after, errRedeliver))
+		}))
 	}
+	if c.opts.ReconnectAfterUnacked > 0 && n == int64(c.opts.ReconnectAfterUnacked) {
+		cn.endForRedelivery(fmt.Errorf("%d messages unacknowledged: %w", n, errRedeliver))
+	}
+}
+
+// endForRedelivery ends cn so that the client reconnects and the broker
+// redelivers what cn left unacknowledged; only the first call on a live
+// connection counts.
+func (cn *conn) endForRedelivery(err error) {
+	if cn.err() != nil || !cn.redelivering.CompareAndSwap(false, true) {
+		return
+	}
+	cn.c.m.forcedReconn.Inc()
+	cn.fail(err)
 }
 
 // callHandler runs h, turning a panic into an error so that one bad message

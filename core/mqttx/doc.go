@@ -52,10 +52,14 @@
 // keeps a slot of the broker's in-flight window meanwhile (Mosquitto's
 // max_inflight_messages is 20 by default; once that many are held the
 // broker sends nothing more). So after ReconnectAfterUnacked (10) QoS>0
-// messages of one connection were left unacknowledged, the client closes
-// that connection on purpose and reconnects through the normal backoff; the
-// broker then redelivers them with the DUP flag. 0 disables this; the
-// messages then come back only after an ordinary reconnect. A message no
+// messages of one connection were left unacknowledged, or RedeliverAfter
+// (5 s) after the first of them, the client closes that connection on
+// purpose and reconnects through the normal backoff; the broker then
+// redelivers them with the DUP flag. The timer is there for the lone
+// failure: without it one message would wait for nine more failures or an
+// ordinary reconnect, which on a healthy connection may never come. 0
+// disables either trigger; with both off the messages come back only after
+// an ordinary reconnect. A message no
 // subscription matches (one left in the persistent session by an earlier
 // run) is acknowledged and counted as unrouted, rather than blocking the
 // window; register subscriptions before Start so none of ours is taken for

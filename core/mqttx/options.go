@@ -35,6 +35,7 @@ const (
 	DefaultHandlerBuffer              = 64
 	DefaultHandlerBatch               = 64
 	DefaultReconnectAfterUnacked      = 10
+	DefaultRedeliverAfter             = 5 * time.Second
 	DefaultName                       = "mqtt-client"
 )
 
@@ -49,8 +50,9 @@ type Will struct {
 
 // Options configures a Client. Start from DefaultOptions or
 // OptionsFromConfig: New fills zero timeouts and sizes with their defaults,
-// but takes QoS, MaxReconnectAttempts, FatalRecoveryCooldown and
-// ReconnectAfterUnacked literally, because zero means something for them.
+// but takes QoS, MaxReconnectAttempts, FatalRecoveryCooldown,
+// ReconnectAfterUnacked and RedeliverAfter literally, because zero means
+// something for them.
 type Options struct {
 	// Name is the service name (kebab-case). It labels logs, the metrics'
 	// "client" label and lifecycle; processes with two clients (all-in-one:
@@ -128,6 +130,13 @@ type Options struct {
 	// reconnects so that the broker redelivers them. 0 never does. 10 by
 	// default. See the package documentation.
 	ReconnectAfterUnacked int
+	// RedeliverAfter: when a QoS>0 message of one connection has been left
+	// unacknowledged this long, the client reconnects so that the broker
+	// redelivers it, however few are held. Without it a lone failed
+	// message would wait for ReconnectAfterUnacked failures or an ordinary
+	// reconnect, which on a healthy connection may never come. 0 never
+	// does. 5 s by default.
+	RedeliverAfter time.Duration
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -158,6 +167,7 @@ func DefaultOptions() Options {
 		HandlerBuffer:         DefaultHandlerBuffer,
 		HandlerBatch:          DefaultHandlerBatch,
 		ReconnectAfterUnacked: DefaultReconnectAfterUnacked,
+		RedeliverAfter:        DefaultRedeliverAfter,
 	}
 }
 
@@ -318,6 +328,9 @@ func (o *Options) normalise() (*url.URL, error) {
 	}
 	if o.MaxInflight > 65535 {
 		bad("mqtt: max inflight must be <= 65535 (packet ids), got %d", o.MaxInflight)
+	}
+	if o.RedeliverAfter < 0 {
+		bad("mqtt: redeliver after must be >= 0, got %s", o.RedeliverAfter)
 	}
 	if o.ReconnectAfterUnacked < 0 {
 		bad("mqtt: reconnect after unacked must be >= 0, got %d", o.ReconnectAfterUnacked)

@@ -48,6 +48,7 @@ func TestNewValidates(t *testing.T) {
 		{"short keepalive", func(o *Options) { o.KeepAlive = time.Millisecond }, "keepalive must be at least 1s"},
 		{"negative queue", func(o *Options) { o.QueueCapacity = -1 }, "queue capacity must be >= 1"},
 		{"negative unacked", func(o *Options) { o.ReconnectAfterUnacked = -1 }, "reconnect after unacked"},
+		{"negative redeliver after", func(o *Options) { o.RedeliverAfter = -time.Second }, "redeliver after"},
 		{"several problems at once", func(o *Options) { o.QoS = 7; o.ClientID = "" }, "client id is required for a persistent session\nmqtt: qos must be 0..2, got 7"},
 	}
 	for _, tt := range tests {
@@ -78,7 +79,7 @@ func TestNewFillsDefaultsAndPorts(t *testing.T) {
 			t.Errorf("defaults not filled: %+v", c.opts)
 		}
 		// Zero is literal where it means something.
-		if c.opts.MaxReconnectAttempts != 0 || c.opts.FatalRecoveryCooldown != 0 || c.opts.ReconnectAfterUnacked != 0 || c.QoS() != 0 {
+		if c.opts.MaxReconnectAttempts != 0 || c.opts.FatalRecoveryCooldown != 0 || c.opts.ReconnectAfterUnacked != 0 || c.opts.RedeliverAfter != 0 || c.QoS() != 0 {
 			t.Errorf("literal zero fields changed: %+v", c.opts)
 		}
 	}

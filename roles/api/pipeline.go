@@ -48,13 +48,21 @@ type pipeline struct {
 	mode    string // api.dedup_mode
 	limits  codec.Limits
 	every   time.Duration
+	// holdFor bounds how long a subscriber worker without a spool holds
+	// messages that a full stream, an open breaker or a copy in flight
+	// refused, retrying them in place (see hold).
+	holdFor time.Duration
 }
+
+// defaultHoldFor stays well below paho's 10 s ping timeout: while a worker
+// holds, the broker's PINGRESP may wait behind it.
+const defaultHoldFor = 3 * time.Second
 
 func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 	p := &pipeline{
 		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
 		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
-		every: time.Second,
+		every: time.Second, holdFor: defaultHoldFor,
 	}
 	if p.mode != config.DedupModeKey && p.mode != config.DedupModeSequence {
 		return nil, fmt.Errorf("api.dedup_mode (DEDUP_MODE) must be %s or %s, got %q", config.DedupModeKey, config.DedupModeSequence, p.mode)
@@ -153,17 +161,81 @@ func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []erro
 	if len(reqs) == 0 {
 		return errs
 	}
-	if !p.breaker.Allow() {
+	deadline := time.Now().Add(p.holdFor)
+	if !p.breaker.Allow() && (p.spool != nil || !p.holdUntil(ctx, deadline, p.breaker.Allow)) {
 		for _, m := range todo {
 			errs[m.i] = p.spoolBatch(msgs[m.i].Topic, m.b, errors.New("circuit breaker open"))
 		}
 		return errs
 	}
 	results, perrs := p.rt.Streams.ProduceBatch(ctx, reqs)
+	if p.spool == nil {
+		p.hold(ctx, deadline, reqs, results, perrs)
+	}
 	for k, m := range todo {
 		errs[m.i] = p.settle(ctx, msgs[m.i].Topic, m.b, results[k], perrs[k], false)
 	}
 	return errs
+}
+
+// hold retries in place, until deadline, the requests that a full stream
+// or a copy in flight refused. It runs only without a spool, where the
+// alternative is to leave them unacknowledged: the broker resends those
+// only on a new connection, so every refusal would cost a reconnect (and a
+// stream that stays full for a while, a storm of them, each redelivery
+// refused again), for what is usually a stream that ingest drains within a
+// second or a copy another replica is appending this millisecond. Holding
+// stops this worker reading from the broker, which keeps the rest queued:
+// back-pressure, as a full stream means. A stream still full at the
+// deadline leaves its messages unacknowledged as before.
+func (p *pipeline) hold(ctx context.Context, deadline time.Time, reqs []streamstore.ProduceRequest, results []streamstore.ProduceResult, errs []error) {
+	retryable := func(err error) bool {
+		return errors.Is(err, streamstore.ErrStreamFull) || errors.Is(err, streamstore.ErrCopyInFlight)
+	}
+	delay := 10 * time.Millisecond
+	for {
+		var idx []int
+		for k, err := range errs {
+			if retryable(err) {
+				idx = append(idx, k)
+			}
+		}
+		if len(idx) == 0 || time.Now().Add(delay).After(deadline) || !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+		sub := make([]streamstore.ProduceRequest, len(idx))
+		for j, k := range idx {
+			sub[j] = reqs[k]
+		}
+		p.m.held.Add(float64(len(sub)))
+		r, e := p.rt.Streams.ProduceBatch(ctx, sub)
+		for j, k := range idx {
+			results[k], errs[k] = r[j], e[j]
+		}
+	}
+}
+
+// holdUntil waits until ok() or deadline, polling; false when ok() never
+// held.
+func (p *pipeline) holdUntil(ctx context.Context, deadline time.Time, ok func() bool) bool {
+	for !ok() {
+		if time.Now().Add(50*time.Millisecond).After(deadline) || !sleepCtx(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return true
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // prepare parses, decodes and maps one telemetry message; false means it
@@ -416,6 +488,7 @@ type pipelineMetrics struct {
 	spooled     prometheus.Counter
 	replayed    prometheus.Counter
 	unacked     prometheus.Counter
+	held        prometheus.Counter
 	breakerOpen prometheus.Gauge
 }
 
@@ -439,10 +512,12 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 			Help: "Spooled telemetry payloads replayed into the stream store."}),
 		unacked: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_unacknowledged_total",
 			Help: "Telemetry payloads left unacknowledged because the store failed and no spool is configured."}),
+		held: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_telemetry_held_retries_total",
+			Help: "Telemetry payloads retried in place after a full stream or a copy in flight refused them (no spool: the subscriber holds them rather than leave them unacknowledged)."}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_write_circuit_breaker_open",
 			Help: "1 while the write-path circuit breaker is open."}),
 	}
-	reg.MustRegister(m.received, m.dropped, m.decoded, m.skipped, m.duplicates, m.appended, m.spooled, m.replayed, m.unacked, m.breakerOpen)
+	reg.MustRegister(m.received, m.dropped, m.decoded, m.skipped, m.duplicates, m.appended, m.spooled, m.replayed, m.unacked, m.held, m.breakerOpen)
 	return m
 }
 

@@ -1,6 +1,7 @@
 package mqttx
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -180,8 +181,23 @@ func (cn *conn) open(ctx context.Context, u *url.URL) (net.Conn, error) {
 	cn.dialMu.Lock()
 	cn.dialCancel = context.AfterFunc(ctx, func() { _ = nc.Close() })
 	cn.dialMu.Unlock()
-	return nc, nil
+	return &bufferedConn{Conn: nc, r: bufio.NewReaderSize(nc, readBufferSize)}, nil
 }
+
+// readBufferSize holds dozens of typical telemetry PUBLISH packets.
+const readBufferSize = 32 << 10
+
+// bufferedConn reads through a buffer. paho reads a packet's type byte and
+// each byte of its remaining length with separate Reads, then the rest:
+// four system calls for one PUBLISH on a bare socket, where the buffer makes
+// one read for many packets. Every read of paho's, the CONNACK's included,
+// goes through it, so nothing is left behind in the buffer.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (cn *conn) unhookDial() {
 	cn.dialMu.Lock()

@@ -66,6 +66,10 @@ Each role reads only its sections:
 ` + "`INGESTION_PROFILE`" + ` (key ` + "`ingest.profile`" + `) applies one of these sets of
 values over the built-in defaults of the ingest and all-in-one roles; ` + "`none`" + `
 keeps the built-in defaults. Any variable set explicitly still wins.
+serve-api reads no profile, yet it is the role that refuses appends to a
+full stream: in a deployment with separate roles, give serve-api the same
+` + "`STREAMSTORE_INGESTION_STREAM_MAXLEN`" + ` as the profile of the ingest role
+(otherwise it uses its default, 10000).
 
 `)
 	names := profiles.Names()

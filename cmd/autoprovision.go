@@ -117,7 +117,7 @@ func (p *autoProvisioner) run(ctx context.Context) {
 			return
 		}
 		p.log.Warn("auto-provisioning failed; retrying", "err", err, "in", backoff)
-		if !sleepCtx(ctx, backoff) {
+		if !lifecycle.Sleep(ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, 30*time.Second)
@@ -142,7 +142,7 @@ func (p *autoProvisioner) waitReady(ctx context.Context) bool {
 			p.log.Info("waiting for the Cloud API and the agent to be ready before provisioning the agent")
 			told = true
 		}
-		if !sleepCtx(ctx, interval) {
+		if !lifecycle.Sleep(ctx, interval) {
 			return false
 		}
 		interval = min(2*interval, 2*time.Second)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
 
@@ -157,7 +158,7 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 		}
 	}
 	fmt.Fprintf(progress, "%d endpoints created; warming up for %s\n", o.devices, benchAgentWarmup)
-	if !sleepCtx(ctx, benchAgentWarmup) {
+	if !lifecycle.Sleep(ctx, benchAgentWarmup) {
 		return ctx.Err()
 	}
 
@@ -174,7 +175,7 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 	samples := 0
 	nextProgress := t0.Add(30 * time.Second)
 	for time.Since(t0) < o.duration {
-		if !sleepCtx(ctx, benchAgentSampleGap) {
+		if !lifecycle.Sleep(ctx, benchAgentSampleGap) {
 			return ctx.Err()
 		}
 		ps, err := sysinfo.ReadProcess("/proc", child.pid())
@@ -220,17 +221,6 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 func printAgentReport(w io.Writer, r agentReport, asJSON bool) error {
 	if asJSON {

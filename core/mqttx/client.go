@@ -164,7 +164,7 @@ func (c *Client) Run(ctx context.Context) error {
 		case StateConnected:
 			c.serve(ctx, cn)
 		case StateFatal:
-			if sleep(ctx, wait) {
+			if lifecycle.Sleep(ctx, wait) {
 				c.transition(evCooldownElapsed, nil)
 			}
 		case StateConnecting, StateReconnecting:
@@ -172,7 +172,7 @@ func (c *Client) Run(ctx context.Context) error {
 				if h := c.hooks.attempt; h != nil {
 					h(failures+1, wait)
 				}
-				if !sleep(ctx, wait) {
+				if !lifecycle.Sleep(ctx, wait) {
 					continue
 				}
 				c.mu.Lock()
@@ -383,21 +383,6 @@ func (c *Client) Check(context.Context) error {
 		return fmt.Errorf("%w: %s (%d failed reconnects): %s", ErrNotConnected, s.State, s.ConsecutiveFailures, s.LastError)
 	}
 	return fmt.Errorf("%w: %s", ErrNotConnected, s.State)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // signal makes a non-blocking send on a capacity-1 channel.

@@ -200,7 +200,7 @@ func (p *pipeline) hold(ctx context.Context, deadline time.Time, reqs []streamst
 				idx = append(idx, k)
 			}
 		}
-		if len(idx) == 0 || time.Now().Add(delay).After(deadline) || !sleepCtx(ctx, delay) {
+		if len(idx) == 0 || time.Now().Add(delay).After(deadline) || !lifecycle.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(2*delay, 250*time.Millisecond)
@@ -220,22 +220,11 @@ func (p *pipeline) hold(ctx context.Context, deadline time.Time, reqs []streamst
 // held.
 func (p *pipeline) holdUntil(ctx context.Context, deadline time.Time, ok func() bool) bool {
 	for !ok() {
-		if time.Now().Add(50*time.Millisecond).After(deadline) || !sleepCtx(ctx, 50*time.Millisecond) {
+		if time.Now().Add(50*time.Millisecond).After(deadline) || !lifecycle.Sleep(ctx, 50*time.Millisecond) {
 			return false
 		}
 	}
 	return true
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // prepare parses, decodes and maps one telemetry message; false means it

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
@@ -36,7 +37,7 @@ func (e *engine) logsLoop(ctx context.Context) {
 			}
 		}
 		if !got {
-			sleep(ctx, e.idleBlock())
+			lifecycle.Sleep(ctx, e.idleBlock())
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
@@ -20,11 +21,11 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 		if !e.breaker.Allow() && e.spool == nil {
 			// Nowhere to put rows: leave them in the stream, which is
 			// durable, until the replay loop closes the breaker.
-			sleep(ctx, time.Second)
+			lifecycle.Sleep(ctx, time.Second)
 			continue
 		}
 		if e.saturated.Load() {
-			sleep(ctx, config.Millis(e.cfg.DBBackpressureSleepMS))
+			lifecycle.Sleep(ctx, config.Millis(e.cfg.DBBackpressureSleepMS))
 		}
 		streams := e.snapshot()
 		if len(streams) == 0 {
@@ -107,16 +108,7 @@ func (e *engine) readFailed(ctx context.Context, stream, group string, err error
 		}
 	}
 	e.log.Warn("read stream", "stream", stream, "err", err)
-	sleep(ctx, time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	lifecycle.Sleep(ctx, time.Second)
 }
 
 // maintain trims acknowledged entries and takes over entries left pending

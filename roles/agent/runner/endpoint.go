@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
@@ -128,7 +129,7 @@ func (e *endpointRun) run(ctx context.Context) {
 				return
 			}
 			e.connectFailed(ctx, err)
-			if !sleep(ctx, b.Next()) {
+			if !lifecycle.Sleep(ctx, b.Next()) {
 				return
 			}
 			continue
@@ -147,7 +148,7 @@ func (e *endpointRun) run(ctx context.Context) {
 			b.Reset()
 		}
 		e.lost(ctx, err, stable)
-		if !sleep(ctx, b.Next()) {
+		if !lifecycle.Sleep(ctx, b.Next()) {
 			return
 		}
 	}
@@ -341,15 +342,4 @@ func pointKey(endpoint string, r adapters.Reading) string {
 		return r.DeviceName + "/" + r.Metric
 	}
 	return r.Metric
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 )
 
@@ -192,7 +193,7 @@ func (t *mqttTransport) Start(ctx context.Context) error {
 // ends, and reports whether it started.
 func (t *mqttTransport) retryStart(ctx context.Context) bool {
 	delay := time.Second
-	for sleepCtx(ctx, delay) {
+	for lifecycle.Sleep(ctx, delay) {
 		r, err := t.launch(ctx)
 		t.mu.Lock()
 		if err == nil {
@@ -227,7 +228,7 @@ func (t *mqttTransport) renewLoop(ctx context.Context, done chan struct{}) {
 		now := t.now()
 		life := r.expires.Sub(now)
 		wait := time.Duration(float64(life) * renewFraction)
-		if !sleepCtx(ctx, wait) {
+		if !lifecycle.Sleep(ctx, wait) {
 			return
 		}
 		t.renew(ctx, r)
@@ -251,7 +252,7 @@ func (t *mqttTransport) renew(ctx context.Context, old *mqttRun) {
 			return
 		}
 		t.log.Error("renew mqtt destination credentials", "err", err, "retry_in", renewRetry)
-		if !sleepCtx(ctx, renewRetry) {
+		if !lifecycle.Sleep(ctx, renewRetry) {
 			return
 		}
 	}
@@ -386,21 +387,6 @@ func (t *mqttTransport) Status() Status {
 	s.ReconnectAttempts = st.ReconnectAttempts
 	s.CredentialsExpire = r.expires
 	return s
-}
-
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 var _ Transport = (*mqttTransport)(nil)

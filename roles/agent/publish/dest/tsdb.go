@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 )
 
 // Probe backoff of an unreachable tsdb destination.
@@ -164,7 +166,7 @@ func (t *tsdbTransport) prober(ctx context.Context, done chan struct{}) {
 		t.mu.Lock()
 		hold := time.Until(t.holdUntil)
 		t.mu.Unlock()
-		if hold > 0 && !sleepCtx(ctx, hold) {
+		if hold > 0 && !lifecycle.Sleep(ctx, hold) {
 			return
 		}
 		if err := t.probe(ctx); err == nil {
@@ -174,7 +176,7 @@ func (t *tsdbTransport) prober(ctx context.Context, done chan struct{}) {
 		} else if ctx.Err() == nil {
 			t.setDisconnected(err)
 		}
-		if !sleepCtx(ctx, delay) {
+		if !lifecycle.Sleep(ctx, delay) {
 			return
 		}
 		delay = min(delay*2, t.backoffMax)

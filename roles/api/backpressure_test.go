@@ -15,9 +15,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
-	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
@@ -61,20 +59,8 @@ func TestFullStreamBackPressureIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo := mqttx.DefaultOptions()
-	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, "backpressure-test-"+agent, true, r.Metrics, "api-mqtt"
-	client, err := mqttx.New(mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.SubscribeBatch("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handleBatch); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lifecycle.Run(rctx, lifecycle.Options{}, pipe, client) }()
-	defer func() { cancel(); <-done }()
-	coretest.Eventually(t, 10*time.Second, "the subscriber to connect", func() bool { return client.Check(ctx) == nil })
+	_, stopSubscriber := runSubscriber(t, pipe, r, brokerAddr, "backpressure-test-"+agent, "i/"+tenant+"/a/+/endpoints/#")
+	defer stopSubscriber()
 
 	// The consumer: what ingest does, reduced to reading and trimming.
 	var mu sync.Mutex

@@ -60,20 +60,8 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 
 	pipe, r := spooledPipeline(t, store)
 	pipe.every = 100 * time.Millisecond
-	mo := mqttx.DefaultOptions()
-	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, "outage-test-"+agent, true, r.Metrics, "api-mqtt"
-	client, err := mqttx.New(mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.SubscribeBatch("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handleBatch); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lifecycle.Run(rctx, lifecycle.Options{}, pipe, client) }()
-	defer func() { cancel(); <-done }()
-	coretest.Eventually(t, 10*time.Second, "the subscriber to connect", func() bool { return client.Check(ctx) == nil })
+	_, stopSubscriber := runSubscriber(t, pipe, r, brokerAddr, "outage-test-"+agent, "i/"+tenant+"/a/+/endpoints/#")
+	defer stopSubscriber()
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("agent-" + agent))
 	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
@@ -168,4 +156,29 @@ func spooledPipeline(t *testing.T, store streamstore.Store) (*pipeline, *rt.Runt
 		t.Fatal(err)
 	}
 	return pipe, r
+}
+
+// runSubscriber runs pipe with an MQTT subscriber of its own on the broker
+// at brokerAddr, subscribed to filters with the pipeline's batch handler,
+// and waits until it is connected. stop ends both; defer it before anything
+// the pipeline uses is closed.
+func runSubscriber(t *testing.T, pipe *pipeline, r *rt.Runtime, brokerAddr, clientID string, filters ...string) (client *mqttx.Client, stop func()) {
+	t.Helper()
+	mo := mqttx.DefaultOptions()
+	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, clientID, true, r.Metrics, "api-mqtt"
+	client, err := mqttx.New(mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range filters {
+		if err := client.SubscribeBatch(f, 1, pipe.handleBatch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lifecycle.Run(ctx, lifecycle.Options{}, pipe, client) }()
+	stop = func() { cancel(); <-done }
+	coretest.Eventually(t, 10*time.Second, "the subscriber to connect", func() bool { return client.Check(ctx) == nil })
+	return client, stop
 }

@@ -20,9 +20,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
-	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
@@ -88,22 +86,9 @@ func testPipeline(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mo := mqttx.DefaultOptions()
-	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, "pipeline-test-"+agent, true, r.Metrics, "api-mqtt"
-	client, err := mqttx.New(mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"i/" + tenantA + "/a/+/endpoints/#", "i/" + tenantB + "/a/+/endpoints/#", "i/" + tenantA + "/bad/#"} {
-		if err := client.SubscribeBatch(f, 1, pipe.handleBatch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- lifecycle.Run(rctx, lifecycle.Options{}, pipe, client) }()
-	defer func() { cancel(); <-done }()
-	coretest.Eventually(t, 10*time.Second, "the subscriber to connect", func() bool { return client.Check(ctx) == nil })
+	_, stopSubscriber := runSubscriber(t, pipe, r, brokerAddr, "pipeline-test-"+agent,
+		"i/"+tenantA+"/a/+/endpoints/#", "i/"+tenantB+"/a/+/endpoints/#", "i/"+tenantA+"/bad/#")
+	defer stopSubscriber()
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + brokerAddr).SetClientID("agent-" + agent))
 	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {

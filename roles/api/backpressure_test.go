@@ -2,23 +2,15 @@ package api
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/metrics"
-	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
-	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
@@ -32,14 +24,7 @@ func TestFullStreamBackPressureIntegration(t *testing.T) {
 		t.Skip("integration test; -short given")
 	}
 	brokerAddr := coretest.MQTTAddr(t)
-	redisAddr := coretest.RedisAddr(t)
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
-	defer rdb.Close()
+	store, rdb := redisTestStore(t)
 	ctx := context.Background()
 	tenant, agent := randomID(t), randomID(t)
 	stream := telemetry.IngestionStream(tenant)
@@ -47,16 +32,9 @@ func TestFullStreamBackPressureIntegration(t *testing.T) {
 	defer deleteMatching(t, rdb, "tenant:"+tenant+":agent:*")
 
 	t.Setenv("STREAMSTORE_INGESTION_STREAM_MAXLEN", "10") // two entries a message
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Spool.Enabled = false // whatever the environment says: this is the path without one
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe := newTestPipeline(t, store)
+	pipe.spoolOp = nil // whatever the environment says: this is the path without one
+	r := pipe.rt
 	_, stopSubscriber := runSubscriber(t, pipe, r, brokerAddr, "backpressure-test-"+agent, "i/"+tenant+"/a/+/endpoints/#")
 	defer stopSubscriber()
 

@@ -62,14 +62,7 @@ func TestPipelineIntegration(t *testing.T) {
 
 func testPipeline(t *testing.T, mode string) {
 	brokerAddr := coretest.MQTTAddr(t)
-	redisAddr := coretest.RedisAddr(t)
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
-	defer rdb.Close()
+	store, rdb := redisTestStore(t)
 	ctx := context.Background()
 	tenantA, tenantB, agent := randomID(t), randomID(t), randomID(t)
 	defer store.Delete(ctx, telemetry.IngestionStream(tenantA), telemetry.IngestionStream(tenantB))
@@ -195,6 +188,21 @@ func testPipeline(t *testing.T, mode string) {
 			}
 		}
 	}
+}
+
+// redisTestStore is the stream store and a plain client on the machine's
+// Redis, both closed when the test and its cleanups have run.
+func redisTestStore(t *testing.T) (*redisstore.Store, *goredis.Client) {
+	t.Helper()
+	redisAddr := coretest.RedisAddr(t)
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return store, rdb
 }
 
 // deleteMatching removes the keys matching the patterns, so the

@@ -22,9 +22,6 @@ import (
 // the JSON of one Message.
 const StreamField = "data"
 
-// MaxMessageBytes bounds one stream entry's JSON: producers write one
-// device's readings per entry, far below this.
-const MaxMessageBytes = 1 << 20
 
 // Message is one decoded telemetry message: one device's readings from one
 // agent publish.
@@ -106,15 +103,26 @@ var ErrInvalid = errors.New("invalid telemetry message")
 
 // ParseMessage decodes and checks one stream entry value.
 func ParseMessage(data []byte) (Message, error) {
+	m, err := DecodeMessage(data)
+	if err != nil {
+		return Message{}, err
+	}
+	if err := m.Validate(); err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// DecodeMessage decodes one stream entry value without Validate, for a
+// consumer that checks readings one by one and keeps the valid ones of a
+// message that has some invalid ones.
+func DecodeMessage(data []byte) (Message, error) {
 	var m Message
 	if len(data) > MaxMessageBytes {
 		return m, fmt.Errorf("%w: %d bytes exceed %d", ErrInvalid, len(data), MaxMessageBytes)
 	}
 	if err := decodeMessage(data, &m); err != nil {
 		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if err := m.Validate(); err != nil {
-		return Message{}, err
 	}
 	return m, nil
 }

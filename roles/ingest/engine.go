@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +72,18 @@ type engine struct {
 	// writeSlots bounds concurrent database writes (ingest.write_concurrency);
 	// nil means no bound.
 	writeSlots chan struct{}
+
+	// runDone is closed when Run returns; stopped tells a Run that begins
+	// after Stop not to start.
+	runMu   sync.Mutex
+	runDone chan struct{}
+	stopped bool
+
+	// spoolFailing is set while spool appends fail (a full disk).
+	spoolFailing atomic.Bool
+	// excused counts, per pending entry, the deliveries that ended in a
+	// backend failure, which do not count towards the delivery limit.
+	excused excuses
 }
 
 func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, error) {
@@ -134,6 +145,15 @@ func (e *engine) Start(ctx context.Context) error {
 }
 
 func (e *engine) Run(ctx context.Context) error {
+	e.runMu.Lock()
+	if e.stopped {
+		e.runMu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	e.runDone = done
+	e.runMu.Unlock()
+	defer close(done)
 	e.workerMu.Lock()
 	e.runCtx = ctx
 	e.workerMu.Unlock()
@@ -181,7 +201,23 @@ func (e *engine) Run(ctx context.Context) error {
 	return nil
 }
 
-func (e *engine) Stop(context.Context) error {
+// Stop waits for Run to return before releasing anything: Run returns once
+// every worker has finished, written and acknowledged its batch. The
+// backends (pool, stream store) close after this service's Stop, so waiting
+// here is what keeps a graceful stop from failing the last batches and
+// leaving them pending. A Run that never began is not waited for.
+func (e *engine) Stop(ctx context.Context) error {
+	e.runMu.Lock()
+	e.stopped = true
+	running := e.runDone
+	e.runMu.Unlock()
+	if running != nil {
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return fmt.Errorf("workers still writing when the grace period ended: %w", ctx.Err())
+		}
+	}
 	if e.spool != nil {
 		return e.spool.Close()
 	}
@@ -287,93 +323,20 @@ func (e *engine) removeWorker() {
 
 var _ lifecycle.Service = (*engine)(nil)
 
-// deadLetter is an entry that can never be written, with the reason.
-type deadLetter struct {
-	id, payload, reason string
-}
-
-// toDLQ writes dead letters to the tenant's dead-letter stream and returns
-// the ids it wrote, which the caller may then acknowledge.
-func (e *engine) toDLQ(ctx context.Context, stream string, dead []deadLetter) []string {
-	tenant, _ := telemetry.TenantOfStream(stream)
-	ids := make([]string, 0, len(dead))
-	for _, d := range dead {
-		_, err := e.store.Add(ctx, telemetry.DLQStream(tenant), map[string]string{
-			"originalId": d.id, "stream": stream, "data": d.payload, "reason": d.reason,
-			"failedAt": time.Now().UTC().Format(time.RFC3339Nano),
-		}, 0)
-		if err != nil {
-			e.log.Error("write dead letter; the entry stays pending", "stream", stream, "id", d.id, "err", err)
-			continue
-		}
-		e.log.Warn("message sent to the dead-letter stream", "stream", stream, "id", d.id, "reason", d.reason)
-		ids = append(ids, d.id)
-	}
-	e.m.dlqTotal.Add(float64(len(ids)))
-	return ids
-}
-
-// parsed is one stream entry decoded into a message.
-type parsed struct {
-	id      string
-	payload string
-	msg     telemetry.Message
-}
-
-// decodeEntries splits entries into messages and dead letters. A message
-// without a timestamp gets its entry's time now, so a copy that goes through
-// the spool keeps it.
-func decodeEntries(entries []streamstore.Entry) ([]parsed, []deadLetter) {
-	msgs := make([]parsed, 0, len(entries))
-	var dead []deadLetter
-	for _, en := range entries {
-		data, ok := en.Values[telemetry.StreamField]
-		if !ok {
-			dead = append(dead, deadLetter{id: en.ID, payload: fmt.Sprint(en.Values), reason: "entry has no data field"})
-			continue
-		}
-		m, err := telemetry.ParseMessage([]byte(data))
-		if err != nil {
-			dead = append(dead, deadLetter{id: en.ID, payload: data, reason: err.Error()})
-			continue
-		}
-		if m.Timestamp == nil {
-			t, err := streamstore.IDTime(en.ID)
-			if err != nil {
-				t = time.Now()
-			}
-			m.Timestamp = telemetry.TimestampOf(t)
-		}
-		msgs = append(msgs, parsed{id: en.ID, payload: data, msg: m})
-	}
-	return msgs, dead
-}
-
-func rowsOf(tenant string, msgs []parsed) []telemetry.Row {
-	n := 0
-	for i := range msgs {
-		n += len(msgs[i].msg.Readings)
-	}
-	rows := make([]telemetry.Row, 0, n)
-	for i := range msgs {
-		rows = msgs[i].msg.Rows(tenant, msgs[i].msg.Timestamp.Time, rows)
-	}
-	return telemetry.Normalize(rows)
-}
-
 // errBackend marks a failure of the database rather than of the rows.
 var errBackend = errors.New("database unavailable")
 
 // write inserts rows. In realtime mode it commits at most
 // READINGS_REALTIME_MAX_ROWS rows per transaction, so small writes land at
-// once instead of waiting for one large commit.
-func (e *engine) write(ctx context.Context, rows []telemetry.Row) error {
+// once instead of waiting for one large commit. retryData is as for
+// writeOnce.
+func (e *engine) write(ctx context.Context, rows []telemetry.Row, retryData bool) error {
 	step := len(rows)
 	if e.cfg.InsertMode == "realtime" {
 		step = max(1, e.cfg.RealtimeMaxRows)
 	}
 	for start := 0; start < len(rows); start += step {
-		if err := e.writeOnce(ctx, rows[start:min(start+step, len(rows))]); err != nil {
+		if err := e.writeOnce(ctx, rows[start:min(start+step, len(rows))], retryData); err != nil {
 			return err
 		}
 	}
@@ -414,9 +377,12 @@ func (e *engine) releaseWrite() {
 }
 
 // writeOnce inserts rows, retrying. Backend failures feed the breaker and
-// come back wrapped in errBackend; data errors are retried up to MAX_RETRIES
-// and returned as they are.
-func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
+// come back wrapped in errBackend; they never use up a message's retries,
+// since an unavailable database says nothing about the rows. Data errors
+// are returned as they are: at once when !retryData (a batch, which the
+// caller splits to find the message at fault), else after MAX_RETRIES
+// retries (one message, which then goes to the dead-letter stream).
+func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData bool) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if !e.breaker.Allow() {
@@ -441,10 +407,10 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: %w", errBackend, ctx.Err())
 		}
+		if db.IsDataError(err) && (!retryData || attempt > e.cfg.MaxRetries) {
+			return err
+		}
 		if attempt > e.cfg.MaxRetries {
-			if db.IsDataError(err) {
-				return err
-			}
 			// Every attempt of this batch failed on the backend: that is
 			// evidence enough, whatever the window's ratio says after a
 			// long healthy stretch.
@@ -461,88 +427,3 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 	}
 }
 
-// store writes msgs and reports which entries are done (written, spooled or
-// dead-lettered: safe to acknowledge). Entries of a failed backend without a
-// spool are not done: they stay pending in the stream.
-func (e *engine) storeMessages(ctx context.Context, stream string, msgs []parsed) (done []string, dead []deadLetter, err error) {
-	tenant, _ := telemetry.TenantOfStream(stream)
-	err = e.write(ctx, rowsOf(tenant, msgs))
-	switch {
-	case err == nil:
-		return ids(msgs), nil, nil
-	case errors.Is(err, errBackend):
-		if e.spool == nil || ctx.Err() != nil {
-			return nil, nil, err
-		}
-		if serr := e.spoolMessages(stream, msgs); serr != nil {
-			return nil, nil, fmt.Errorf("%w; spool: %w", err, serr)
-		}
-		return ids(msgs), nil, nil
-	}
-	// A data error: find the messages responsible, one by one.
-	for i := range msgs {
-		one := msgs[i : i+1]
-		werr := e.write(ctx, rowsOf(tenant, one))
-		switch {
-		case werr == nil:
-			done = append(done, one[0].id)
-		case errors.Is(werr, errBackend):
-			if e.spool != nil && ctx.Err() == nil && e.spoolMessages(stream, one) == nil {
-				done = append(done, one[0].id)
-			}
-		default:
-			dead = append(dead, deadLetter{id: one[0].id, payload: one[0].payload,
-				reason: fmt.Sprintf("insert failed after %d attempts: %v", e.cfg.MaxRetries+1, werr)})
-		}
-	}
-	return done, dead, nil
-}
-
-func ids(msgs []parsed) []string {
-	out := make([]string, len(msgs))
-	for i := range msgs {
-		out[i] = msgs[i].id
-	}
-	return out
-}
-
-func (e *engine) spoolMessages(stream string, msgs []parsed) error {
-	arr := make([]telemetry.Message, len(msgs))
-	for i := range msgs {
-		arr[i] = msgs[i].msg
-	}
-	data, err := json.Marshal(arr)
-	if err != nil {
-		return fmt.Errorf("encode spool entry: %w", err)
-	}
-	if err := e.spool.Append(spool.Entry{Source: stream, Data: data}); err != nil {
-		return err
-	}
-	e.m.spooled.Add(float64(len(msgs)))
-	return nil
-}
-
-// process handles one batch of one stream: decode, write, dead-letter, then
-// acknowledge what is done. It never returns an error for bad input.
-func (e *engine) process(ctx context.Context, stream string, entries []streamstore.Entry) {
-	if len(entries) == 0 {
-		return
-	}
-	t0 := time.Now()
-	tenant, _ := telemetry.TenantOfStream(stream)
-	msgs, dead := decodeEntries(entries)
-	done, dead2, err := e.storeMessages(ctx, stream, msgs)
-	if err != nil && ctx.Err() == nil {
-		e.log.Warn("batch not written; it stays in the stream for a retry", "stream", stream, "entries", len(msgs), "err", err)
-	}
-	done = append(done, e.toDLQ(ctx, stream, append(dead, dead2...))...)
-	if len(done) > 0 {
-		n, aerr := e.store.Ack(ctx, stream, telemetry.WriterGroup(tenant), done...)
-		if aerr != nil {
-			// Rows are committed; a redelivery writes nothing twice.
-			e.log.Warn("acknowledge batch", "stream", stream, "err", aerr)
-		}
-		e.m.processed.Add(float64(n))
-	}
-	e.m.batchP95.observe(time.Since(t0))
-}

@@ -82,7 +82,7 @@ func TestDeadLettersIntegration(t *testing.T) {
 				t.Errorf("dead letter lacks reason, id or stream: %v", d.Values)
 			}
 		}
-		if permanent == 1 && !strings.Contains(dead[len(dead)-1].Values["reason"], "insert failed after") {
+		if permanent == 1 && !strings.Contains(dead[len(dead)-1].Values["reason"], "NUL byte") {
 			t.Errorf("permanent failure reason = %q", dead[len(dead)-1].Values["reason"])
 		}
 		if got := h.rowCount(); got != 3 {

@@ -12,11 +12,13 @@ import (
 )
 
 // replayLoop is the breaker's background poller: while the breaker is open
-// it probes the database, and once the database answers it drains the spool
-// oldest first and closes the breaker when the spool is empty. A spool left
-// over from an earlier run is drained too. Workers keep running meanwhile:
-// new batches go to the spool until the breaker closes, so replay never
-// blocks new telemetry.
+// it probes the database, and once the database answers it closes the
+// breaker, then drains the spool oldest first. A spool left over from an
+// earlier run is drained too. The breaker does not wait for the spool to be
+// empty: a spool that cannot drain (its disk is full, so replay cannot
+// record its progress) once held the breaker open for good, and every new
+// batch with it. Rows are keyed and inserted ignoring existing keys, so
+// spooled batches written after newer ones add exactly what they hold.
 func (e *engine) replayLoop(ctx context.Context) {
 	open := !e.breaker.Allow()
 	if !open && (e.spool == nil || e.spool.Empty()) {
@@ -28,24 +30,20 @@ func (e *engine) replayLoop(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if open {
+		e.breaker.Reset()
+	}
 	if e.spool != nil && !e.spool.Empty() {
 		n, err := e.spool.Replay(ctx, 50, e.replayBatch)
 		if n > 0 || err != nil {
 			st := e.spool.Stats()
 			e.log.Info("spool replay", "entries", n, "left_files", st.Files, "left_bytes", st.Bytes, "err", err)
 		}
-		if err != nil || !e.spool.Empty() {
-			return
-		}
-	}
-	if open {
-		e.breaker.Reset()
 	}
 }
 
-// replayBatch writes spooled entries. It talks to the writer directly: the
-// breaker is open while it runs, and this is how the database proves itself
-// healthy again.
+// replayBatch writes spooled entries. It talks to the writer directly, so
+// that a replay never spools its own entries again.
 func (e *engine) replayBatch(ctx context.Context, entries []spool.Entry) error {
 	for _, en := range entries {
 		tenant, err := telemetry.TenantOfStream(en.Source)

@@ -18,11 +18,15 @@ import (
 func (e *engine) work(ctx context.Context, consumer string, n int) {
 	turn := n
 	for ctx.Err() == nil {
-		if !e.breaker.Allow() && e.spool == nil {
-			// Nowhere to put rows: leave them in the stream, which is
-			// durable, until the replay loop closes the breaker.
+		if !e.canWrite() {
+			// Nowhere to put rows (no spool, or its disk is full): leave
+			// them in the stream, which is durable, until the replay loop
+			// closes the breaker. With a failing spool, try one batch a
+			// second: an append tells when the disk has room again.
 			lifecycle.Sleep(ctx, time.Second)
-			continue
+			if e.spool == nil || !e.spoolFailing.Load() || e.breaker.Allow() {
+				continue
+			}
 		}
 		if e.saturated.Load() {
 			lifecycle.Sleep(ctx, config.Millis(e.cfg.DBBackpressureSleepMS))
@@ -61,19 +65,20 @@ func (e *engine) idleBlock() time.Duration {
 	return min(max(config.Millis(e.cfg.FlushIntervalMS), 50*time.Millisecond), time.Second)
 }
 
-func (e *engine) processDetached(ctx context.Context, stream string, entries []streamstore.Entry) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.every.processTO)
-	defer cancel()
-	e.process(pctx, stream, entries)
-}
-
 // readBatch reads up to BATCH_SIZE new entries. Outside realtime mode it
 // keeps reading until the batch is full or FLUSH_INTERVAL_MS has passed
 // since the first entry, trading that much latency for bigger inserts.
+//
+// A read is never cancelled half-way: Redis may have delivered entries (and
+// made them pending for this consumer) by the time a cancelled client drops
+// the reply, and nobody would process them until reclaim. Reads block for
+// at most a second or FLUSH_INTERVAL_MS, so a stop waits that long at most;
+// ctx ending only stops further reads.
 func (e *engine) readBatch(ctx context.Context, stream, consumer string, block time.Duration) []streamstore.Entry {
 	tenant, _ := telemetry.TenantOfStream(stream)
 	group := telemetry.WriterGroup(tenant)
-	entries, err := e.store.ReadGroup(ctx, stream, group, consumer, e.cfg.BatchSize, block)
+	rctx := context.WithoutCancel(ctx)
+	entries, err := e.store.ReadGroup(rctx, stream, group, consumer, e.cfg.BatchSize, block)
 	if err != nil {
 		e.readFailed(ctx, stream, group, err)
 		return nil
@@ -87,7 +92,7 @@ func (e *engine) readBatch(ctx context.Context, stream, consumer string, block t
 		if left <= 0 {
 			break
 		}
-		more, err := e.store.ReadGroup(ctx, stream, group, consumer, e.cfg.BatchSize-len(entries), left)
+		more, err := e.store.ReadGroup(rctx, stream, group, consumer, e.cfg.BatchSize-len(entries), left)
 		if err != nil || len(more) == 0 {
 			// What was read is pending for this consumer: process it.
 			break
@@ -112,11 +117,8 @@ func (e *engine) readFailed(ctx context.Context, stream, group string, err error
 }
 
 // maintain trims acknowledged entries and takes over entries left pending
-// by a dead or stuck consumer. An entry delivered more than MAX_RETRIES+1
-// times without acknowledgement (it crashes or hangs every worker that
-// takes it) goes to the dead-letter stream.
+// by a dead or stuck consumer.
 func (e *engine) maintain(ctx context.Context) {
-	idle := config.Millis(e.cfg.ReclaimIdleMS)
 	for _, s := range e.snapshot() {
 		if ctx.Err() != nil {
 			return
@@ -128,36 +130,60 @@ func (e *engine) maintain(ctx context.Context) {
 				e.log.Warn("trim stream", "stream", s, "err", err)
 			}
 		}
-		pend, err := e.store.PendingEntries(ctx, s, group, streamstore.DefaultCount)
-		if err != nil || len(pend) == 0 || pend[0].Idle < idle {
-			continue
+		e.reclaim(ctx, s, group)
+	}
+}
+
+// reclaimBudget bounds one stream's reclaim per maintenance pass, so that
+// a large backlog of one tenant does not hold up the others' trimming.
+const reclaimBudget = 10 * time.Second
+
+// reclaim takes over entries pending for longer than RECLAIM_IDLE_MS and
+// writes them, a batch at a time, until none is left or reclaimBudget is
+// spent: its pace follows the backlog instead of a fixed count per pass. An
+// entry delivered more than MAX_RETRIES+1 times without acknowledgement
+// (it crashes or hangs every worker that takes it) goes to the dead-letter
+// stream; deliveries that ended in an unavailable database do not count.
+// Nothing is reclaimed while batches have nowhere to go: the entries wait
+// in the stream, and taking them would only add deliveries.
+func (e *engine) reclaim(ctx context.Context, s, group string) {
+	idle := config.Millis(e.cfg.ReclaimIdleMS)
+	count := max(e.cfg.BatchSize, streamstore.DefaultCount)
+	deadline := time.Now().Add(reclaimBudget)
+	for ctx.Err() == nil && e.canWrite() && time.Now().Before(deadline) {
+		pend, err := e.store.PendingEntries(ctx, s, group, count)
+		if err != nil || len(pend) == 0 {
+			return
 		}
 		deliveries := make(map[string]int64, len(pend))
 		for _, p := range pend {
 			deliveries[p.ID] = p.Deliveries
 		}
-		claimed, _, err := e.store.AutoClaim(ctx, s, group, e.prefix+"-reclaim", idle, "0-0", streamstore.DefaultCount)
+		claimed, _, err := e.store.AutoClaim(ctx, s, group, e.prefix+"-reclaim", idle, "0-0", count)
 		if err != nil || len(claimed) == 0 {
-			continue
+			return
 		}
 		var retry []streamstore.Entry
 		var poison []deadLetter
 		for _, en := range claimed {
-			if deliveries[en.ID]+1 > int64(e.cfg.MaxRetries)+1 {
+			// Unknown deliveries (claimed past the listed page) count one.
+			n := max(deliveries[en.ID], 1) - e.excused.get(s, en.ID) + 1
+			if n > int64(e.cfg.MaxRetries)+1 {
 				poison = append(poison, deadLetter{id: en.ID, payload: en.Values[telemetry.StreamField],
-					reason: "delivered " + strconv.FormatInt(deliveries[en.ID]+1, 10) + " times without being acknowledged"})
+					reason: "delivered " + strconv.FormatInt(n, 10) + " times without being acknowledged"})
 				continue
 			}
 			retry = append(retry, en)
 		}
 		e.log.Info("reclaimed pending entries", "stream", s, "entries", len(claimed), "dead_lettered", len(poison))
-		if len(poison) > 0 {
-			if ids := e.toDLQ(ctx, s, poison); len(ids) > 0 {
-				if _, err := e.store.Ack(ctx, s, group, ids...); err != nil {
-					e.log.Warn("acknowledge dead letters", "stream", s, "err", err)
-				}
+		e.ack(ctx, s, e.toDLQ(ctx, s, poison))
+		for start := 0; start < len(retry); start += e.cfg.BatchSize {
+			if held := e.processBounded(ctx, s, retry[start:min(start+e.cfg.BatchSize, len(retry))]); len(held) > 0 {
+				return
 			}
 		}
-		e.processDetached(ctx, s, retry)
+		if len(claimed) < count {
+			return
+		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 // the JSON of one Message.
 const StreamField = "data"
 
-
 // Message is one decoded telemetry message: one device's readings from one
 // agent publish.
 type Message struct {

@@ -426,4 +426,3 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData 
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
-

@@ -111,7 +111,7 @@ embedded MQTT broker (all-in-one).`,
 		c.GroupID = "roles"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd()} {
+	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd(), newDLQCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

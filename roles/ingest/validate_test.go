@@ -1,0 +1,68 @@
+package ingest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/edgeplat/edgeplat/core/streamstore"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+)
+
+func TestDecodeEntriesChecksBeforeInsert(t *testing.T) {
+	const agent = "0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11"
+	msg := func(device, readings string) string {
+		return `{"agentUuid":"` + agent + `","deviceName":"` + device + `","timestamp":1763805600000,"readings":[` + readings + `]}`
+	}
+	long := strings.Repeat("n", maxMetricNameBytes)
+	tests := []struct {
+		name      string
+		data      string
+		dead      string // reason of a whole-entry dead letter
+		kept      int    // readings written
+		rejected  string // reason of the refused readings' dead letter
+		rejectLen int    // readings in that dead letter
+	}{
+		{"valid", msg("d", `{"name":"a","value":1},{"name":"b","value":null}`), "", 2, "", 0},
+		{"not JSON", `{"agentUuid":`, "invalid JSON", 0, "", 0},
+		{"bad agent", `{"agentUuid":"x","deviceName":"d","readings":[{"name":"a","value":1}]}`, "agentUuid", 0, "", 0},
+		{"empty device", msg(" ", `{"name":"a","value":1}`), "deviceName is empty", 0, "", 0},
+		{"NUL in device", msg(`d\u0000`, `{"name":"a","value":1}`), "deviceName contains a NUL byte", 0, "", 0},
+		{"NUL in protocol", `{"agentUuid":"` + agent + `","deviceName":"d","protocol":"m\u0000","readings":[{"name":"a","value":1}]}`, "protocol contains a NUL byte", 0, "", 0},
+		{"no readings", msg("d", ``), "no readings", 0, "", 0},
+		{"every reading invalid", msg("d", `{"name":"","value":1}`), "no valid reading; first: reading has no name", 0, "", 0},
+		{"NUL in a reading name", msg("d", `{"name":"a","value":1},{"name":"b\u0000","value":2},{"name":"c","value":3}`), "", 2, "1 of 3 readings invalid, the others were written: reading 1: reading name", 1},
+		{"NUL in unit and quality", msg("d", `{"name":"a","value":1,"unit":"\u0000"},{"name":"b","value":2,"quality":"\u0000"},{"name":"c","value":3}`), "", 1, "2 of 3 readings invalid", 2},
+		{"metric name too long", msg("d", `{"name":"`+long+`","value":1},{"name":"c","value":3}`), "", 1, "metric name of 2050 bytes exceeds 2048", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs, dead := decodeEntries([]streamstore.Entry{{ID: "1-0", Values: map[string]string{telemetry.StreamField: tc.data}}})
+			if tc.dead != "" {
+				if len(dead) != 1 || len(msgs) != 0 || !strings.Contains(dead[0].reason, tc.dead) || dead[0].payload != tc.data {
+					t.Fatalf("dead %+v, msgs %d; want one dead letter with the data and %q", dead, len(msgs), tc.dead)
+				}
+				return
+			}
+			if len(dead) != 0 || len(msgs) != 1 {
+				t.Fatalf("dead %+v, msgs %d; want one message", dead, len(msgs))
+			}
+			if got := len(msgs[0].msg.Readings); got != tc.kept {
+				t.Errorf("kept %d readings, want %d", got, tc.kept)
+			}
+			r := msgs[0].rejects
+			if tc.rejected == "" {
+				if r != nil {
+					t.Errorf("rejects = %+v, want none", r)
+				}
+				return
+			}
+			if r == nil || r.id != "1-0" || !strings.Contains(r.reason, tc.rejected) {
+				t.Fatalf("rejects = %+v, want id 1-0 and %q", r, tc.rejected)
+			}
+			part, err := telemetry.DecodeMessage([]byte(r.payload))
+			if err != nil || len(part.Readings) != tc.rejectLen || part.DeviceName != "d" || part.Timestamp == nil {
+				t.Errorf("rejects' data %q (%v): want the message with its %d refused readings", r.payload, err, tc.rejectLen)
+			}
+		})
+	}
+}

@@ -56,6 +56,7 @@ func faultLength(t *testing.T, def time.Duration) time.Duration {
 type load struct {
 	h       *harness
 	stop    chan struct{}
+	once    sync.Once
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	sent    int
@@ -65,6 +66,9 @@ type load struct {
 
 func startLoad(h *harness, rate int, gen func(i int) (string, int)) *load {
 	l := &load{h: h, stop: make(chan struct{})}
+	// A test that failed half-way stops its load before the harness
+	// closes the store under it.
+	h.t.Cleanup(func() { l.halt() })
 	perTick := max(1, rate/20)
 	l.wg.Add(1)
 	go func() {
@@ -104,10 +108,14 @@ func startLoad(h *harness, rate int, gen func(i int) (string, int)) *load {
 	return l
 }
 
+func (l *load) halt() {
+	l.once.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
 // end stops the load and returns what it sent.
 func (l *load) end() (sent int, valid int64, invalid int) {
-	close(l.stop)
-	l.wg.Wait()
+	l.halt()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.sent, l.valid, l.invalid
@@ -223,7 +231,7 @@ func TestGracefulStopFault(t *testing.T) {
 	if got, want := h.rowCount(), int64(5*delivered); got != want {
 		t.Errorf("rows = %d, want %d for the %d entries delivered", got, want, delivered)
 	}
-	t.Logf("%d graceful stops under 300 msg/s: %d sent, %d delivered, none pending, %s in all", rounds, sent, delivered, time.Since(t0).Round(time.Second))
+	t.Logf("%d graceful stops under 300 msg/s: %d sent, %d delivered, %d pending, %s in all", rounds, sent, delivered, g.Pending, time.Since(t0).Round(time.Second))
 }
 
 // TestPoisonRateFault sends a malformed entry every 10th message at 300

@@ -75,5 +75,6 @@ func TestSpoolDiskFullFault(t *testing.T) {
 	if n := h.dlqLen(); n != 0 {
 		t.Errorf("dead letters after a full spool disk: %d, want none; first: %v", n, h.dlq()[0].Values["reason"])
 	}
-	t.Logf("spool disk full while PostgreSQL was down: %d messages, rows exact, DLQ empty, %s in all", sent, time.Since(t0).Round(time.Second))
+	t.Logf("spool disk full while PostgreSQL was down: %d messages, %d of %d rows, %d dead letters, %s in all",
+		sent, h.rowCount(), valid, h.dlqLen(), time.Since(t0).Round(time.Second))
 }

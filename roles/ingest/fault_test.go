@@ -156,7 +156,8 @@ func TestPostgresOutageFault(t *testing.T) {
 	if n := h.dlqLen(); n != 0 {
 		t.Errorf("dead letters after a database outage: %d, want none; first: %v", n, h.dlq()[0].Values["reason"])
 	}
-	t.Logf("outage %s under 200 msg/s: %d messages, rows exact, DLQ empty, %s in all", outage, sent, time.Since(t0).Round(time.Second))
+	t.Logf("outage %s under 200 msg/s: %d messages, %d of %d rows, %d dead letters, %s in all",
+		outage, sent, h.rowCount(), valid, h.dlqLen(), time.Since(t0).Round(time.Second))
 }
 
 // backendsCloser closes the database and stream store in its Stop, as

@@ -48,6 +48,10 @@ type Key struct {
 	EnvRoles []string
 	Secret   bool
 	Doc      string
+	// EmptyEnv makes a variable that is set but empty count as the empty
+	// value; otherwise it counts as unset (viper's rule). For keys whose
+	// empty value means "none" rather than "the default".
+	EmptyEnv bool
 }
 
 func init() {
@@ -137,7 +141,7 @@ var Keys = []Key{
 
 	// broker_auth
 	{Name: "broker_auth.secret", Env: "BROKER_AUTH_SECRET", Kind: String, Default: "", Secret: true, Doc: "Shared secret the broker sends (X-Broker-Auth-Secret or Authorization: Bearer) on the /broker-auth callbacks; calls without it must come from broker_auth.allowed_networks."},
-	{Name: "broker_auth.allowed_networks", Env: "BROKER_AUTH_ALLOWED_NETWORKS", Kind: String, Default: "127.0.0.1/32,::1/128", Doc: "Comma-separated CIDRs from which the /broker-auth callbacks are accepted without the secret; empty accepts none."},
+	{Name: "broker_auth.allowed_networks", Env: "BROKER_AUTH_ALLOWED_NETWORKS", Kind: String, Default: "127.0.0.1/32,::1/128", EmptyEnv: true, Doc: "Comma-separated CIDRs from which the /broker-auth callbacks are accepted without the secret; empty (also a variable set to empty) accepts none."},
 	{Name: "broker_auth.broker_url", Env: "PROVISIONING_MQTT_BROKER_URL", Kind: String, Default: "", Doc: "Broker URL handed to agents at registration; empty means mqtt.broker_url."},
 
 	// licence

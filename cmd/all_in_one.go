@@ -102,7 +102,7 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 		return nil, err
 	}
 	brk, err := broker.New(broker.Options{Bind: cfg.AllInOne.MQTTBind, Port: cfg.AllInOne.MQTTPort, PortHint: "--mqtt-port",
-		Auth: ba.Authorizer}, r)
+		Auth: ba.Authorizer, Limits: broker.LimitsFromConfig(cfg.AllInOne)}, r)
 	if err != nil {
 		return nil, err
 	}

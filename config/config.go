@@ -224,6 +224,13 @@ type AllInOne struct {
 	DataDir  string `mapstructure:"data_dir"`
 	MQTTPort int    `mapstructure:"mqtt_port"`
 	MQTTBind string `mapstructure:"mqtt_bind"`
+	// The embedded broker's limits (roles/broker/limits.go).
+	MQTTMaxPacketBytes        int `mapstructure:"mqtt_max_packet_bytes"`
+	MQTTConnectTimeoutSeconds int `mapstructure:"mqtt_connect_timeout_seconds"`
+	MQTTReceiveMaximum        int `mapstructure:"mqtt_receive_maximum"`
+	MQTTMaxInflight           int `mapstructure:"mqtt_max_inflight"`
+	MQTTMaxQueued             int `mapstructure:"mqtt_max_queued"`
+	MQTTSessionExpirySeconds  int `mapstructure:"mqtt_session_expiry_seconds"`
 	// AutoProvision, AdminEmail and AdminPassword drive the provisioning
 	// of the built-in agent against the built-in Cloud API at start.
 	AutoProvision bool   `mapstructure:"auto_provision"`

@@ -48,6 +48,10 @@ type Key struct {
 	EnvRoles []string
 	Secret   bool
 	Doc      string
+	// EmptyEnv makes a variable that is set but empty count as the empty
+	// value; otherwise it counts as unset (viper's rule). For keys whose
+	// empty value means "none" rather than "the default".
+	EmptyEnv bool
 }
 
 func init() {
@@ -137,7 +141,7 @@ var Keys = []Key{
 
 	// broker_auth
 	{Name: "broker_auth.secret", Env: "BROKER_AUTH_SECRET", Kind: String, Default: "", Secret: true, Doc: "Shared secret the broker sends (X-Broker-Auth-Secret or Authorization: Bearer) on the /broker-auth callbacks; calls without it must come from broker_auth.allowed_networks."},
-	{Name: "broker_auth.allowed_networks", Env: "BROKER_AUTH_ALLOWED_NETWORKS", Kind: String, Default: "127.0.0.1/32,::1/128", Doc: "Comma-separated CIDRs from which the /broker-auth callbacks are accepted without the secret; empty accepts none."},
+	{Name: "broker_auth.allowed_networks", Env: "BROKER_AUTH_ALLOWED_NETWORKS", Kind: String, Default: "127.0.0.1/32,::1/128", EmptyEnv: true, Doc: "Comma-separated CIDRs from which the /broker-auth callbacks are accepted without the secret; empty (also a variable set to empty) accepts none."},
 	{Name: "broker_auth.broker_url", Env: "PROVISIONING_MQTT_BROKER_URL", Kind: String, Default: "", Doc: "Broker URL handed to agents at registration; empty means mqtt.broker_url."},
 
 	// licence
@@ -195,6 +199,12 @@ var Keys = []Key{
 	{Name: "all_in_one.data_dir", Kind: String, Default: "./edgeplat-data", Doc: "all-in-one: directory for the SQLite files and agent state."},
 	{Name: "all_in_one.mqtt_port", Kind: Int, Default: 1883, Doc: "all-in-one: embedded MQTT broker TCP port."},
 	{Name: "all_in_one.mqtt_bind", Kind: String, Default: "127.0.0.1", Doc: "all-in-one: address the embedded broker listens on."},
+	{Name: "all_in_one.mqtt_max_packet_bytes", Kind: Int, Default: 4<<20 + 128<<10, Doc: "all-in-one: largest MQTT packet the embedded broker reads; a larger one closes the connection when its header arrives. Default: the API's 4 MiB telemetry payload limit plus 128 KiB for topic and headers."},
+	{Name: "all_in_one.mqtt_connect_timeout_seconds", Kind: Int, Default: 10, Doc: "all-in-one: seconds a new connection to the embedded broker has to send its CONNECT packet before it is closed."},
+	{Name: "all_in_one.mqtt_receive_maximum", Kind: Int, Default: 1024, Doc: "all-in-one: QoS 1/2 publishes one client may have unacknowledged towards the embedded broker."},
+	{Name: "all_in_one.mqtt_max_inflight", Kind: Int, Default: 4096, Doc: "all-in-one: QoS 1/2 messages the embedded broker holds for one client (an offline persistent session included) until it acknowledges them."},
+	{Name: "all_in_one.mqtt_max_queued", Kind: Int, Default: 4096, Doc: "all-in-one: packets waiting to be written to one client of the embedded broker; past it, messages to that client are dropped."},
+	{Name: "all_in_one.mqtt_session_expiry_seconds", Kind: Int, Default: 86400, Doc: "all-in-one: longest time the embedded broker keeps a disconnected persistent session."},
 	{Name: "all_in_one.auto_provision", Kind: Bool, Default: true, Doc: "all-in-one: on start, provision the built-in agent against the built-in Cloud API unless it is provisioned already, creating the first admin (all_in_one.admin_email) when the installation has none. Off leaves both to the operator."},
 	{Name: "all_in_one.admin_email", Env: "EDGEPLAT_ADMIN_EMAIL", Kind: String, Default: "admin@edgeplat.local", Doc: "all-in-one: e-mail of the Cloud API admin that auto-provisioning creates when none exists, and logs in as."},
 	{Name: "all_in_one.admin_password", Env: "EDGEPLAT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "all-in-one: password of all_in_one.admin_email (at least 8 characters). Empty: a random one is generated and printed once, when the admin is created; once an admin exists, auto-provisioning needs it to log in."},

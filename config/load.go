@@ -79,6 +79,14 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 
+	// Viper takes an empty variable for an unset one; for EmptyEnv keys it
+	// is the empty value, above file and default, below a flag.
+	for _, k := range Keys {
+		if _, ok := flagOf[k.Name]; !ok && k.EmptyEnv && emptyEnvSet(k, opts.Role) {
+			v.Set(k.Name, "")
+		}
+	}
+
 	// The profile is chosen by a value that may itself come from any layer,
 	// so it is applied last, as defaults: everything set explicitly wins.
 	var profileName string
@@ -161,7 +169,7 @@ func sourceOf(k Key, role string, flagOf map[string]string, fileKeys map[string]
 		return Source{Layer: "flag", Detail: "--" + f}
 	}
 	for _, env := range k.envFor(role) {
-		if val, ok := os.LookupEnv(env); ok && val != "" {
+		if val, ok := os.LookupEnv(env); ok && (val != "" || k.EmptyEnv) {
 			return Source{Layer: "env", Detail: env}
 		}
 	}
@@ -172,6 +180,17 @@ func sourceOf(k Key, role string, flagOf map[string]string, fileKeys map[string]
 		return Source{Layer: "profile", Detail: profile}
 	}
 	return Source{Layer: "default"}
+}
+
+// emptyEnvSet reports whether the first of k's variables that is set is
+// set to the empty string.
+func emptyEnvSet(k Key, role string) bool {
+	for _, env := range k.envFor(role) {
+		if val, ok := os.LookupEnv(env); ok {
+			return val == ""
+		}
+	}
+	return false
 }
 
 func (s Source) String() string {

@@ -223,6 +223,12 @@ func (c *Config) validateAllInOne(p *problems) {
 	p.notEmpty("all_in_one.data_dir", c.AllInOne.DataDir)
 	p.port("all_in_one.mqtt_port", c.AllInOne.MQTTPort)
 	p.bind("all_in_one.mqtt_bind", c.AllInOne.MQTTBind)
+	p.between("all_in_one.mqtt_max_packet_bytes", c.AllInOne.MQTTMaxPacketBytes, 1024, 256<<20)
+	p.between("all_in_one.mqtt_connect_timeout_seconds", c.AllInOne.MQTTConnectTimeoutSeconds, 1, 3600)
+	p.between("all_in_one.mqtt_receive_maximum", c.AllInOne.MQTTReceiveMaximum, 1, 65535)
+	p.between("all_in_one.mqtt_max_inflight", c.AllInOne.MQTTMaxInflight, 1, 65535)
+	p.between("all_in_one.mqtt_max_queued", c.AllInOne.MQTTMaxQueued, 1, 1<<20)
+	p.between("all_in_one.mqtt_session_expiry_seconds", c.AllInOne.MQTTSessionExpirySeconds, 1, 1<<31-1)
 	seen := map[int]string{}
 	for _, kp := range []struct {
 		key  string

@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/edgeplat/edgeplat/core/brokerauth"
 	"github.com/edgeplat/edgeplat/core/httpx"
@@ -31,6 +32,11 @@ type Options struct {
 	// Auth, when set, decides connects and topic access (auth.go); nil
 	// accepts every client, for a broker reachable only from loopback.
 	Auth *brokerauth.Authorizer
+	// Limits bound packets, connects and per-client queues (limits.go);
+	// zero fields take DefaultLimits.
+	Limits Limits
+	// now is the log rate limiter's clock; tests set it.
+	now func() time.Time
 }
 
 // Broker is the embedded broker service.
@@ -51,6 +57,11 @@ func New(opts Options, r *rt.Runtime) (*Broker, error) {
 	if net.ParseIP(opts.Bind) == nil {
 		return nil, fmt.Errorf("broker bind address must be an IP, got %q", opts.Bind)
 	}
+	lim, err := opts.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opts.Limits = lim
 	return &Broker{opts: opts, rt: r, log: r.Component("mqtt-broker")}, nil
 }
 
@@ -73,7 +84,13 @@ func (b *Broker) Start(ctx context.Context) error {
 	b.addr = ln.Addr().String()
 
 	// mochi logs every hook and listener at Info; keep that to Debug runs.
-	server := mqtt.New(&mqtt.Options{InlineClient: false, Logger: logging.AtLeast(b.log, slog.LevelWarn)})
+	// Its warnings go through mochiLog, which keeps payloads out of the log.
+	mlog := newMochiLog(logging.AtLeast(b.log, slog.LevelWarn).Handler(), b.log.Handler(), &b.closed, b.opts.now)
+	server := mqtt.New(&mqtt.Options{
+		InlineClient: false,
+		Logger:       slog.New(mlog),
+		Capabilities: b.opts.Limits.capabilities(),
+	})
 	// Without an Authorizer the embedded broker accepts every client; it
 	// listens on loopback by default for that reason.
 	var hook mqtt.Hook = new(auth.AllowHook)
@@ -85,7 +102,8 @@ func (b *Broker) Start(ctx context.Context) error {
 		_ = ln.Close()
 		return fmt.Errorf("add broker auth hook: %w", err)
 	}
-	if err := server.AddListener(listeners.NewNet("tcp", ln)); err != nil {
+	guarded := connectGuard{Listener: ln, timeout: b.opts.Limits.ConnectTimeout}
+	if err := server.AddListener(listeners.NewNet("tcp", guarded)); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("add broker listener %s: %w", b.addr, err)
 	}
@@ -95,7 +113,8 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	b.server = server
 	b.rt.Health.Register("mqtt-broker", b.check)
-	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", authMode)
+	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", authMode,
+		"max_packet_bytes", b.opts.Limits.MaxPacketBytes, "connect_timeout", b.opts.Limits.ConnectTimeout)
 	return nil
 }
 
@@ -116,10 +135,10 @@ func (b *Broker) Run(ctx context.Context) error {
 
 // Stop implements lifecycle.Service.
 func (b *Broker) Stop(ctx context.Context) error {
-	if b.server == nil {
+	// mochi's Close panics when called twice.
+	if b.server == nil || !b.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	b.closed.Store(true)
 	done := make(chan error, 1)
 	go func() { done <- b.server.Close() }()
 	select {

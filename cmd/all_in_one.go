@@ -46,7 +46,9 @@ On start it provisions its own agent against its own Cloud API, unless the
 agent is provisioned already or --auto-provision=false: it creates the first
 admin (EDGEPLAT_ADMIN_EMAIL, EDGEPLAT_ADMIN_PASSWORD; without a password a
 random one is printed once), logs in, creates a provisioning key and hands it
-to the agent.`,
+to the agent. The two variables only create the first admin: on a data
+directory that has one, it is kept and a warning says so; start fresh with
+an empty --data-dir.`,
 		spec, func(fs *pflag.FlagSet) {
 			role := config.RoleAllInOne
 			addKeyFlag(fs, "data-dir", "all_in_one.data_dir", role, "directory for SQLite files and agent state")

@@ -48,7 +48,10 @@ type autoProvisioner struct {
 	out      io.Writer // where a generated password is shown, once
 	tenant   func(ctx context.Context, id string) string
 	healthy  func(ctx context.Context) bool
-	client   *http.Client
+	// adminKept warns when the configured admin credentials do not apply
+	// to an existing admin.
+	adminKept func(ctx context.Context)
+	client    *http.Client
 }
 
 // errGiveUp marks a failure that retrying cannot fix: the operator has to
@@ -72,6 +75,11 @@ func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoP
 		p.agentKey = cfg.Agent.APIKey.Reveal()
 	}
 	p.healthy = func(ctx context.Context) bool { return r.Health.Report(ctx).Healthy }
+	p.adminKept = func(ctx context.Context) {
+		if r.DB != nil {
+			warnAdminKept(ctx, p.log, cfg, r.DB.ReadSQL())
+		}
+	}
 	// The API shows a tenant by its id only; the name is what an operator
 	// recognises. The database is open by the time this runs.
 	p.tenant = func(ctx context.Context, id string) string {
@@ -103,6 +111,9 @@ func (p *autoProvisioner) service() lifecycle.Service {
 
 func (p *autoProvisioner) run(ctx context.Context) {
 	defer p.client.CloseIdleConnections()
+	// Before anything is provisioned: the database is open once Run
+	// runs, and no admin has been created by this start yet.
+	p.adminKept(ctx)
 	if !p.waitReady(ctx) {
 		return
 	}

@@ -60,6 +60,11 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 		return err
 	}
 	if pc, _ := cmd.Flags().GetBool("print-config"); pc {
+		// Warnings go to stderr, so the printed configuration stays valid
+		// YAML on stdout.
+		for _, w := range cfg.EnvWarnings() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "edgeplat %s: warning: environment variable %s\n", spec.role, w)
+		}
 		return cfg.WritePrintable(cmd.OutOrStdout())
 	}
 
@@ -70,6 +75,13 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 	log, err := logging.New(cmd.ErrOrStderr(), level, cfg.Log.Format)
 	if err != nil {
 		return &configError{role: spec.role, err: err}
+	}
+	for _, w := range cfg.EnvWarnings() {
+		attrs := []any{"var", w.Var, "reason", w.Reason}
+		if w.DidYouMean != "" {
+			attrs = append(attrs, "did_you_mean", w.DidYouMean)
+		}
+		log.Warn("environment variable not read", attrs...)
 	}
 	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
 
@@ -103,7 +115,13 @@ func addKeyFlag(fs *pflag.FlagSet, flag, key, role, usage string) {
 	if d, ok := k.RoleDefaults[role]; ok {
 		def = d
 	}
-	usage = fmt.Sprintf("%s (%s)", usage, k.Env)
+	// Name only what this role reads: all-in-one's ports, for one, take
+	// no PORT.
+	if envs := k.EnvFor(role); len(envs) > 0 {
+		usage = fmt.Sprintf("%s (%s)", usage, envs[0])
+	} else {
+		usage = fmt.Sprintf("%s (%s in --config; %s is not read by %s)", usage, k.Name, k.Env, role)
+	}
 	switch k.Kind {
 	case config.Int:
 		fs.Int(flag, def.(int), usage)

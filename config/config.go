@@ -19,8 +19,9 @@ type Config struct {
 	// Role is the subcommand this configuration was loaded for.
 	Role string
 
-	values  map[string]any
-	sources map[string]Source
+	values      map[string]any
+	sources     map[string]Source
+	envWarnings []EnvWarning
 }
 
 // Sections holds one typed struct per section; it is embedded in Config so

@@ -186,7 +186,7 @@ func TestInvalidValuesNameKeyEnvAndValue(t *testing.T) {
 			want: []string{`all_in_one.admin_email (EDGEPLAT_ADMIN_EMAIL) must be an e-mail address, got "ops at example"`,
 				"all_in_one.admin_password (EDGEPLAT_ADMIN_PASSWORD) must be 8 characters to 256 bytes long, got 5 characters"}},
 		{name: "unknown file key", role: RoleAPI, file: "db:\n  hots: x\n",
-			want: []string{"unknown keys db.hots"}},
+			want: []string{"unknown key db.hots (did you mean db.host?)"}},
 		{name: "file value type", role: RoleAPI, file: "db:\n  port: [1, 2]\n",
 			want: []string{"db.port (DB_PORT) must be an integer, got [1 2] (from file)"}},
 	}

@@ -22,12 +22,19 @@ Every setting has a dotted key (the path in the YAML file given with
 ` + "`--config`" + `), an environment variable, and a built-in default.
 Precedence, low to high: built-in default < ingestion profile < config file <
 environment < command-line flag. Settings the specification names keep its
-environment names (` + "`DB_HOST`, `JWT_SECRET`" + `); the others read
+environment names (` + "`DB_HOST`, `JWT_SECRET`" + `), and the broker client's
+settings take the same ` + "`MQTT_`" + ` form (` + "`MQTT_USERNAME`, `MQTT_PASSWORD`" + `,
+with their former ` + "`EDGEPLAT_MQTT_`" + ` names still read); the others read
 ` + "`EDGEPLAT_<KEY>`" + `. Unknown keys in the file, malformed values and out-of-range
 values stop start-up with one line per problem naming key, variable and value,
 for example:
 
     edgeplat serve-api: invalid configuration: db.port (DB_PORT) must be 1..65535, got 70000
+
+Environment variables that look meant for edgeplat but are not read are
+reported at start as warnings: an unknown ` + "`EDGEPLAT_`" + ` variable, a near-miss
+of a setting's name (` + "`DB_HOTS`: did you mean `DB_HOST`?" + `), or ` + "`PORT`" + ` under
+all-in-one, which serves several ports and takes them from flags.
 
 ` + "`edgeplat <role> --print-config`" + ` prints the effective configuration with
 secrets masked and the layer each value came from.

@@ -95,20 +95,22 @@ var Keys = []Key{
 	{Name: "streamstore.ingestion_stream_maxlen", Env: "STREAMSTORE_INGESTION_STREAM_MAXLEN", Kind: Int, Default: 10000, Doc: "Length at which an ingestion stream counts as full (back-pressure, never trimming unprocessed entries)."},
 	{Name: "streamstore.pipeline_flush_interval_ms", Env: "STREAMSTORE_PIPELINE_FLUSH_INTERVAL_MS", Kind: Int, Default: 10, Doc: "How long writes may wait to share one pipelined round-trip; 0 sends at once."},
 
-	// mqtt
+	// mqtt: the settings the specification does not name take the
+	// MQTT_ names operators expect next to MQTT_BROKER_URL; their earlier
+	// EDGEPLAT_MQTT_ names stay as aliases.
 	{Name: "mqtt.broker_url", Env: "MQTT_BROKER_URL", Kind: String, Default: "tcp://localhost:1883", Doc: "Broker URL: tcp://, ssl:// or tls://, ws:// or wss://. all-in-one points it at its embedded broker."},
-	{Name: "mqtt.username", Kind: String, Default: "", Doc: "Broker username."},
-	{Name: "mqtt.password", Kind: String, Default: "", Secret: true, Doc: "Broker password."},
-	{Name: "mqtt.client_id", Kind: String, Default: "", Doc: "Client id; empty derives a stable one from the host name so the persistent session survives restarts."},
+	{Name: "mqtt.username", Env: "MQTT_USERNAME", Aliases: []string{"EDGEPLAT_MQTT_USERNAME"}, Kind: String, Default: "", Doc: "Broker username."},
+	{Name: "mqtt.password", Env: "MQTT_PASSWORD", Aliases: []string{"EDGEPLAT_MQTT_PASSWORD"}, Kind: String, Default: "", Secret: true, Doc: "Broker password."},
+	{Name: "mqtt.client_id", Env: "MQTT_CLIENT_ID", Aliases: []string{"EDGEPLAT_MQTT_CLIENT_ID"}, Kind: String, Default: "", Doc: "Client id; empty derives a stable one from the host name so the persistent session survives restarts."},
 	{Name: "mqtt.qos", Env: "MQTT_QOS", Kind: Int, Default: 1, Doc: "QoS for subscriptions and publishes: 0, 1 or 2."},
 	{Name: "mqtt.shared_subscription_group", Env: "MQTT_SHARED_SUBSCRIPTION_GROUP", Kind: String, Default: "", Doc: "Subscribe through $share/<group>/ so API replicas split the telemetry load."},
 	{Name: "mqtt.max_reconnect_attempts", Env: "MQTT_MAX_RECONNECT_ATTEMPTS", Kind: Int, Default: 20, Doc: "Consecutive failed reconnects before the client turns fatal; 0 is unlimited."},
 	{Name: "mqtt.fatal_recovery_cooldown_ms", Env: "MQTT_FATAL_RECOVERY_COOLDOWN_MS", Kind: Int, Default: 60000, Doc: "Wait in the fatal state before reconnecting again, in milliseconds."},
 	{Name: "mqtt.persist_to_db", Env: "MQTT_PERSIST_TO_DB", Kind: Bool, Default: true, Doc: "Persist state and metrics messages to the database."},
 	{Name: "mqtt.auth_cache_ttl_seconds", Env: "MQTT_AUTH_CACHE_TTL_SECONDS", Kind: Int, Default: 300, Doc: "How long broker auth-callback answers are cached, in seconds."},
-	{Name: "mqtt.ca_file", Kind: String, Default: "", Doc: "PEM file of CAs trusted for the broker's certificate."},
-	{Name: "mqtt.cert_file", Kind: String, Default: "", Doc: "PEM client certificate for mutual TLS."},
-	{Name: "mqtt.key_file", Kind: String, Default: "", Doc: "PEM private key of the client certificate."},
+	{Name: "mqtt.ca_file", Env: "MQTT_CA_FILE", Aliases: []string{"EDGEPLAT_MQTT_CA_FILE"}, Kind: String, Default: "", Doc: "PEM file of CAs trusted for the broker's certificate."},
+	{Name: "mqtt.cert_file", Env: "MQTT_CERT_FILE", Aliases: []string{"EDGEPLAT_MQTT_CERT_FILE"}, Kind: String, Default: "", Doc: "PEM client certificate for mutual TLS."},
+	{Name: "mqtt.key_file", Env: "MQTT_KEY_FILE", Aliases: []string{"EDGEPLAT_MQTT_KEY_FILE"}, Kind: String, Default: "", Doc: "PEM private key of the client certificate."},
 
 	// jwt
 	{Name: "jwt.secret", Env: "JWT_SECRET", Kind: String, Default: "", Secret: true, Doc: "HS256 signing secret, at least 32 bytes."},
@@ -145,7 +147,7 @@ var Keys = []Key{
 	{Name: "broker_auth.broker_url", Env: "PROVISIONING_MQTT_BROKER_URL", Kind: String, Default: "", Doc: "Broker URL handed to agents at registration; empty means mqtt.broker_url."},
 
 	// licence
-	{Name: "licence.key", Env: "LICENSE_KEY", Kind: String, Default: "", Doc: "The licence: a signed JWT, as text or a file path. Without a valid one the API runs restricted: existing agents keep reporting, registrations and premium routes answer 403."},
+	{Name: "licence.key", Env: "LICENSE_KEY", Kind: String, Default: "", Secret: true, Doc: "The licence: a signed JWT, as text or a file path. Without a valid one the API runs restricted: existing agents keep reporting, registrations and premium routes answer 403."},
 	{Name: "licence.public_key", Env: "LICENSE_PUBLIC_KEY", Kind: String, Default: "", Doc: "Public key (PEM text or file path, Ed25519 or RSA) licences are verified with."},
 
 	// api
@@ -247,6 +249,10 @@ func (k Key) defaultFor(role string) any {
 	}
 	return k.Default
 }
+
+// EnvFor returns the environment variables role reads for the key, the
+// primary one first; none when the binding belongs to other roles.
+func (k Key) EnvFor(role string) []string { return k.envFor(role) }
 
 func (k Key) envFor(role string) []string {
 	if len(k.EnvRoles) > 0 && !contains(k.EnvRoles, role) {

@@ -37,7 +37,8 @@ type Source struct {
 
 // Load builds the configuration for opts.Role and validates it. Every
 // problem is reported in one joined error, each naming key, env var and
-// the bad value.
+// the bad value: unknown keys in the file, values that do not parse and
+// values out of range alike, so one run shows everything to fix.
 func Load(opts LoadOptions) (*Config, error) {
 	if _, ok := roleSections[opts.Role]; !ok {
 		return nil, fmt.Errorf("unknown role %q", opts.Role)
@@ -52,12 +53,15 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 
+	var errs []error
 	var fileKeys map[string]bool
 	if opts.File != "" {
+		var unknown []error
 		var err error
-		if fileKeys, err = readFile(v, opts.File); err != nil {
+		if fileKeys, unknown, err = readFile(v, opts.File); err != nil {
 			return nil, err
 		}
+		errs = append(errs, unknown...)
 	}
 
 	flagOf := map[string]string{}
@@ -87,6 +91,10 @@ func Load(opts LoadOptions) (*Config, error) {
 		}
 	}
 
+	// bad holds the keys whose value was refused; their validation
+	// problems, found on the default put in their place, are left out.
+	bad := map[string]bool{}
+
 	// The profile is chosen by a value that may itself come from any layer,
 	// so it is applied last, as defaults: everything set explicitly wins.
 	var profileName string
@@ -97,7 +105,8 @@ func Load(opts LoadOptions) (*Config, error) {
 			vals, err := profiles.Get(profileName)
 			if err != nil {
 				k, _ := KeyByName("ingest.profile")
-				return nil, fmt.Errorf("%s must be one of %s or none, got %q", k.Label(), strings.Join(profiles.Names(), ", "), profileName)
+				errs = append(errs, fmt.Errorf("%s must be one of %s or none, got %q", k.Label(), strings.Join(profiles.Names(), ", "), profileName))
+				bad[k.Name] = true
 			}
 			profileKeys = vals
 			for key, val := range vals {
@@ -108,60 +117,65 @@ func Load(opts LoadOptions) (*Config, error) {
 
 	values := make(map[string]any, len(Keys))
 	sources := make(map[string]Source, len(Keys))
-	var errs []error
 	for _, k := range Keys {
 		src := sourceOf(k, opts.Role, flagOf, fileKeys, profileKeys, profileName)
 		sources[k.Name] = src
 		val, err := parse(k, v.Get(k.Name))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %w (from %s)", k.Label(), err, src))
-			continue
+			bad[k.Name] = true
+			// The default stands in so the other keys are still
+			// validated, and their problems reported in the same run.
+			if val, err = parse(k, k.defaultFor(opts.Role)); err != nil {
+				panic("BUG: default of " + k.Name + ": " + err.Error())
+			}
 		}
 		values[k.Name] = val
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
 
 	applyRole(opts.Role, values, sources)
-	cfg := &Config{Role: opts.Role, values: values, sources: sources}
+	cfg := &Config{Role: opts.Role, values: values, sources: sources, envWarnings: envWarnings(opts.Role, os.Environ())}
 	if err := decode(nested(values), &cfg.Sections); err != nil {
 		panic("BUG: config table and Config struct disagree: " + err.Error())
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	errs = append(errs, cfg.validate().errs(bad)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return cfg, nil
 }
 
-// readFile reads the YAML file into v and returns the keys it sets. Unknown
-// keys are errors: a typo would otherwise silently leave a default in place.
-func readFile(v *viper.Viper, path string) (map[string]bool, error) {
+// readFile reads the YAML file into v and returns the keys it sets, and
+// one error per unknown key: a typo would otherwise silently leave a
+// default in place. The error return is for a file that cannot be read.
+func readFile(v *viper.Viper, path string) (map[string]bool, []error, error) {
 	fv := viper.New()
 	fv.SetConfigFile(path)
 	fv.SetConfigType("yaml")
 	if err := fv.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("read config file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read config file %s: %w", path, err)
 	}
 	keys := map[string]bool{}
-	var unknown []string
-	for _, name := range fv.AllKeys() {
-		if _, ok := KeyByName(name); !ok {
-			unknown = append(unknown, name)
+	var unknown []error
+	names := fv.AllKeys()
+	sort.Strings(names)
+	for _, name := range names {
+		if _, ok := KeyByName(name); ok {
+			keys[name] = true
 			continue
 		}
-		keys[name] = true
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, fmt.Errorf("config file %s: unknown keys %s (see docs/configuration.md)", path, strings.Join(unknown, ", "))
+		msg := fmt.Sprintf("config file %s: unknown key %s", path, name)
+		if near := nearest(name, keyNames()); near != "" {
+			msg += " (did you mean " + near + "?)"
+		}
+		unknown = append(unknown, errors.New(msg+"; see docs/configuration.md"))
 	}
 	v.SetConfigFile(path)
 	v.SetConfigType("yaml")
 	if err := v.ReadInConfig(); err != nil {
-		return nil, fmt.Errorf("read config file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("read config file %s: %w", path, err)
 	}
-	return keys, nil
+	return keys, unknown, nil
 }
 
 func sourceOf(k Key, role string, flagOf map[string]string, fileKeys map[string]bool, profileKeys map[string]any, profile string) Source {

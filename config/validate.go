@@ -11,15 +11,34 @@ import (
 	"unicode/utf8"
 )
 
+// problem is one validation error and the key it is about, so Load can
+// leave out problems of a key whose value did not even parse.
+type problem struct {
+	key string
+	err error
+}
+
 // problems collects validation errors so they are all reported at once.
-type problems []error
+type problems []problem
 
 func (p *problems) add(key, format string, args ...any) {
 	k, ok := KeyByName(key)
 	if !ok {
 		panic("BUG: validation of unknown key " + key)
 	}
-	*p = append(*p, fmt.Errorf("%s %s", k.Label(), fmt.Sprintf(format, args...)))
+	*p = append(*p, problem{key: key, err: fmt.Errorf("%s %s", k.Label(), fmt.Sprintf(format, args...))})
+}
+
+// errs returns the problems' errors, leaving out those about the keys in
+// skip.
+func (p problems) errs(skip map[string]bool) []error {
+	var out []error
+	for _, x := range p {
+		if !skip[x.key] {
+			out = append(out, x.err)
+		}
+	}
+	return out
 }
 
 func (p *problems) port(key string, v int) {
@@ -58,6 +77,10 @@ func (p *problems) bind(key, v string) {
 // Validate checks the sections the role reads and returns every problem in
 // one joined error.
 func (c *Config) Validate() error {
+	return errors.Join(c.validate().errs(nil)...)
+}
+
+func (c *Config) validate() problems {
 	var p problems
 	for _, section := range roleSections[c.Role] {
 		switch section {
@@ -116,7 +139,7 @@ func (c *Config) Validate() error {
 			c.validateAllInOne(&p)
 		}
 	}
-	return errors.Join(p...)
+	return p
 }
 
 func (d DB) validate(p *problems) {
@@ -159,7 +182,8 @@ func (m MQTT) validate(p *problems) {
 	p.between("mqtt.fatal_recovery_cooldown_ms", m.FatalRecoveryCooldownMS, 0, 24*3600*1000)
 	p.between("mqtt.auth_cache_ttl_seconds", m.AuthCacheTTLSeconds, 0, 7*24*3600)
 	if (m.CertFile == "") != (m.KeyFile == "") {
-		p.add("mqtt.cert_file", "and mqtt.key_file (EDGEPLAT_MQTT_KEY_FILE) must be set together")
+		k, _ := KeyByName("mqtt.key_file")
+		p.add("mqtt.cert_file", "and %s must be set together", k.Label())
 	}
 	if strings.ContainsAny(m.SharedSubscriptionGroup, "/+#") {
 		p.add("mqtt.shared_subscription_group", "must not contain /, + or #, got %q", m.SharedSubscriptionGroup)

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,8 +206,8 @@ func TestOpenFailsCleanly(t *testing.T) {
 		_ = d.Close()
 		t.Fatal("open of a closed port succeeded")
 	}
-	if !strings.Contains(err.Error(), "connect postgres") {
-		t.Errorf("error %q does not say what failed", err)
+	if want := fmt.Sprintf("cannot reach PostgreSQL at 127.0.0.1:%d (DB_HOST, DB_PORT): connection refused", cfg.Port); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say what failed (%q)", err, want)
 	}
 
 	// A SQLite directory that cannot be created.

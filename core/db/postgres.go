@@ -105,7 +105,7 @@ func (d *DB) openPostgres(ctx context.Context) error {
 		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'timescaledb')`).Scan(&version, &timescale)
 	if err != nil {
 		pool.Close()
-		return fmt.Errorf("connect postgres %s: %w", d.pg.ConnConfig.Host, err)
+		return connectError(d.cfg, err)
 	}
 	if version < minPostgresVersion {
 		pool.Close()

@@ -40,18 +40,22 @@ func ParseLevel(s string) (slog.Level, error) {
 // terminal and JSON otherwise.
 func New(w io.Writer, level slog.Level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
+	var h slog.Handler
 	switch format {
 	case FormatAuto, "":
 		if isTerminal(w) {
-			return slog.New(slog.NewTextHandler(w, opts)), nil
+			h = slog.NewTextHandler(w, opts)
+		} else {
+			h = slog.NewJSONHandler(w, opts)
 		}
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case FormatText:
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		h = slog.NewTextHandler(w, opts)
 	case FormatJSON:
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		h = slog.NewJSONHandler(w, opts)
+	default:
+		return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
 	}
-	return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
+	return slog.New(newOneComponent(h)), nil
 }
 
 // durationsAsText renders durations as "1.5s" rather than slog's JSON

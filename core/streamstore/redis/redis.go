@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +84,9 @@ type Options struct {
 	// SubscriptionBuffer is how many messages a subscription buffers
 	// before it drops; 256.
 	SubscriptionBuffer int
+	// Settings names the settings Addrs came from, for the message when
+	// the server cannot be reached ("STREAMSTORE_HOST, STREAMSTORE_PORT").
+	Settings string
 }
 
 // OptionsFromConfig maps the streamstore config section: Host may be a
@@ -100,7 +104,13 @@ func OptionsFromConfig(c config.StreamStore) Options {
 		}
 		addrs = append(addrs, h)
 	}
-	return Options{Addrs: addrs, Password: c.Password.Reveal(), DB: c.DB, TLS: c.TLS}
+	var settings []string
+	for _, key := range []string{"streamstore.host", "streamstore.port"} {
+		if k, ok := config.KeyByName(key); ok {
+			settings = append(settings, k.Env)
+		}
+	}
+	return Options{Addrs: addrs, Password: c.Password.Reveal(), DB: c.DB, TLS: c.TLS, Settings: strings.Join(settings, ", ")}
 }
 
 const deadlineMargin = 100 * time.Millisecond
@@ -235,12 +245,45 @@ func (s *Store) wrap(ctx context.Context, op, name string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, name, err)
 }
 
-// Ping checks the server answers (on Cluster: a node of it).
+// Ping checks the server answers (on Cluster: a node of it). When no
+// connection can be opened at all, the error names the address and the
+// settings to check, since that is the operator's next step.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		return s.wrap(ctx, "ping", "", err)
+	err := s.client.Ping(ctx).Err()
+	if err == nil {
+		return nil
 	}
-	return nil
+	if cause, ok := dialCause(err); ok && ctx.Err() == nil {
+		msg := "cannot reach Redis at " + strings.Join(s.opts.Addrs, ", ")
+		if s.opts.Settings != "" {
+			msg += " (" + s.opts.Settings + ")"
+		}
+		return &unreachableError{msg: msg + ": " + cause, err: err}
+	}
+	return s.wrap(ctx, "ping", "", err)
+}
+
+// unreachableError keeps the dial error in the chain under a message
+// written for the operator.
+type unreachableError struct {
+	msg string
+	err error
+}
+
+func (e *unreachableError) Error() string { return e.msg }
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// dialCause reports whether err is a failed dial (refused, unreachable,
+// unknown host, timed out) and its cause without the address.
+func dialCause(err error) (string, bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return "", false
+	}
+	if sc, ok := op.Err.(*os.SyscallError); ok {
+		return sc.Err.Error(), true
+	}
+	return op.Err.Error(), true
 }
 
 // Memory reports INFO memory's used_memory and maxmemory (0: unlimited).

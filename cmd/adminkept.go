@@ -1,0 +1,63 @@
+package cmd
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
+)
+
+// adminKept is why the configured all-in-one admin credentials do not
+// apply to a data directory that has an admin already, or "" when they
+// do apply: no admin exists yet, or they are the existing admin's. The
+// variables only create the first admin, and a newcomer who sets them on
+// a second start would otherwise be left wondering why the login fails.
+func adminKept(ctx context.Context, d *sql.DB, email, password string) (string, error) {
+	var admins int
+	if err := d.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&admins); err != nil {
+		return "", fmt.Errorf("count admins: %w", err)
+	}
+	if admins == 0 {
+		return "", nil
+	}
+	var hash string
+	err := d.QueryRowContext(ctx, `SELECT password_hash FROM users WHERE email = $1 AND role = 'admin'`,
+		strings.ToLower(strings.TrimSpace(email))).Scan(&hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Sprintf("no admin of this data directory has the e-mail %s", email), nil
+	case err != nil:
+		return "", fmt.Errorf("find admin: %w", err)
+	case password != "" && !accounts.VerifyPassword(hash, password):
+		return fmt.Sprintf("the password is not that of the existing admin %s", email), nil
+	}
+	return "", nil
+}
+
+// warnAdminKept logs one warning when the operator set the admin
+// credentials and the data directory's existing admin keeps its own.
+func warnAdminKept(ctx context.Context, log *slog.Logger, cfg *config.Config, d *sql.DB) {
+	emailSet := cfg.SourceOf("all_in_one.admin_email").Layer != "default"
+	passwordSet := cfg.SourceOf("all_in_one.admin_password").Layer != "default"
+	if !emailSet && !passwordSet {
+		return
+	}
+	reason, err := adminKept(ctx, d, cfg.AllInOne.AdminEmail, cfg.AllInOne.AdminPassword.Reveal())
+	if err != nil {
+		log.Debug("cannot compare the configured admin with the existing one", "err", err)
+		return
+	}
+	if reason == "" {
+		return
+	}
+	dir := cfg.AllInOne.DataDir
+	log.Warn("EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD only create the first admin; this data directory has one, and it is kept",
+		"reason", reason, "data_dir", dir,
+		"start_fresh", "stop all-in-one and remove "+dir+", or start with --data-dir elsewhere",
+		"keep_data", "log in as the existing admin and use POST /api/v1/auth/change-password or /auth/password/reset (docs/access.md)")
+}

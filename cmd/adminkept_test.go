@@ -1,0 +1,134 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
+)
+
+// dbWithAdmin opens a migrated SQLite database whose admin is
+// ops@example.com, password "correct horse battery".
+func dbWithAdmin(t *testing.T) *db.DB {
+	t.Helper()
+	ctx := t.Context()
+	d, err := db.Open(ctx, coretest.SQLite(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if _, err := d.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reason, err := adminKept(ctx, d.ReadSQL(), "ops@example.com", "anything at all"); err != nil || reason != "" {
+		t.Fatalf("without an admin: %q, %v; want nothing to warn about", reason, err)
+	}
+	store := accounts.NewStore(func() *db.DB { return d })
+	if _, err := store.Bootstrap(ctx, accounts.NewUser{Email: "ops@example.com", Password: "correct horse battery"}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestAdminKept(t *testing.T) {
+	ctx := t.Context()
+	d := dbWithAdmin(t)
+	tests := []struct {
+		name, email, password string
+		want                  string // "" or a part of the reason
+	}{
+		{name: "the admin's own", email: "ops@example.com", password: "correct horse battery"},
+		{name: "e-mail in capitals", email: " OPS@example.com", password: "correct horse battery"},
+		{name: "e-mail alone", email: "ops@example.com"},
+		{name: "other password", email: "ops@example.com", password: "another password", want: "the password is not that of the existing admin ops@example.com"},
+		{name: "other e-mail", email: "me@example.com", password: "correct horse battery", want: "no admin of this data directory has the e-mail me@example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reason, err := adminKept(ctx, d.ReadSQL(), tt.email, tt.password)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tt.want == "") != (reason == "") || !strings.Contains(reason, tt.want) {
+				t.Errorf("reason %q, want %q", reason, tt.want)
+			}
+		})
+	}
+}
+
+// TestAllInOneWarnsWhenTheExistingAdminIsKept: the admin variables on a
+// data directory that has an admin already (and an agent provisioned, so
+// nothing logs in) used to be ignored without a word.
+func TestAllInOneWarnsWhenTheExistingAdminIsKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs all-in-one")
+	}
+	clearEnv(t)
+	p := freeAIOPorts(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := append(p.args(dataDir), "--auto-provision=true", "--log-format", "json")
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
+
+	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "first password")
+	first := startAIO(t, args)
+	coretest.Eventually(t, 30*time.Second, "the agent to be provisioned", func() bool {
+		return provisionStatusOf(agentURL)["provisioned"] == true
+	})
+	first.stop()
+	if strings.Contains(first.stderr.String(), "only create the first admin") {
+		t.Errorf("the first start, which created the admin, warned:\n%s", first.stderr.String())
+	}
+
+	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "second password")
+	second := startAIO(t, args)
+	waitLog(t, second, "the warning that the existing admin is kept", `"level":"WARN"`,
+		"EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD only create the first admin", "it is kept",
+		"the password is not that of the existing admin admin@edgeplat.local", "remove "+dataDir, "--data-dir elsewhere", "password/reset")
+	waitLog(t, second, "the second start to find the agent provisioned", `"msg":"agent is provisioned already"`)
+	second.stop()
+	if n := strings.Count(second.stderr.String(), "only create the first admin"); n != 1 {
+		t.Errorf("%d warnings, want 1", n)
+	}
+}
+
+// TestWarnAdminKeptOnlyWhenConfigured: the built-in default e-mail is not
+// the operator's choice, so an existing admin is no news then.
+func TestWarnAdminKeptOnlyWhenConfigured(t *testing.T) {
+	ctx := context.Background()
+	d := dbWithAdmin(t)
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		warn bool
+	}{
+		{name: "nothing set"},
+		{name: "e-mail set", env: map[string]string{"EDGEPLAT_ADMIN_EMAIL": "me@example.com"}, warn: true},
+		{name: "password set", env: map[string]string{"EDGEPLAT_ADMIN_PASSWORD": "some password"}, warn: true},
+		{name: "the existing admin's", env: map[string]string{"EDGEPLAT_ADMIN_EMAIL": "ops@example.com", "EDGEPLAT_ADMIN_PASSWORD": "correct horse battery"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := config.Load(config.LoadOptions{Role: config.RoleAllInOne})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			warnAdminKept(ctx, slog.New(slog.NewJSONHandler(&buf, nil)), cfg, d.ReadSQL())
+			if got := strings.Contains(buf.String(), `"level":"WARN"`); got != tt.warn {
+				t.Errorf("warned %v, want %v:\n%s", got, tt.warn, buf.String())
+			}
+		})
+	}
+}

@@ -163,6 +163,8 @@ func TestBadInputExitsNonZeroWithClearMessage(t *testing.T) {
 		{name: "unknown flag", args: []string{"ingest", "--nope"}, want: []string{"unknown flag: --nope"}},
 		{name: "missing config file", args: []string{"agent", "--config", "/nonexistent/agent.yaml"},
 			want: []string{"read config file /nonexistent/agent.yaml"}},
+		{name: "weak agent key", env: map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "short"}, args: []string{"agent", "--print-config"},
+			want: []string{"edgeplat agent: invalid configuration: agent.api_key (API_KEY) must be at least 16 characters"}},
 		{name: "unknown command", args: []string{"serve"}, want: []string{`unknown command "serve"`}},
 		{name: "no token key", args: []string{"serve-api"},
 			want: []string{"edgeplat serve-api: invalid configuration: no signing key: set jwt.secret (JWT_SECRET, at least 32 bytes) or jwt.private_key (JWT_PRIVATE_KEY)"}},

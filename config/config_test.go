@@ -178,6 +178,12 @@ func TestInvalidValuesNameKeyEnvAndValue(t *testing.T) {
 			want: []string{`api.dedup_mode (DEDUP_MODE) must be one of key, sequence, got "bitmap"`}},
 		{name: "api key mode needs key", role: RoleAgent, env: map[string]string{"API_SECURITY_MODE": "API_KEY"},
 			want: []string{"agent.api_key (API_KEY) must be set when agent.security_mode is API_KEY"}},
+		{name: "short agent api key", role: RoleAgent, env: map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "fifteen-chars!!"},
+			want: []string{"agent.api_key (API_KEY) must be at least 16 characters when the agent API listens beyond loopback (key mode binds 0.0.0.0), got 15"}},
+		{name: "short agent api key with enable_auth", role: RoleAgent, env: map[string]string{"ENABLE_AUTH": "true", "API_KEY": "short"},
+			want: []string{"agent.api_key (API_KEY) must be at least 16 characters"}},
+		{name: "short agent api key in all-in-one", role: RoleAllInOne, env: map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "short"},
+			want: []string{"agent.api_key (API_KEY) must be at least 16 characters"}},
 		{name: "autoscale bounds", role: RoleIngest, env: map[string]string{"AUTOSCALE_MIN_WORKERS": "9", "AUTOSCALE_MAX_WORKERS": "3"},
 			want: []string{"ingest.autoscale.min_workers (AUTOSCALE_MIN_WORKERS) must not exceed ingest.autoscale.max_workers (3), got 9"}},
 		{name: "all-in-one ports collide", role: RoleAllInOne, env: map[string]string{"DEVICE_API_PORT": "3002"},
@@ -415,5 +421,35 @@ func TestConfigurationDoc(t *testing.T) {
 		if !bytes.Contains(committed, []byte("`"+env+"`")) {
 			t.Errorf("docs/configuration.md does not document %s", env)
 		}
+	}
+}
+
+// TestAgentAPIKeyLengthFollowsTheBind: the 16-character floor applies only
+// where the API is open beyond loopback.
+func TestAgentAPIKeyLengthFollowsTheBind(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		wantOK bool
+	}{
+		{"key mode, 16 characters", map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "0123456789abcdef"}, true},
+		{"key mode, 15 characters", map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "0123456789abcde"}, false},
+		{"enable_auth, 15 characters", map[string]string{"ENABLE_AUTH": "true", "API_KEY": "0123456789abcde"}, false},
+		{"loopback only, short key unused", map[string]string{"API_KEY": "short"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := Load(LoadOptions{Role: RoleAgent})
+			if tt.wantOK && err != nil {
+				t.Fatalf("want it accepted, got %v", err)
+			}
+			if !tt.wantOK && (err == nil || !strings.Contains(err.Error(), "agent.api_key (API_KEY)")) {
+				t.Fatalf("want an error naming agent.api_key (API_KEY), got %v", err)
+			}
+		})
 	}
 }

@@ -190,7 +190,7 @@ var Keys = []Key{
 	// agent
 	{Name: "agent.port", Env: "DEVICE_API_PORT", Kind: Int, Default: 48484, Doc: "Agent local API port."},
 	{Name: "agent.security_mode", Env: "API_SECURITY_MODE", Kind: String, Default: "LOCALHOST_ONLY", Doc: "LOCALHOST_ONLY (bind 127.0.0.1, no key) or API_KEY (bind 0.0.0.0, X-Api-Key required)."},
-	{Name: "agent.api_key", Env: "API_KEY", Kind: String, Default: "", Secret: true, Doc: "Key required in API_KEY mode."},
+	{Name: "agent.api_key", Env: "API_KEY", Kind: String, Default: "", Secret: true, Doc: "Key required in API_KEY mode; at least 16 characters whenever the agent API listens beyond loopback."},
 	{Name: "agent.enable_auth", Env: "ENABLE_AUTH", Kind: Bool, Default: false, Doc: "With API_KEY set, also selects key mode."},
 	{Name: "agent.data_dir", Env: "AGENT_DATA_DIR", Kind: String, Default: "/var/lib/edgeplat/agent", Doc: "Agent state directory (mode 0700); all-in-one puts it under --data-dir."},
 	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Kind: Bool, Default: false, Doc: "Enable the /v1/simulation endpoints."},

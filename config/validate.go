@@ -228,6 +228,11 @@ func (a Agent) validate(p *problems) {
 	if a.EnableAuth && !a.APIKey.IsSet() {
 		p.add("agent.api_key", "must be set when agent.enable_auth is true")
 	}
+	// Key mode binds every interface, so the key is all that stands
+	// between the network and the device: a short one falls to guessing.
+	if n := utf8.RuneCountInString(a.APIKey.Reveal()); a.KeyMode() && a.APIKey.IsSet() && n < MinAgentAPIKeyLen {
+		p.add("agent.api_key", "must be at least %d characters when the agent API listens beyond loopback (key mode binds 0.0.0.0), got %d", MinAgentAPIKeyLen, n)
+	}
 	p.notEmpty("agent.data_dir", a.DataDir)
 	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < 6 {
 		p.add("agent.admin_password", "must be at least 6 characters when agent.admin_username is set")
@@ -236,6 +241,10 @@ func (a Agent) validate(p *problems) {
 		p.add("agent.admin_password", "must be at most 72 bytes (the most a bcrypt hash takes)")
 	}
 }
+
+// MinAgentAPIKeyLen is the shortest agent.api_key accepted in key mode;
+// `openssl rand -hex 24` (docs/agent.md) gives 48.
+const MinAgentAPIKeyLen = 16
 
 // KeyMode reports whether the agent API requires X-Api-Key: API_KEY mode,
 // or ENABLE_AUTH with a key.

@@ -8,7 +8,8 @@
 // shutdown. The agent itself is one lifecycle service whose Run performs
 // the init phases, retries them while one fails (a data directory on a
 // disk that is not mounted yet should not need a restart), and performs
-// soft reboots in place.
+// soft reboots in place. A data directory it may not use ends it instead
+// (see fatalError): no retry fixes a permission.
 package agent
 
 import (

@@ -13,7 +13,7 @@ import (
 
 func keyMode(a *config.Agent) {
 	a.SecurityMode = "API_KEY"
-	a.APIKey = "s3cret-key"
+	a.APIKey = "s3cret-key-for-tests"
 }
 
 func TestSecurityAPIKeyMode(t *testing.T) {
@@ -27,10 +27,11 @@ func TestSecurityAPIKeyMode(t *testing.T) {
 		{"ping needs no key", "/ping", map[string]string{"X-Api-Key": ""}, 200},
 		{"healthy needs no key", "/v1/healthy", map[string]string{"X-Api-Key": ""}, 200},
 		{"readiness needs no key", "/v1/readiness", map[string]string{"X-Api-Key": ""}, 200},
+		{"health alias needs no key", "/health", map[string]string{"X-Api-Key": ""}, 200},
 		{"endpoints without key", "/v1/endpoints", map[string]string{"X-Api-Key": ""}, 401},
 		{"endpoints with a wrong key", "/v1/endpoints", map[string]string{"X-Api-Key": "nope"}, 401},
 		{"endpoints with the key", "/v1/endpoints", nil, 200},
-		{"endpoints with the key as query", "/v1/endpoints?apiKey=s3cret-key", map[string]string{"X-Api-Key": ""}, 200},
+		{"endpoints with the key as query", "/v1/endpoints?apiKey=s3cret-key-for-tests", map[string]string{"X-Api-Key": ""}, 200},
 		{"metrics without key", "/metrics", map[string]string{"X-Api-Key": ""}, 401},
 		{"admin users without a session, with the key", "/v1/admin/users", nil, 401},
 		{"admin users without a session or key", "/v1/admin/users", map[string]string{"X-Api-Key": ""}, 401},
@@ -292,5 +293,20 @@ func TestSampleConfigsAccepted(t *testing.T) {
 		if code, resp := r.do("POST", "/v1/endpoints", string(body), nil); code != 201 {
 			t.Errorf("%s: %d %s", s, code, resp)
 		}
+	}
+}
+
+// TestHealthAliasAnswersAsHealthy: /health is the other roles' path for
+// the same check, with the agent's own shape and status.
+func TestHealthAliasAnswersAsHealthy(t *testing.T) {
+	r := startAgent(t, t.TempDir(), true, nil)
+	code, body := r.do("GET", "/health", "", nil)
+	wantCode, want := r.do("GET", "/v1/healthy", "", nil)
+	if code != wantCode || code != 200 {
+		t.Fatalf("GET /health = %d, /v1/healthy = %d, want both 200 (%s)", code, wantCode, body)
+	}
+	got, exp := decode(t, body), decode(t, want)
+	if got["status"] != "healthy" || fmt.Sprint(got) != fmt.Sprint(exp) {
+		t.Fatalf("GET /health = %v, want the /v1/healthy answer %v", got, exp)
 	}
 }

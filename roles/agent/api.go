@@ -46,6 +46,9 @@ func (a *Agent) engine() *gin.Engine {
 	e.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
 	v1 := e.Group("/v1")
 	v1.GET("/healthy", a.healthy)
+	// The cloud roles' health path, so one probe configuration fits
+	// every role; same answer as /v1/healthy.
+	e.GET("/health", a.healthy)
 	v1.GET("/readiness", a.readiness)
 
 	// The admin UI's own routes use its session, never the API key.

@@ -159,7 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go a.heartbeatLoop(ctx)
 	for {
 		if err := a.initialise(ctx); err != nil {
-			if errors.Is(err, lifecycle.ErrShutdownRequested) {
+			if fe := (*fatalError)(nil); errors.Is(err, lifecycle.ErrShutdownRequested) || errors.As(err, &fe) {
 				return err
 			}
 			return nil
@@ -214,8 +214,8 @@ func (a *Agent) teardown() {
 
 // initialise runs every phase that has not passed yet, in order, retrying
 // after phaseRetry until all pass. It returns nil once the agent runs,
-// errShutdown when a shutdown is requested meanwhile, and ctx's error when
-// ctx ends first.
+// errShutdown when a shutdown is requested meanwhile, a *fatalError that
+// no retry can fix, and ctx's error when ctx ends first.
 func (a *Agent) initialise(ctx context.Context) error {
 	t0 := time.Now()
 	for {
@@ -230,6 +230,9 @@ func (a *Agent) initialise(ctx context.Context) error {
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
+				}
+				if fe := (*fatalError)(nil); errors.As(err, &fe) {
+					return fmt.Errorf("init phase %s: %w", name, err)
 				}
 				a.log.Error("init phase failed", "phase", name, "err", err, "retry_in", phaseRetry)
 				failed = true
@@ -262,6 +265,9 @@ func (a *Agent) runPhase(ctx context.Context, name string) error {
 	case PhaseStore:
 		s, err := store.Open(ctx, a.cfg.DataDir, a.log)
 		if err != nil {
+			if isAccessError(err) {
+				return &fatalError{err: err}
+			}
 			return err
 		}
 		if old := a.st.Swap(s); old != nil {
@@ -282,18 +288,7 @@ func (a *Agent) runPhase(ctx context.Context, name string) error {
 
 // phaseConfig checks the data directory is usable before the store
 // opens it, so the error names the directory and the fix.
-func (a *Agent) phaseConfig() error {
-	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("agent.data_dir (AGENT_DATA_DIR) %s: %w", a.cfg.DataDir, err)
-	}
-	f, err := os.CreateTemp(a.cfg.DataDir, ".write-check-*")
-	if err != nil {
-		return fmt.Errorf("agent.data_dir (AGENT_DATA_DIR) %s is not writable: %w", a.cfg.DataDir, err)
-	}
-	name := f.Name()
-	_ = f.Close()
-	return os.Remove(name)
-}
+func (a *Agent) phaseConfig() error { return checkDataDir(a.cfg.DataDir) }
 
 func (a *Agent) phaseIdentity(ctx context.Context) error {
 	s := a.st.Load()

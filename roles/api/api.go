@@ -123,6 +123,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		WriteError: WriteError,
 		Log:        r.Component("api-readings"),
 		AgentGuard: acc.agentGuard("agent_uuid"),
+		// Ownership of an agent comes from the registry, never from
+		// readings someone wrote first.
+		AgentRegistered: acc.agentRegistered,
 	})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{

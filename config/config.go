@@ -56,6 +56,8 @@ type Log struct {
 // Lifecycle configures start and stop.
 type Lifecycle struct {
 	ShutdownGrace time.Duration `mapstructure:"shutdown_grace"`
+	// HTTPBodyTimeout bounds how long a request body may take to arrive.
+	HTTPBodyTimeout time.Duration `mapstructure:"http_body_timeout"`
 }
 
 // DB configures the cloud database.
@@ -158,6 +160,10 @@ type API struct {
 	DedupTTL     time.Duration `mapstructure:"dedup_ttl"`
 	DedupMode    string        `mapstructure:"dedup_mode"`
 	MaxBodyBytes int           `mapstructure:"max_body_bytes"`
+	// ClockMaxFuture and ClockMaxPast are the acceptance window of reading
+	// timestamps around their receive time.
+	ClockMaxFuture time.Duration `mapstructure:"clock_max_future"`
+	ClockMaxPast   time.Duration `mapstructure:"clock_max_past"`
 }
 
 // Values of api.dedup_mode.

@@ -72,6 +72,7 @@ var Keys = []Key{
 
 	// lifecycle
 	{Name: "lifecycle.shutdown_grace", Kind: Duration, Default: "10s", Doc: "How long services may take to stop after SIGINT/SIGTERM before the process exits anyway."},
+	{Name: "lifecycle.http_body_timeout", Kind: Duration, Default: "30s", Doc: "How long a request body may take to arrive on every role's HTTP server (from the end of its headers); a slower body is answered 408. Responses, such as the live event stream, are not bounded by it."},
 
 	// db
 	{Name: "db.driver", Kind: String, Default: "postgres", RoleDefaults: map[string]any{RoleAllInOne: "sqlite"}, Doc: "Cloud database: postgres, or sqlite for a single node."},
@@ -156,6 +157,8 @@ var Keys = []Key{
 	{Name: "api.dedup_ttl", Env: "DEDUP_TTL", Kind: Duration, Default: "24h", Doc: "How long a telemetry msgId is remembered to drop repeats (scoped by tenant and agent); in sequence mode, counted from the last message of its block."},
 	{Name: "api.dedup_mode", Env: "DEDUP_MODE", Kind: String, Default: "key", Doc: "How msgIds are remembered: key (one Redis key per msgId, about 177 bytes each) or sequence (one bit per msgId in a bitmap per agent, key id and block of 65,536 sequence numbers: at most 8 KiB per block, exact, and a late replay of an older sequence is never taken for a repeat). Every API replica must use the same mode; see docs/stream-contract.md."},
 	{Name: "api.max_body_bytes", Kind: Int, Default: 1 << 20, Doc: "Largest accepted request body, in bytes."},
+	{Name: "api.clock_max_future", Kind: Duration, Default: "5m", Doc: "How far ahead of the receive time a reading's timestamp may be: later readings (an agent clock running ahead) are refused and counted; see docs/readings-api.md."},
+	{Name: "api.clock_max_past", Kind: Duration, Default: "24h", Doc: "Readings older than this at receipt are accepted (a backlog replay) but counted, as a sign of an agent clock running behind or a long outage; see docs/readings-api.md."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

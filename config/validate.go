@@ -91,6 +91,9 @@ func (c *Config) validate() problems {
 			if d := c.Lifecycle.ShutdownGrace; d <= 0 || d.Minutes() > 10 {
 				p.add("lifecycle.shutdown_grace", "must be more than 0 and at most 10m, got %s", d)
 			}
+			if d := c.Lifecycle.HTTPBodyTimeout; d <= 0 || d.Minutes() > 60 {
+				p.add("lifecycle.http_body_timeout", "must be more than 0 and at most 1h, got %s", d)
+			}
 		case "db":
 			c.DB.validate(&p)
 		case "streamstore":
@@ -126,6 +129,12 @@ func (c *Config) validate() problems {
 				p.add("api.dedup_ttl", "must be between 1s and 30d, got %s", d)
 			}
 			p.oneOf("api.dedup_mode", c.API.DedupMode, DedupModeKey, DedupModeSequence)
+			if d := c.API.ClockMaxFuture; d <= 0 {
+				p.add("api.clock_max_future", "must be positive, got %s", d)
+			}
+			if d := c.API.ClockMaxPast; d <= 0 {
+				p.add("api.clock_max_past", "must be positive, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

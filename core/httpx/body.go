@@ -20,6 +20,10 @@ func ReadBody(c *gin.Context, max int64, write ErrorWriter) ([]byte, bool) {
 	case IsBodyTooLarge(err):
 		write(c, http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("request body over %d bytes", max))
 		return nil, false
+	case IsBodyTimeout(err):
+		c.Header("Connection", "close")
+		write(c, http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+		return nil, false
 	case err != nil:
 		write(c, http.StatusBadRequest, "invalid_body", "cannot read the request body")
 		return nil, false
@@ -47,8 +51,13 @@ func BindStrict(c *gin.Context, max int64, dst any, write ErrorWriter) bool {
 
 // DecodeStrict decodes exactly one JSON value from body into dst, refusing
 // fields dst does not have: a misspelt field would otherwise be dropped
-// without a word. Its errors are worded for API clients.
+// without a word. A string (key or value, at any depth) holding U+0000 is
+// refused too, naming its path, as no store of ours can keep it. Its errors
+// are worded for API clients.
 func DecodeStrict(body []byte, dst any) error {
+	if err := checkNUL(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

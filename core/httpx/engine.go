@@ -24,6 +24,9 @@ type EngineOptions struct {
 	WriteError ErrorWriter
 	// MaxBodyBytes caps every request body; 1 MiB when zero.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request body may take to arrive;
+	// DefaultBodyTimeout when zero.
+	BodyTimeout time.Duration
 	// Metrics, when set, receives http_request_duration_seconds labelled
 	// by method, route template and status code, with the constant label
 	// server=Server, so the roles of all-in-one share one registry.
@@ -44,8 +47,9 @@ func init() {
 	gin.SetMode(gin.ReleaseMode)
 }
 
-// NewEngine returns a gin engine with recovery, request logging, a body size
-// cap and JSON 404/405 answers in the role's error shape.
+// NewEngine returns a gin engine with recovery, request logging, security
+// headers, a body size cap and time limit, a refusal of NUL characters in
+// parameters, and JSON 404/405 answers in the role's error shape.
 func NewEngine(opts EngineOptions) *gin.Engine {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -56,6 +60,9 @@ func NewEngine(opts EngineOptions) *gin.Engine {
 	if opts.WriteError == nil {
 		panic("BUG: httpx.NewEngine without an error writer")
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	e := gin.New()
 	if err := e.SetTrustedProxies(opts.TrustedProxies); err != nil {
 		// Validate has parsed the list already.
@@ -63,10 +70,12 @@ func NewEngine(opts EngineOptions) *gin.Engine {
 	}
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(recovery(opts.Logger, opts.WriteError), requestLog(opts.Logger), limitBody(opts.MaxBodyBytes, opts.WriteError))
+	e.Use(recovery(opts.Logger, opts.WriteError), securityHeaders, requestLog(opts.Logger),
+		bodyDeadline(opts.BodyTimeout), limitBody(opts.MaxBodyBytes, opts.WriteError))
 	if opts.Metrics != nil {
 		e.Use(requestMetrics(opts.Metrics, opts.Server))
 	}
+	e.Use(refuseNULParams(opts.WriteError))
 	e.NoRoute(func(c *gin.Context) {
 		opts.WriteError(c, http.StatusNotFound, "not_found", "no route for "+c.Request.Method+" "+c.Request.URL.Path)
 	})

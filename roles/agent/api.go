@@ -38,7 +38,7 @@ func bind(c *gin.Context, dst any) bool {
 
 func (a *Agent) engine() *gin.Engine {
 	e := httpx.NewEngine(httpx.EngineOptions{Logger: a.log, WriteError: WriteError, MaxBodyBytes: maxBody,
-		Metrics: a.rt.Metrics, Server: "agent"})
+		BodyTimeout: a.bodyTimeout, Metrics: a.rt.Metrics, Server: "agent"})
 	if !a.cfg.KeyMode() {
 		e.Use(loopbackOnly())
 	}

@@ -74,6 +74,8 @@ type Agent struct {
 	memory  *sysinfo.MemoryMonitor
 	logins  *httpx.Attempts
 	started time.Time
+	// bodyTimeout is lifecycle.http_body_timeout, for the local API.
+	bodyTimeout time.Duration
 
 	st      atomic.Pointer[store.Store]
 	storeMu sync.RWMutex
@@ -115,7 +117,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 	level.Set(slog.LevelInfo)
 	log := ringLogger(r.Logger, ring, level).With("component", "agent")
 	a := &Agent{
-		cfg: cfg.Agent, log: log, ring: ring, level: level, rt: r, opts: opts,
+		cfg: cfg.Agent, bodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, log: log, ring: ring, level: level, rt: r, opts: opts,
 		sampler: sysinfo.NewSampler("/proc", cfg.Agent.DataDir),
 		logins:  httpx.NewAttempts(loginFailuresPerUser, loginFailuresPerIP, loginWindow),
 		started: time.Now(), state: StateInitializing,

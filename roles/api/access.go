@@ -212,15 +212,36 @@ func (a *access) agentGuard(param string) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		_, err = a.agents.Agent(c.Request.Context(), p.TenantUUID, u.String())
+		registered, err := a.registered(c.Request.Context(), p, u.String())
 		switch {
-		case errors.Is(err, registry.ErrNotFound):
-			WriteError(c, http.StatusNotFound, "not_found", "agent "+u.String()+" not found")
 		case err != nil:
 			a.log.Error("agent lookup failed", "agent", u.String(), "err", err)
 			WriteError(c, http.StatusServiceUnavailable, "unavailable", "the agent registry cannot be read now; retry")
+		case !registered:
+			WriteError(c, http.StatusNotFound, "not_found", "agent "+u.String()+" not found")
 		default:
 			c.Next()
 		}
 	}
+}
+
+// agentRegistered reports whether agent is in the registry of the caller's
+// tenant: readings.Deps.AgentRegistered.
+func (a *access) agentRegistered(c *gin.Context, agent string) (bool, error) {
+	p, ok := principal(c)
+	if !ok {
+		return false, nil
+	}
+	return a.registered(c.Request.Context(), p, agent)
+}
+
+func (a *access) registered(ctx context.Context, p Principal, agent string) (bool, error) {
+	_, err := a.agents.Agent(ctx, p.TenantUUID, agent)
+	if errors.Is(err, registry.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up agent %s: %w", agent, err)
+	}
+	return true, nil
 }

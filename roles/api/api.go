@@ -81,6 +81,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Logger:         log,
 		WriteError:     WriteError,
 		MaxBodyBytes:   int64(cfg.API.MaxBodyBytes),
+		BodyTimeout:    cfg.Lifecycle.HTTPBodyTimeout,
 		Metrics:        r.Metrics,
 		Server:         "api",
 		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
@@ -122,6 +123,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		WriteError: WriteError,
 		Log:        r.Component("api-readings"),
 		AgentGuard: acc.agentGuard("agent_uuid"),
+		// Ownership of an agent comes from the registry, never from
+		// readings someone wrote first.
+		AgentRegistered: acc.agentRegistered,
 	})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{

@@ -58,7 +58,7 @@ func newWithIntervals(cfg *config.Config, r *rt.Runtime, opts Options, every int
 		return nil, err
 	}
 	log := r.Component("ingest")
-	engine := httpx.NewEngine(httpx.EngineOptions{Logger: log, WriteError: writeError})
+	engine := httpx.NewEngine(httpx.EngineOptions{Logger: log, WriteError: writeError, BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout})
 	engine.GET("/health", func(c *gin.Context) { eng.health(c) })
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
 

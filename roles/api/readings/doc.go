@@ -19,18 +19,22 @@
 // takes from the authenticated principal and never from the request. To
 // the reading endpoints an agent of another tenant looks exactly like an
 // agent without readings: 200 with empty results, never 403 or 404, so
-// they cannot be used to learn which agent ids exist. Only POST /readings
-// tells, by refusing to write (403) for an agent that reports to another
-// tenant: writing would mix two tenants in one agent, and ignoring the
-// request would be a lie. Agent ids are random UUIDs, so this confirms
-// only an id the caller already holds.
+// they cannot be used to learn which agent ids exist.
+//
+// POST /readings writes only for an agent in the caller's tenant's agent
+// registry (Deps.AgentRegistered), and answers 404 for any other, whether
+// another tenant registered it or nobody did. Ownership never comes from
+// the readings already stored: when it did, a tenant that wrote first to
+// another tenant's agent id took the agent over (the owner's writes were
+// refused, its views went empty and its metric names showed to the
+// claimant).
 //
 // The readings key (agent_uuid, metric_name, time) does not contain the
 // tenant: an agent's readings are taken to belong to one tenant, the one
-// ingest files them under. The endpoints read an agent's tenant from its
-// newest reading of its last metric (one index probe, where checking every
-// row would read a foreign agent's whole history), and POST /readings'
-// refusal keeps the rule true for manual readings too.
+// ingest files them under and the registry check enforces for manual
+// readings. The endpoints read an agent's tenant from its newest reading
+// of its last metric (one index probe, where checking every row would
+// read a foreign agent's whole history).
 //
 // # Access path
 //

@@ -3,9 +3,7 @@ package readings
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -99,17 +97,11 @@ func (h *handler) insert(c *gin.Context) {
 	if !ok {
 		return
 	}
-	inserted, err := write(c.Request.Context(), d, tenant, rows)
-	var fe *foreignAgentError
-	switch {
-	case errors.As(err, &fe):
-		name := "agentUuid"
-		if !single {
-			name = fmt.Sprintf("readings[%d].agentUuid", fe.index)
-		}
-		h.WriteError(c, http.StatusForbidden, "forbidden", name+" "+quote(rows[fe.index].agent)+" reports to another tenant")
+	if !h.registered(c, rows, single) {
 		return
-	case err != nil:
+	}
+	inserted, err := write(c.Request.Context(), d, tenant, rows)
+	if err != nil {
 		h.fail(c, "insert", err)
 		return
 	}
@@ -172,39 +164,42 @@ func checkReading(prefix string, r *newReading, now time.Time) (row, error) {
 	return out, nil
 }
 
-// foreignAgentError says the reading at index names an agent whose
-// readings belong to another tenant.
-type foreignAgentError struct{ index int }
-
-func (e *foreignAgentError) Error() string {
-	return fmt.Sprintf("reading %d: agent belongs to another tenant", e.index)
-}
-
-// write inserts rows in one transaction and returns how many were new.
-// An agent's readings all carry one tenant (the series walk relies on it),
-// so an agent already reporting to another tenant is refused.
-func write(ctx context.Context, d *db.DB, tenant string, rows []row) (int, error) {
-	tx, err := d.SQL().BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin insert: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+// registered answers 404 and returns false unless every agent rows name is
+// in the caller's tenant's registry. Another tenant's agent and an agent
+// nobody registered get the same answer, as on the routes that name an
+// agent, so the refusal tells nothing about other tenants.
+func (h *handler) registered(c *gin.Context, rows []row, single bool) bool {
 	checked := map[string]bool{}
 	for i, r := range rows {
 		if checked[r.agent] {
 			continue
 		}
 		checked[r.agent] = true
-		var owner sql.NullString
-		err := tx.QueryRowContext(ctx, ownerSQL, r.agent).Scan(&owner)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return 0, fmt.Errorf("check agent owner: %w", err)
-		case owner.String != tenant:
-			return 0, &foreignAgentError{index: i}
+		ok, err := h.AgentRegistered(c, r.agent)
+		if err != nil {
+			h.fail(c, "check agent registry", fmt.Errorf("agent registry: %w", err))
+			return false
+		}
+		if !ok {
+			name := "agentUuid"
+			if !single {
+				name = fmt.Sprintf("readings[%d].agentUuid", i)
+			}
+			h.WriteError(c, http.StatusNotFound, "not_found", name+" "+quote(r.agent)+" is not an agent of this tenant; register it first")
+			return false
 		}
 	}
+	return true
+}
+
+// write inserts rows in one transaction and returns how many were new.
+// The caller has checked that the tenant owns every agent named.
+func write(ctx context.Context, d *db.DB, tenant string, rows []row) (int, error) {
+	tx, err := d.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("begin insert: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
 	stmt, err := tx.PrepareContext(ctx, insertSQL)
 	if err != nil {
 		return 0, fmt.Errorf("prepare insert: %w", err)

@@ -381,10 +381,10 @@ var writeCases = []apiCase{
 	{name: "the defaults as stored", path: "/api/v1/readings/$A3/latest", tenant: tenantA, status: 200, want: `{"truncated": false, "readings": [
 		{"agentUuid": "$A3", "metricName": "valve.open", "deviceName": "valve", "protocol": "", "unit": "%", "quality": "", "time": "2024-03-11T01:00:00Z", "value": 1}]}`},
 	{name: "insert for another tenant's agent", method: "POST", path: "/api/v1/readings", tenant: tenantB, body: `{"agentUuid": "$A3", "metricName": "valve.open", "value": 2, "time": "2024-03-11T02:00:00Z"}`,
-		status: 403, code: "forbidden", msg: `agentUuid "$A3" reports to another tenant`},
+		status: 404, code: "not_found", msg: `agentUuid "$A3" is not an agent of this tenant`},
 	{name: "insert a batch naming another tenant's agent", method: "POST", path: "/api/v1/readings", tenant: tenantB,
 		body:   `[{"agentUuid": "$B1", "metricName": "boiler.temp", "value": 1, "time": "2024-03-11T02:00:00Z"}, {"agentUuid": "$A1", "metricName": "boiler.temp", "value": 2}]`,
-		status: 403, code: "forbidden", msg: `readings[1].agentUuid "$A1" reports to another tenant`},
+		status: 404, code: "not_found", msg: `readings[1].agentUuid "$A1" is not an agent of this tenant`},
 	{name: "a refused batch writes nothing", path: "/api/v1/readings/latest?metric=boiler.temp", tenant: tenantB, status: 200, want: `{"truncated": false, "readings": [
 		{"agentUuid": "$B1", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "°C", "quality": "good", "time": "2024-03-11T00:45:00Z", "value": 1000}]}`},
 	{name: "insert a failed read", method: "POST", path: "/api/v1/readings", tenant: tenantB,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +53,26 @@ func newRouter(t testing.TB, d *db.DB, lim query.Limits, now time.Time) *gin.Eng
 			s, _ := t.(string)
 			return s, ok
 		},
-		WriteError: writeError,
-		Limits:     lim,
-		Now:        func() time.Time { return now },
-		Log:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+		WriteError:      writeError,
+		AgentRegistered: testRegistry.registered,
+		Limits:          lim,
+		Now:             func() time.Time { return now },
+		Log:             slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	return e
+}
+
+// registry stands in for the agent registry: agents by tenant.
+type registry map[string][]string
+
+// testRegistry registers the fixture's agents: A1, A2 and A3 to tenant A,
+// B1 to tenant B. agentC is nobody's.
+var testRegistry = registry{tenantA: {agentA1, agentA2, agentA3}, tenantB: {agentB1}}
+
+func (r registry) registered(c *gin.Context, agent string) (bool, error) {
+	t, _ := c.Get("tenant")
+	tenant, _ := t.(string)
+	return slices.Contains(r[tenant], agent), nil
 }
 
 // integrationDB opens and migrates a fresh database of the given engine.

@@ -33,6 +33,11 @@ type Deps struct {
 	Now func() time.Time
 	// Log receives database failures; discarded when nil.
 	Log *slog.Logger
+	// AgentRegistered reports whether agent (a canonical lowercase UUID) is
+	// in the agent registry of the caller's tenant. POST /readings writes
+	// only for such agents: ownership comes from the registry, never from
+	// the readings already stored, which anyone could have written first.
+	AgentRegistered func(c *gin.Context, agent string) (bool, error)
 	// AgentGuard, when set, runs before the routes that name an agent
 	// (:agent_uuid) and answers 404 for an agent the caller's tenant does
 	// not have, so another tenant's agent looks like no agent at all.
@@ -42,8 +47,8 @@ type Deps struct {
 // Register adds the telemetry endpoints to g, the /api/v1 group, whose
 // middleware has authenticated the caller.
 func Register(g *gin.RouterGroup, d Deps) {
-	if d.DB == nil || d.Tenant == nil || d.WriteError == nil {
-		panic("BUG: readings.Register needs DB, Tenant and WriteError")
+	if d.DB == nil || d.Tenant == nil || d.WriteError == nil || d.AgentRegistered == nil {
+		panic("BUG: readings.Register needs DB, Tenant, WriteError and AgentRegistered")
 	}
 	h := &handler{Deps: d, lim: d.Limits.WithDefaults()}
 	if h.Now == nil {

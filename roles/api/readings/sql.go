@@ -151,10 +151,6 @@ func rawSQL(tenant, agent, metric string, lo, hi any, limit int64) (string, []an
 	return s.String(), s.Args()
 }
 
-// ownerSQL selects the tenant an agent's readings belong to, by the same
-// rule as the walk; no row for an agent without readings.
-const ownerSQL = `SELECT tenant_id FROM readings WHERE agent_uuid = $1 ORDER BY metric_name DESC, time DESC LIMIT 1`
-
 // insertSQL writes one reading; a row with the same key is kept as it is.
 const insertSQL = `INSERT INTO readings (time, agent_uuid, metric_name, value, protocol, unit, quality, device_name, tenant_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`

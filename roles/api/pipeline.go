@@ -98,6 +98,17 @@ func (p *pipeline) Start(context.Context) error {
 			return fmt.Errorf("open spool (spool.path, DISK_SPOOL_PATH): %w", err)
 		}
 		p.spool = sp
+		p.rt.Health.Register("api-spool", p.checkSpool)
+	}
+	return nil
+}
+
+// checkSpool reports a spool whose disk is full: while it is, a failing
+// store leaves messages unacknowledged instead of spooled, which operators
+// must hear of before the broker's queue for this client overflows.
+func (p *pipeline) checkSpool(context.Context) error {
+	if st := p.spool.Stats(); st.DiskFull {
+		return fmt.Errorf("spool disk full (spool.path %s): messages stay unacknowledged at the broker until space returns", p.spoolOp.Dir)
 	}
 	return nil
 }
@@ -391,6 +402,11 @@ func (p *pipeline) spoolBatch(source string, b envelope.Batch, cause error) erro
 		return fmt.Errorf("encode spool entry: %w", err)
 	}
 	if err := p.spool.Append(spool.Entry{Source: source, Data: data}); err != nil {
+		if spool.IsNoSpace(err) && p.breaker.Allow() {
+			// The spool was the fallback for a store that just failed; with
+			// it full too, direct writes stop until recover has drained it.
+			p.breaker.Trip()
+		}
 		return fmt.Errorf("spool after %v: %w", cause, err)
 	}
 	p.m.spooled.Inc()

@@ -29,6 +29,9 @@ type RedisOptions struct {
 	AppendFsync string
 	// Save is the RDB save points ("" keeps none, as PrivateRedis does).
 	Save string
+	// Args are more redis-server arguments, such as "--rename-command",
+	// "CONFIG", "".
+	Args []string
 }
 
 // PrivateRedis starts redis-server on a free port with an fsynced
@@ -63,8 +66,9 @@ func (s *RedisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strco
 // Start starts the server and waits until it accepts connections.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", s.opts.Save, "--appendonly", s.opts.AppendOnly, "--appendfsync", s.opts.AppendFsync, "--dir", s.dir)
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", s.opts.Save, "--appendonly", s.opts.AppendOnly, "--appendfsync", s.opts.AppendFsync, "--dir", s.dir}, s.opts.Args...)
+	s.cmd = exec.Command("redis-server", args...)
 	s.cmd.SysProcAttr = serverProcAttr()
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)

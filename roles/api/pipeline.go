@@ -88,10 +88,13 @@ func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 
 func (p *pipeline) Name() string { return "api-pipeline" }
 
-func (p *pipeline) Start(context.Context) error {
+func (p *pipeline) Start(ctx context.Context) error {
 	if p.rt.Streams == nil {
 		panic("BUG: api pipeline started before the backends")
 	}
+	// Messages are acknowledged to the broker once they are in the stream:
+	// a Redis that keeps nothing over a restart loses them.
+	streamstore.CheckPersistence(ctx, p.rt.Streams, p.log)
 	if p.spoolOp != nil {
 		sp, err := spool.Open(*p.spoolOp)
 		if err != nil {

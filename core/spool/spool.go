@@ -5,7 +5,12 @@
 // spool-2.ndjson, ...; numbering continues after a restart; the oldest file
 // is deleted, with a warning, when the total passes the configured maximum;
 // replay goes oldest first and remembers how far it got, so a crash during
-// replay repeats at most one batch (the consumers are idempotent).
+// replay repeats at most one batch (the consumers are idempotent). On a
+// full disk, where even that position cannot be written, replay keeps it
+// in memory and goes on, so it never repeats what it handed over; only a
+// crash before the position is saved again repeats more. An append that
+// fails for space says so (Stats.DiskFull) and leaves no torn bytes
+// behind.
 package spool
 
 import (
@@ -25,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Entry is one spooled line: where the data came from (for example the MQTT
@@ -58,6 +64,13 @@ type Stats struct {
 	DroppedFiles int64
 	// SkippedLines counts torn or corrupt lines skipped during replay.
 	SkippedLines int64
+	// DiskFull is true while the spool's file system has no room: the last
+	// Append failed for space (ENOSPC or a quota) and neither an Append nor
+	// a replay has freed or found room since.
+	DiskFull bool
+	// PositionUnsaved is true while replay progress is kept in memory only,
+	// because writing it to disk failed (a full disk, typically).
+	PositionUnsaved bool
 }
 
 type file struct {
@@ -79,6 +92,13 @@ type Spool struct {
 	dropped int64
 	skipped int64
 	pos     position
+	// diskFull: see Stats.DiskFull. posUnsaved: pos is ahead of the
+	// position file.
+	diskFull   bool
+	posUnsaved bool
+	// writeFile writes the position file; a seam for tests that inject a
+	// full disk.
+	writeFile func(name string, data []byte, perm os.FileMode) error
 
 	replayMu sync.Mutex
 }
@@ -115,7 +135,7 @@ func Open(opts Options) (*Spool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spool directory: %w", err)
 	}
-	s := &Spool{opts: opts, log: opts.Logger, next: 1}
+	s := &Spool{opts: opts, log: opts.Logger, next: 1, writeFile: os.WriteFile}
 	for _, e := range entries {
 		m := namePattern.FindStringSubmatch(e.Name())
 		if m == nil || !e.Type().IsRegular() {
@@ -182,20 +202,58 @@ func (s *Spool) Append(entries ...Entry) error {
 	}
 	if s.w == nil {
 		if err := s.openWriterLocked(); err != nil {
+			s.noteSpaceLocked(err)
 			return err
 		}
 	}
-	if _, err := s.w.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("spool: write %s: %w", s.w.Name(), err)
-	}
-	if !s.opts.NoSync {
-		if err := s.w.Sync(); err != nil {
-			return fmt.Errorf("spool: sync %s: %w", s.w.Name(), err)
-		}
+	if err := s.writeLocked(buf.Bytes()); err != nil {
+		s.noteSpaceLocked(err)
+		return err
 	}
 	s.files[len(s.files)-1].size += int64(buf.Len())
+	s.diskFull = false
 	s.enforceMaxLocked()
 	return nil
+}
+
+// writeLocked writes and syncs one append. A write that fails part way
+// (ENOSPC after some bytes) is cut back off the file: left there, the next
+// append would continue the torn line and replay would skip both as
+// corrupt, losing an entry whose Append had succeeded. When the cut fails
+// too, the file is sealed so the torn bytes end it, where replay skips
+// them as a torn last line.
+func (s *Spool) writeLocked(b []byte) error {
+	size := s.files[len(s.files)-1].size
+	_, err := s.w.Write(b)
+	if err == nil && !s.opts.NoSync {
+		if err = s.w.Sync(); err != nil {
+			err = fmt.Errorf("spool: sync %s: %w", s.w.Name(), err)
+		}
+	} else if err != nil {
+		err = fmt.Errorf("spool: write %s: %w", s.w.Name(), err)
+	}
+	if err == nil {
+		return nil
+	}
+	if terr := s.w.Truncate(size); terr != nil {
+		s.log.Warn("spool: cannot cut a failed append off its file; starting a new file", "file", s.w.Name(), "err", terr)
+		_ = s.sealLocked()
+	}
+	return err
+}
+
+// noteSpaceLocked records whether err says the file system is full.
+func (s *Spool) noteSpaceLocked(err error) {
+	if IsNoSpace(err) && !s.diskFull {
+		s.diskFull = true
+		s.log.Error("spool disk full: telemetry can no longer be spooled", "dir", s.opts.Dir, "err", err)
+	}
+}
+
+// IsNoSpace reports whether err is a file system out of space or over its
+// quota.
+func IsNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 func (s *Spool) openWriterLocked() error {
@@ -261,7 +319,7 @@ func (s *Spool) Stats() Stats {
 }
 
 func (s *Spool) statsLocked() Stats {
-	st := Stats{Files: len(s.files), DroppedFiles: s.dropped, SkippedLines: s.skipped}
+	st := Stats{Files: len(s.files), DroppedFiles: s.dropped, SkippedLines: s.skipped, DiskFull: s.diskFull, PositionUnsaved: s.posUnsaved}
 	for _, f := range s.files {
 		st.Bytes += f.size
 	}
@@ -333,6 +391,9 @@ func (s *Spool) Replay(ctx context.Context, batch int, fn func(context.Context, 
 				break
 			}
 		}
+		// The file's space is free again; the next Append finds out
+		// whether that is enough.
+		s.diskFull = false
 		s.mu.Unlock()
 		s.removePos()
 	}
@@ -374,7 +435,8 @@ func (s *Spool) replayFile(ctx context.Context, n, batch int, fn func(context.Co
 		}
 		done += len(pending)
 		pending = pending[:0]
-		return s.writePos(position{n: n, offset: pendingEnd})
+		s.advance(position{n: n, offset: pendingEnd})
+		return nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -468,11 +530,38 @@ func (s *Spool) readPos() position {
 	return position{n: n, offset: off}
 }
 
+// advance moves replay progress past entries fn has taken. The position
+// moves in memory first and unconditionally: the entries are in the store,
+// and replaying them again, which is what an error here used to cause,
+// turns a full disk into an endless loop over the same batch that never
+// deletes the file whose deletion would free the disk. Saving the position
+// is retried at every batch until it works; until then only a crash
+// repeats entries (from the last saved position; consumers de-duplicate).
+func (s *Spool) advance(p position) {
+	s.mu.Lock()
+	s.pos = p
+	wasUnsaved := s.posUnsaved
+	s.mu.Unlock()
+	err := s.writePos(p)
+	s.mu.Lock()
+	s.posUnsaved = err != nil
+	s.mu.Unlock()
+	switch {
+	case err != nil && !wasUnsaved:
+		s.log.Warn("spool: cannot save the replay position; keeping it in memory and retrying", "err", err)
+	case err == nil && wasUnsaved:
+		s.log.Info("spool: replay position saved again")
+	}
+}
+
 // writePos records replay progress atomically (write, sync, rename).
 func (s *Spool) writePos(p position) error {
 	tmp := filepath.Join(s.opts.Dir, posFile+".tmp")
 	data := []byte(strconv.Itoa(p.n) + " " + strconv.FormatInt(p.offset, 10) + "\n")
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	if err := s.writeFile(tmp, data, 0o600); err != nil {
+		// A half-written temporary file only holds space a full disk
+		// needs.
+		_ = os.Remove(tmp)
 		return fmt.Errorf("spool: write replay position: %w", err)
 	}
 	if !s.opts.NoSync {
@@ -484,15 +573,13 @@ func (s *Spool) writePos(p position) error {
 	if err := os.Rename(tmp, filepath.Join(s.opts.Dir, posFile)); err != nil {
 		return fmt.Errorf("spool: save replay position: %w", err)
 	}
-	s.mu.Lock()
-	s.pos = p
-	s.mu.Unlock()
 	return nil
 }
 
 func (s *Spool) removePos() {
 	s.mu.Lock()
 	s.pos = position{}
+	s.posUnsaved = false
 	s.mu.Unlock()
 	if err := os.Remove(filepath.Join(s.opts.Dir, posFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("spool: remove replay position", "err", err)

@@ -49,12 +49,7 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 		t.Skip("integration test; -short given")
 	}
 	brokerAddr := coretest.MQTTAddr(t)
-	srv := coretest.PrivateRedis(t)
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	srv, store := privateRedisStore(t, coretest.RedisOptions{})
 	ctx := context.Background()
 	tenant, agent := randomID(t), randomID(t)
 
@@ -141,6 +136,19 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 		counter(t, r, "api_telemetry_spooled_total"), counter(t, r, "api_telemetry_replayed_total"))
 }
 
+// privateRedisStore starts a private Redis with opts and opens a stream
+// store on it; the test's cleanup closes both.
+func privateRedisStore(t *testing.T, opts coretest.RedisOptions) (*coretest.RedisServer, *redisstore.Store) {
+	t.Helper()
+	srv := coretest.PrivateRedisWith(t, opts)
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return srv, store
+}
+
 // spooledPipeline is the Cloud API pipeline on store with the default
 // configuration and a disk spool in a temporary directory.
 func spooledPipeline(t *testing.T, store streamstore.Store) (*pipeline, *rt.Runtime) {
@@ -165,7 +173,16 @@ func spooledPipeline(t *testing.T, store streamstore.Store) (*pipeline, *rt.Runt
 func runSubscriber(t *testing.T, pipe *pipeline, r *rt.Runtime, brokerAddr, clientID string, filters ...string) (client *mqttx.Client, stop func()) {
 	t.Helper()
 	mo := mqttx.DefaultOptions()
-	mo.BrokerURL, mo.ClientID, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, clientID, true, r.Metrics, "api-mqtt"
+	mo.BrokerURL, mo.ClientID, mo.CleanSession = "tcp://"+brokerAddr, clientID, true
+	return runSubscriberWith(t, pipe, r, mo, filters...)
+}
+
+// runSubscriberWith is runSubscriber with the caller's client options, for
+// tests that need a persistent session: a message left unacknowledged is
+// redelivered on a reconnect only to a session the broker kept.
+func runSubscriberWith(t *testing.T, pipe *pipeline, r *rt.Runtime, mo mqttx.Options, filters ...string) (client *mqttx.Client, stop func()) {
+	t.Helper()
+	mo.Registerer, mo.Name = r.Metrics, "api-mqtt"
 	client, err := mqttx.New(mo)
 	if err != nil {
 		t.Fatal(err)

@@ -88,16 +88,30 @@ func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 
 func (p *pipeline) Name() string { return "api-pipeline" }
 
-func (p *pipeline) Start(context.Context) error {
+func (p *pipeline) Start(ctx context.Context) error {
 	if p.rt.Streams == nil {
 		panic("BUG: api pipeline started before the backends")
 	}
+	// Messages are acknowledged to the broker once they are in the stream:
+	// a Redis that keeps nothing over a restart loses them.
+	streamstore.CheckPersistence(ctx, p.rt.Streams, p.log)
 	if p.spoolOp != nil {
 		sp, err := spool.Open(*p.spoolOp)
 		if err != nil {
 			return fmt.Errorf("open spool (spool.path, DISK_SPOOL_PATH): %w", err)
 		}
 		p.spool = sp
+		p.rt.Health.Register("api-spool", p.checkSpool)
+	}
+	return nil
+}
+
+// checkSpool reports a spool whose disk is full: while it is, a failing
+// store leaves messages unacknowledged instead of spooled, which operators
+// must hear of before the broker's queue for this client overflows.
+func (p *pipeline) checkSpool(context.Context) error {
+	if st := p.spool.Stats(); st.DiskFull {
+		return fmt.Errorf("spool disk full (spool.path %s): messages stay unacknowledged at the broker until space returns", p.spoolOp.Dir)
 	}
 	return nil
 }
@@ -391,6 +405,11 @@ func (p *pipeline) spoolBatch(source string, b envelope.Batch, cause error) erro
 		return fmt.Errorf("encode spool entry: %w", err)
 	}
 	if err := p.spool.Append(spool.Entry{Source: source, Data: data}); err != nil {
+		if spool.IsNoSpace(err) && p.breaker.Allow() {
+			// The spool was the fallback for a store that just failed; with
+			// it full too, direct writes stop until recover has drained it.
+			p.breaker.Trip()
+		}
 		return fmt.Errorf("spool after %v: %w", cause, err)
 	}
 	p.m.spooled.Inc()

@@ -78,6 +78,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		return s.produceBatchInSteps(ctx, reqs)
 	}
 	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
+	s.releaseOrphans(ctx)
 
 	// Step 1: marks, claims and stream lengths. XLEN also tells a stream
 	// key that holds something else (WRONGTYPE) before anything is written.
@@ -86,9 +87,10 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		bit int32 // -1 for a whole-key mark
 	}
 	type markState struct {
-		claimKey string
-		claim    *goredis.BoolCmd
-		appender int // the request appending under the mark, or -1
+		claimKey, token string
+		claim           *goredis.BoolCmd
+		appender        int // the request appending under the mark, or -1
+		release         *goredis.IntCmd
 	}
 	marks := make(map[mark]*markState)
 	ofReq := make([]*markState, len(reqs))
@@ -114,8 +116,8 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		}
 		st := marks[m]
 		if st == nil {
-			st = &markState{claimKey: claimKey(req), appender: -1}
-			st.claim = pipe.SetNX(ctx, st.claimKey, "1", claimTTL)
+			st = &markState{claimKey: claimKey(req), token: s.claims.token(), appender: -1}
+			st.claim = pipe.SetNX(ctx, st.claimKey, st.token, claimTTL)
 			marks[m] = st
 		}
 		ofReq[i] = st
@@ -124,7 +126,31 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		return results, errs
 	}
 	if err := execPipeline(ctx, pipe); err != nil {
+		if !neverSent(err) {
+			// The claims may have been taken before the connection broke.
+			var lost []orphan
+			for _, st := range marks {
+				lost = append(lost, orphan{key: st.claimKey, token: st.token, at: time.Now()})
+			}
+			s.claims.lost(lost)
+		}
 		return failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
+	}
+	if s.afterClaims != nil {
+		s.afterClaims()
+	}
+	// held lists the claims this call took and did not see released, for
+	// the next call to release: after the second round trip fails, or its
+	// transaction or release is refused, nothing else would before they
+	// expire.
+	held := func(released func(*markState) bool) {
+		var lost []orphan
+		for _, st := range marks {
+			if st.claim.Err() == nil && st.claim.Val() && !released(st) {
+				lost = append(lost, orphan{key: st.claimKey, token: st.token, at: time.Now()})
+			}
+		}
+		s.claims.lost(lost)
 	}
 
 	// Step 2: one transaction per request to append.
@@ -181,7 +207,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 	}
 	for _, st := range marks {
 		if st.appender < 0 && st.claim.Err() == nil && st.claim.Val() {
-			pipe.Del(ctx, st.claimKey) // claimed, but nothing appended under it
+			st.release = pipe.Del(ctx, st.claimKey) // claimed, but nothing appended under it
 		}
 	}
 	if appended := appendedStreams(reqs, execs); len(appended) > 0 {
@@ -190,9 +216,16 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 	if pipe.Len() > 0 {
 		if err := execPipeline(ctx, pipe); err != nil {
 			// The transactions may have run: a retry finds their marks.
+			held(func(*markState) bool { return false })
 			return failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
 		}
 	}
+	held(func(st *markState) bool {
+		if st.appender >= 0 {
+			return execs[st.appender].Err() == nil // the transaction ran, with its DEL
+		}
+		return st.release != nil && st.release.Err() == nil
+	})
 	for i, c := range execs {
 		if c != nil {
 			results[i], errs[i] = s.produceResult(ctx, reqs[i], c)

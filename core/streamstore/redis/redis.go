@@ -123,6 +123,11 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 	subs   map[*subscription]struct{}
+
+	claims *claims
+	// afterClaims, when set (tests only), runs between ProduceBatch's two
+	// round trips.
+	afterClaims func()
 }
 
 // New validates opts and builds the client. It does no I/O: connections
@@ -146,7 +151,7 @@ func New(opts Options) (*Store, error) {
 	if opts.SubscriptionBuffer == 0 {
 		opts.SubscriptionBuffer = 256
 	}
-	return &Store{opts: opts, client: newClient(opts), subs: make(map[*subscription]struct{})}, nil
+	return &Store{opts: opts, client: newClient(opts), subs: make(map[*subscription]struct{}), claims: newClaims()}, nil
 }
 
 func (o Options) validate() error {

@@ -36,6 +36,10 @@ type access struct {
 	agents   *registry.Store
 	licence  *licence.Manager
 	auth     *authenticator
+	// standing caches what access tokens' holders may do now; sync keeps
+	// it in step with the other replicas (a service of the role).
+	standing *accounts.StandingCache
+	sync     *standingSync
 	// idp verifies identity-provider tokens when IDP_ENABLED.
 	idp accounts.IdentityProvider
 	// trusted are the proxies whose X-Forwarded-For is believed.
@@ -75,8 +79,14 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 		return nil, fmt.Errorf("auth.trusted_proxies (TRUSTED_PROXIES): %w", err)
 	}
 	a.trusted = trusted
+	a.standing = accounts.NewStandingCache(a.accounts, standingTTL, standingMax)
+	a.sync = newStandingSync(a.standing, func() streamstore.Store { return r.Streams }, r.Component("api-session-sync"))
+	a.accounts.OnChange(a.sync.publish)
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log,
-		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute), clientKey: a.clientKey}
+		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute), clientKey: a.clientKey,
+		standing: func(ctx context.Context, c token.Claims) (accounts.Standing, error) {
+			return a.standing.Standing(ctx, c.Subject, c.Family)
+		}}
 	if m := newMailer(cfg.Auth); m != nil {
 		a.mailer = m
 	}
@@ -138,9 +148,12 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	protected = e.Group("/api/v1", a.auth.require, httpx.RateLimit(a.global, a.subjectKey, WriteError))
 	// The routes that take a password or a key without a session are the
 	// auth endpoints of the rate limits.
-	authLimited := public.Group("", httpx.RateLimit(a.authLimit, a.clientKey, WriteError))
+	authLimited := public.Group("", httpx.RateLimit(a.authLimit, a.clientKey, WriteError), noStore)
 	adminGate := httpx.RateLimit(a.admin, adminKey, WriteError)
-	accounts.Register(authLimited, protected, accounts.Deps{
+	// The access routes answer with tokens, keys, passwords and account
+	// records: no cache on the way may keep them.
+	credentials := protected.Group("", noStore)
+	accounts.Register(authLimited, credentials, accounts.Deps{
 		Store:             a.accounts,
 		Tokens:            a.tokens,
 		Caller:            caller,
@@ -160,7 +173,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	if brokerURL == "" {
 		brokerURL = a.cfg.MQTT.BrokerURL
 	}
-	registry.Register(authLimited, protected, registry.Deps{
+	registry.Register(authLimited, credentials, registry.Deps{
 		Store:      a.agents,
 		Caller:     caller,
 		WriteError: WriteError,
@@ -171,7 +184,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-registry"),
 	})
-	brokerusers.Register(protected, brokerusers.Deps{
+	brokerusers.Register(credentials, brokerusers.Deps{
 		Store:      brokerusers.NewStore(func() *db.DB { return a.r.DB }, reservedBrokerNames(a.cfg)...),
 		Caller:     caller,
 		WriteError: WriteError,
@@ -244,4 +257,11 @@ func (a *access) registered(ctx context.Context, p Principal, agent string) (boo
 		return false, fmt.Errorf("look up agent %s: %w", agent, err)
 	}
 	return true, nil
+}
+
+// noStore forbids caching the answer (RFC 9111 no-store): tokens and
+// secrets must not be kept by a browser or a proxy.
+func noStore(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.Next()
 }

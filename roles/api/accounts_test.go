@@ -45,32 +45,46 @@ func accountsEngine(t *testing.T, d *db.DB, tokens *token.Service) *gin.Engine {
 // ten calls a minute from one address) unless a mod sets it.
 func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Licence, mods ...func(*config.Config)) (*gin.Engine, *access) {
 	t.Helper()
+	a := testAccess(t, &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}, tokens,
+		append([]func(*config.Config){func(c *config.Config) { c.Licence = lic }}, mods...)...)
+	return mountAccess(t, a), a
+}
+
+// testAccess builds the access layer as accessEngine does, on r, without
+// mounting it, so that a test can replace parts (the mailer) first.
+func testAccess(t *testing.T, r *rt.Runtime, tokens *token.Service, mods ...func(*config.Config)) *access {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Licence = lic
 	cfg.Auth.RateLimitAuth = 0
 	cfg.Auth.AllowRegistration = true
 	for _, m := range mods {
 		m(cfg)
 	}
 	cfg.MQTT.BrokerURL = "tcp://127.0.0.1:1"
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
 	a, err := newAccess(cfg, r, tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// mountAccess loads a's licence and mounts it on a new engine.
+func mountAccess(t *testing.T, a *access) *gin.Engine {
+	t.Helper()
 	a.licence.Load(t.Context())
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
 	a.mount(e)
-	return e, a
+	return e
 }
 
 type reply struct {
 	status int
 	body   map[string]any
 	raw    string
+	header http.Header
 }
 
 func (r reply) str(path ...string) string {
@@ -105,7 +119,7 @@ func call(t *testing.T, e http.Handler, method, path, bearer string, body any) r
 	}
 	w := httptest.NewRecorder()
 	e.ServeHTTP(w, req)
-	r := reply{status: w.Code, raw: w.Body.String()}
+	r := reply{status: w.Code, raw: w.Body.String(), header: w.Header()}
 	_ = json.Unmarshal(w.Body.Bytes(), &r.body)
 	return r
 }
@@ -223,6 +237,11 @@ func TestAuthFlowIntegration(t *testing.T) {
 
 		// Changing the password ends other sessions and needs the old one.
 		s3 := call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": "admin@example.com", "password": "correct horse battery"})
+		// The first session ended with the reuse, its access token with it.
+		if r := call(t, e, "GET", "/api/v1/auth/me", access, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("access token of a revoked family: %d %s", r.status, r.raw)
+		}
+		access = s3.str("accessToken")
 		if r := call(t, e, "POST", "/api/v1/auth/change-password", access, map[string]string{"currentPassword": "nope nope", "newPassword": "another long one"}); r.status != http.StatusUnauthorized {
 			t.Fatalf("change with a wrong current password: %d", r.status)
 		}
@@ -235,9 +254,11 @@ func TestAuthFlowIntegration(t *testing.T) {
 		if r := call(t, e, "POST", "/api/v1/auth/refresh", "", map[string]string{"refreshToken": s3.str("refreshToken")}); r.status != http.StatusUnauthorized {
 			t.Fatalf("refresh of a session from before the password change: %d", r.status)
 		}
-		if r := call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": "admin@example.com", "password": "another long one"}); r.status != http.StatusOK {
-			t.Fatalf("login with the new password: %d", r.status)
+		relogin := call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": "admin@example.com", "password": "another long one"})
+		if relogin.status != http.StatusOK {
+			t.Fatalf("login with the new password: %d", relogin.status)
 		}
+		access = relogin.str("accessToken")
 
 		// The audit log saw it.
 		ev := call(t, e, "GET", "/api/v1/audit/events?kind=auth.refresh_reuse", access, nil)
@@ -274,7 +295,7 @@ func TestForgedTokensRefused(t *testing.T) {
 	tenant := randomUUID(t)
 	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
 		now := time.Now()
-		c := jwt.MapClaims{"iss": token.Issuer, "sub": "user-1", "tid": tenant, "typ": "access", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
+		c := jwt.MapClaims{"iss": token.Issuer, "sub": "user-1", "tid": tenant, "typ": "access", "fam": "session-1", "iat": now.Unix(), "exp": now.Add(time.Minute).Unix()}
 		if mod != nil {
 			mod(c)
 		}
@@ -383,8 +404,10 @@ func TestTenantIsolationIntegration(t *testing.T) {
 
 func TestPasswordResetIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		e := accountsEngine(t, d, testTokens(t))
-		store := accounts.NewStore(func() *db.DB { return d })
+		a := testAccess(t, &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}, testTokens(t))
+		mail := &mailbox{}
+		a.mailer = mail
+		e := mountAccess(t, a)
 		r := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "r@example.com", "password": "correct horse battery"})
 		if r.status != http.StatusCreated {
 			t.Fatalf("register: %d %s", r.status, r.raw)
@@ -395,11 +418,9 @@ func TestPasswordResetIntegration(t *testing.T) {
 		if known.status != http.StatusAccepted || known.raw != unknown.raw {
 			t.Fatalf("reset request: %d %s vs %d %s", known.status, known.raw, unknown.status, unknown.raw)
 		}
-		// The link went to the log; take a token from the store instead.
-		_, tok, ok, err := store.StartReset(t.Context(), "r@example.com", time.Hour)
-		if err != nil || !ok {
-			t.Fatal(ok, err)
-		}
+		// The account's token is stored and mailed after the answer.
+		coretest.Eventually(t, 30*time.Second, "the reset mail", func() bool { return mail.count() == 1 })
+		tok := mail.token(t)
 		if r := call(t, e, "POST", "/api/v1/auth/password/reset/confirm", "", map[string]string{"token": tok, "newPassword": "a brand new secret"}); r.status != http.StatusNoContent {
 			t.Fatalf("confirm: %d %s", r.status, r.raw)
 		}
@@ -594,6 +615,9 @@ func TestIdPExchangeIntegration(t *testing.T) {
 				t.Fatalf("%d %s, want %d", r.status, r.raw, tt.want)
 			}
 			if tt.want == http.StatusOK {
+				if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+					t.Errorf("the exchange's answer has Cache-Control %q, want no-store", cc)
+				}
 				if me := call(t, e, "GET", "/api/v1/auth/me", r.str("accessToken"), nil); me.status != http.StatusOK || me.str("email") != "admin@example.com" {
 					t.Fatalf("the exchanged token: %d %s", me.status, me.raw)
 				}

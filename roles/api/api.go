@@ -141,7 +141,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, srv, lv, pipe, client}
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, pipe, client}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the
 		// server's end are written.

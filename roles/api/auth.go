@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -38,6 +39,10 @@ const principalKey = "edgeplat.principal"
 type authenticator struct {
 	tokens   *token.Service
 	accounts *accounts.Store
+	// standing reads an access token's holder's current rights (through
+	// the accounts.StandingCache): the token proves who signed in, not
+	// what they may still do.
+	standing func(ctx context.Context, c token.Claims) (accounts.Standing, error)
 	// idp, when set, verifies identity-provider access tokens, accepted
 	// in addition to the API's own.
 	idp accounts.IdentityProvider
@@ -83,16 +88,44 @@ func (a *authenticator) require(c *gin.Context) {
 		a.refuse(c, "invalid or expired access token")
 		return
 	}
-	tu, err := codec.ParseUUID(claims.Tenant)
-	if err != nil {
-		// A token we signed names a tenant we cannot address: refuse rather
-		// than guess.
-		a.log.Warn("token with a malformed tenant id", "err", err)
+	if claims.Family == "" {
+		// Signed before access tokens were bound to a session: nothing
+		// could end it early, so it is refused; a refresh gives a bound one.
+		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "access token without a session; refresh it or sign in again")
+		return
+	}
+	if a.standing == nil {
+		panic("BUG: api authenticator without a standing source")
+	}
+	st, err := a.standing(c.Request.Context(), claims)
+	switch {
+	case errors.Is(err, accounts.ErrSessionEnded):
+		// Not counted as a refused credential: the token is genuine, and
+		// its holder is expected to come back once, then refresh or sign in.
+		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "the session of this access token has ended or its account is inactive; sign in again")
+		return
+	case errors.Is(err, context.Canceled):
+		c.Abort() // the client left
+		return
+	case err != nil:
+		a.log.Error("account standing check failed", "err", err)
+		WriteError(c, http.StatusServiceUnavailable, "unavailable", "credentials cannot be checked now; retry")
+		return
+	}
+	tu, err := codec.ParseUUID(st.TenantUUID)
+	if err != nil || st.TenantUUID != claims.Tenant {
+		// The account's tenant is not the token's, or cannot be addressed:
+		// refuse rather than guess.
+		a.log.Warn("access token whose tenant is not its account's", "user", claims.Subject, "err", err)
 		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
 		WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or expired access token")
 		return
 	}
-	c.Set(principalKey, Principal{UserID: claims.Subject, Role: claims.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
+	// The role is the account's current one, never the token's: a demoted
+	// admin's token is a member's from the next request on.
+	c.Set(principalKey, Principal{UserID: st.UserID, Role: st.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
 		ExpiresAt: claims.ExpiresAt})
 	c.Next()
 }

@@ -95,8 +95,7 @@ func TestReportsIntegration(t *testing.T) {
 
 			tokens := testTokens(t)
 			e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError})
-			auth := &authenticator{tokens: tokens, log: slog.New(slog.DiscardHandler)}
-			v1 := e.Group("/api/v1", auth.require)
+			v1 := e.Group("/api/v1", claimsAuthenticator(tokens).require)
 			v1.GET("/agents/:uuid/current-state", rep.currentState)
 			v1.GET("/agents/:uuid/metrics", rep.systemMetrics)
 			get := func(tenant, path string) (int, map[string]json.RawMessage) {

@@ -22,6 +22,7 @@ import (
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,7 @@ func randomUUID(t *testing.T) string {
 
 func sign(t *testing.T, s *token.Service, tenantUUID string, kind token.Kind) string {
 	t.Helper()
-	raw, _, err := s.Sign(token.Claims{Subject: "user-1", Tenant: tenantUUID, Role: "member", Kind: kind})
+	raw, _, err := s.Sign(token.Claims{Subject: "user-1", Tenant: tenantUUID, Role: "member", Kind: kind, Family: "session-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,7 @@ func sign(t *testing.T, s *token.Service, tenantUUID string, kind token.Kind) st
 func restEngine(t *testing.T, tokens *token.Service, lv *live) *gin.Engine {
 	t.Helper()
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
-	auth := &authenticator{tokens: tokens, log: slog.New(slog.DiscardHandler)}
-	v1 := e.Group("/api/v1", auth.require)
+	v1 := e.Group("/api/v1", claimsAuthenticator(tokens).require)
 	v1.GET("/whoami", func(c *gin.Context) {
 		p, _ := principal(c)
 		c.JSON(http.StatusOK, p)
@@ -70,6 +70,17 @@ func restEngine(t *testing.T, tokens *token.Service, lv *live) *gin.Engine {
 		v1.GET("/agents/:uuid/stream", lv.stream)
 	}
 	return e
+}
+
+// claimsAuthenticator is an authenticator for tests of what follows
+// authentication, without a database: the holder keeps the token's
+// rights. The account check has its own tests
+// (TestAccessTokenFollowsAccountIntegration).
+func claimsAuthenticator(tokens *token.Service) *authenticator {
+	return &authenticator{tokens: tokens, log: slog.New(slog.DiscardHandler),
+		standing: func(_ context.Context, c token.Claims) (accounts.Standing, error) {
+			return accounts.Standing{UserID: c.Subject, TenantUUID: c.Tenant, Role: c.Role}, nil
+		}}
 }
 
 type apiError struct {
@@ -83,7 +94,11 @@ func TestAuthRequire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	badTenant, _, err := tokens.Sign(token.Claims{Subject: "u", Tenant: "not-a-uuid", Kind: token.Access})
+	badTenant, _, err := tokens.Sign(token.Claims{Subject: "u", Tenant: "not-a-uuid", Kind: token.Access, Family: "session-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSession, _, err := tokens.Sign(token.Claims{Subject: "u", Tenant: tenant, Kind: token.Access})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +114,7 @@ func TestAuthRequire(t *testing.T) {
 		{"refresh token", "Bearer " + sign(t, tokens, tenant, token.Refresh), http.StatusUnauthorized},
 		{"another key", "Bearer " + sign(t, other, tenant, token.Access), http.StatusUnauthorized},
 		{"tenant not a uuid", "Bearer " + badTenant, http.StatusUnauthorized},
+		{"no session", "Bearer " + noSession, http.StatusUnauthorized},
 		{"access token", "Bearer " + sign(t, tokens, tenant, token.Access), http.StatusOK},
 		{"scheme in lower case", "bearer " + sign(t, tokens, tenant, token.Access), http.StatusOK},
 	} {

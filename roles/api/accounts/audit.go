@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
@@ -54,6 +55,14 @@ func (s *Store) Record(ctx context.Context, e Event) error {
 	}
 	if e.Outcome == "" {
 		e.Outcome = "success"
+	}
+	// Events describe refused input too: what the client sent must not be
+	// what stops the record from being written.
+	e.Actor, e.Target = storable(e.Actor), storable(e.Target)
+	for k, v := range e.Detail {
+		if s, ok := v.(string); ok {
+			e.Detail[k] = storable(s)
+		}
 	}
 	var detail any
 	if len(e.Detail) > 0 {
@@ -134,4 +143,10 @@ func (s *Store) Events(ctx context.Context, tenant string, f EventFilter) ([]Eve
 		next = events[len(events)-1].ID
 	}
 	return events, next, nil
+}
+
+// storable makes s fit a PostgreSQL text or jsonb value: valid UTF-8
+// without NUL (jsonb refuses \u0000 as well).
+func storable(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -85,12 +85,13 @@ type handler struct {
 // are dropped with a log line rather than queued without bound.
 const maxBackgroundMail = 16
 
-// later runs fn in the background with its own deadline.
+// later runs fn in the background with its own deadline, not the
+// request's: the work goes on after the answer.
 func (h *handler) later(fn func(context.Context)) {
 	select {
 	case h.mailing <- struct{}{}:
 	default:
-		h.Log.Error("background mail dropped: too many in flight")
+		h.Log.Error("background account work dropped: too many in flight")
 		return
 	}
 	go func() {
@@ -217,12 +218,13 @@ type session struct {
 }
 
 // issue signs an access token and the first refresh token of a new family.
+// The access token names the family, so that ending the session ends it.
 func (h *handler) issue(ctx context.Context, u User) (session, error) {
-	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access})
+	family := secret.Random(24)
+	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access, Family: family})
 	if err != nil {
 		return session{}, err
 	}
-	family := secret.Random(24)
 	refresh, rc, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Refresh, Family: family})
 	if err != nil {
 		return session{}, err
@@ -288,6 +290,9 @@ func (h *handler) register(c *gin.Context) {
 func (h *handler) login(c *gin.Context) {
 	var in credentials
 	if !h.bind(c, &in) {
+		// Whatever the binder refused (bad JSON, an unknown field, a NUL
+		// byte), it was a sign-in attempt and the audit log shows it.
+		h.auditRefusedLogin(c, in, "invalid body")
 		return
 	}
 	login := in.Email
@@ -297,6 +302,15 @@ func (h *handler) login(c *gin.Context) {
 	if strings.TrimSpace(login) == "" || in.Password == "" {
 		h.WriteError(c, http.StatusBadRequest, "invalid_body", "email (or username) and password are required")
 		return
+	}
+	for _, f := range []struct{ name, v string }{{"email", in.Email}, {"username", in.Username}, {"password", in.Password}} {
+		// PostgreSQL text cannot hold NUL: the lookup would fail as a 500.
+		// No account can have such a login, so it is a refused login.
+		if strings.ContainsRune(f.v, 0) {
+			h.auditRefusedLogin(c, in, f.name+" holds a NUL byte")
+			h.WriteError(c, http.StatusBadRequest, "invalid_body", "body: "+f.name+" must not contain a NUL byte")
+			return
+		}
 	}
 	account, ip := strings.ToLower(strings.TrimSpace(login)), h.clientIP(c)
 	if h.Attempts != nil {
@@ -321,6 +335,17 @@ func (h *handler) login(c *gin.Context) {
 		h.Attempts.Succeed(account)
 	}
 	h.signIn(c, u, http.StatusOK, AuditLogin, nil)
+}
+
+// auditRefusedLogin records a login refused before any account was looked
+// up, under whatever login the body named.
+func (h *handler) auditRefusedLogin(c *gin.Context, in credentials, reason string) {
+	login := in.Email
+	if login == "" {
+		login = in.Username
+	}
+	h.audit(c, Event{Kind: AuditLoginFailed, Actor: truncate(strings.ToLower(strings.TrimSpace(login))), ActorKind: "login", Outcome: "failure",
+		Detail: map[string]any{"reason": reason}})
 }
 
 func (h *handler) clientIP(c *gin.Context) string {
@@ -379,7 +404,7 @@ func (h *handler) refresh(c *gin.Context) {
 	}
 	// The role may have changed since login; the new access token carries
 	// the current one.
-	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access})
+	access, _, err := h.Tokens.Sign(token.Claims{Subject: u.ID, Tenant: u.TenantUUID, Role: u.Role, Kind: token.Access, Family: claims.Family})
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -439,7 +464,11 @@ func (h *handler) changePassword(c *gin.Context) {
 }
 
 // requestReset always answers 202, whether or not the address has an
-// account, so the endpoint cannot be used to find out who has one.
+// account, so the endpoint cannot be used to find out who has one. Only
+// the checks of the address itself come before the answer: looking the
+// account up, storing its token and sending the mail take longer for an
+// address with an account, and an answer that waited for them would tell
+// by its time.
 func (h *handler) requestReset(c *gin.Context) {
 	var in struct {
 		Email string `json:"email"`
@@ -447,20 +476,21 @@ func (h *handler) requestReset(c *gin.Context) {
 	if !h.bind(c, &in) {
 		return
 	}
-	if err := CheckEmail(strings.ToLower(strings.TrimSpace(in.Email))); err != nil {
+	email := strings.ToLower(strings.TrimSpace(in.Email))
+	if err := CheckEmail(email); err != nil {
 		h.fail(c, err)
 		return
 	}
-	u, tok, ok, err := h.Store.StartReset(c.Request.Context(), in.Email, h.ResetTTL)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	if ok {
-		// Sent after the answer: an answer that waited for the mail
-		// server would tell by its time which addresses have accounts.
-		h.later(func(ctx context.Context) { h.sendReset(ctx, u, tok) })
-	}
+	h.later(func(ctx context.Context) {
+		u, tok, ok, err := h.Store.StartReset(ctx, email, h.ResetTTL)
+		if err != nil {
+			h.Log.Error("password reset request failed", "err", err)
+			return
+		}
+		if ok {
+			h.sendReset(ctx, u, tok)
+		}
+	})
 	c.JSON(http.StatusAccepted, gin.H{"message": "if the address has an account, a reset link is on its way"})
 }
 

@@ -95,5 +95,6 @@ func (s *Store) FinishReset(ctx context.Context, token, password string) (User, 
 	if err := tx.Commit(); err != nil {
 		return User{}, fmt.Errorf("reset: commit: %w", err)
 	}
+	s.changed(ctx, userID)
 	return u, nil
 }

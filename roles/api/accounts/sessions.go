@@ -66,6 +66,7 @@ func (s *Store) Rotate(ctx context.Context, userID, family, jti, next string, ex
 		if err := tx.Commit(); err != nil {
 			return User{}, fmt.Errorf("revoke family: %w", err)
 		}
+		s.changed(ctx, userID)
 		return User{}, ErrTokenReuse
 	}
 	u, err := scanUser(tx.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, userID))
@@ -90,6 +91,7 @@ func (s *Store) EndSession(ctx context.Context, userID, family string) error {
 	if err != nil {
 		return fmt.Errorf("end session: %w", err)
 	}
+	s.changed(ctx, userID)
 	return nil
 }
 

@@ -51,6 +51,9 @@ type User struct {
 type Store struct {
 	db  func() *db.DB // opened after the role is built
 	now func() time.Time
+	// listeners are told of committed changes to an account's rights or
+	// sessions (OnChange).
+	listeners []func(ctx context.Context, userID string)
 }
 
 // NewStore returns a store on the database d returns once it is open.
@@ -396,6 +399,7 @@ func (s *Store) UpdateUser(ctx context.Context, tenant, id string, up UserUpdate
 	if err := tx.Commit(); err != nil {
 		return User{}, fmt.Errorf("update user: commit: %w", err)
 	}
+	s.changed(ctx, id)
 	u.UpdatedAt = now.Truncate(time.Microsecond)
 	return u, nil
 }
@@ -457,6 +461,7 @@ func (s *Store) DeleteUser(ctx context.Context, tenant, id string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("delete user: commit: %w", err)
 	}
+	s.changed(ctx, id)
 	return nil
 }
 
@@ -499,6 +504,7 @@ func (s *Store) setPassword(ctx context.Context, userID, next, reason string) er
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("set password: commit: %w", err)
 	}
+	s.changed(ctx, userID)
 	return nil
 }
 

@@ -49,8 +49,9 @@ type Claims struct {
 	Tenant  string
 	Role    string
 	Kind    Kind
-	// Family groups the refresh tokens of one login, so reuse of a rotated
-	// one can revoke them all. Empty on access tokens.
+	// Family is the session: the refresh tokens of one login, so reuse of
+	// a rotated one can revoke them all, and the access tokens issued with
+	// them, so that ending the session ends those too.
 	Family string
 	// ID is the token's unique id (jti).
 	ID        string

@@ -919,10 +919,12 @@ func peakRSS() int64 {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
 	}
+	// Maxrss is a C long: int32 on 32-bit ARM, so convert before scaling.
+	// macOS reports bytes, Linux and the BSDs KiB.
 	if runtime.GOOS == "darwin" {
-		return ru.Maxrss
+		return int64(ru.Maxrss)
 	}
-	return ru.Maxrss << 10
+	return int64(ru.Maxrss) << 10
 }
 
 func cpuTime() time.Duration {

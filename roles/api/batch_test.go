@@ -113,7 +113,7 @@ func TestLivePayloadIsTheMessagesArray(t *testing.T) {
 	for _, env := range []map[string]any{
 		envelopeFor(1, 21.5), // two devices
 		{"timestamp": "2026-11-22T10:00:00Z", "msgId": "v2_Ab12Cd34_2", "messages": []any{map[string]any{"readings": []any{
-			map[string]any{"deviceName": `pl"c<1>&`, "metric": "t\u00e9mp\n", "value": nil, "quality": "BAD", "timestamp": 1763805600123},
+			map[string]any{"deviceName": `pl"c<1>&`, "metric": "t\u00e9mp\n", "value": nil, "quality": "BAD", "timestamp": int64(1763805600123)},
 		}}}},
 	} {
 		raw, err := codec.Encode(env, codec.EncodeOptions{Format: codec.FormatJSON})

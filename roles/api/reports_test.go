@@ -162,7 +162,7 @@ func TestDecodeReportTime(t *testing.T) {
 		want time.Time
 	}{
 		{"ISO 8601", map[string]any{"timestamp": "2026-11-22T10:00:00.5+01:00"}, time.Date(2026, 11, 22, 9, 0, 0, 5e8, time.UTC)},
-		{"Unix ms", map[string]any{"timestamp": 1700000000123}, time.UnixMilli(1700000000123).UTC()},
+		{"Unix ms", map[string]any{"timestamp": int64(1700000000123)}, time.UnixMilli(1700000000123).UTC()},
 		{"Unix ms as text", map[string]any{"timestamp": "1700000000123"}, time.UnixMilli(1700000000123).UTC()},
 		{"none", map[string]any{"cpu": 1}, now},
 		{"unparseable", map[string]any{"timestamp": "yesterday"}, now},

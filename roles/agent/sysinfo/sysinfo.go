@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -233,19 +232,22 @@ func (s *Sampler) hostname() string {
 // unprivileged users (used+avail), so reserved root blocks do not make a
 // full disk look 95 % used.
 func storage(dir string) (used, total uint64, pct float64, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	st, err := statfs(dir)
+	if err != nil {
 		return 0, 0, 0, fmt.Errorf("sysinfo: statfs %s: %w", dir, err)
 	}
-	bsize := uint64(st.Frsize)
-	if bsize == 0 {
-		bsize = uint64(st.Bsize)
-	}
-	total = uint64(st.Blocks) * bsize
-	free := uint64(st.Bfree) * bsize
-	avail := uint64(st.Bavail) * bsize
+	total = st.blocks * st.blockSize
+	free := st.free * st.blockSize
+	avail := st.avail * st.blockSize
 	used = total - min(free, total)
 	return used, total, percent(used, used+avail), nil
+}
+
+// fsStat is the part of statfs(2) storage needs, in one type for every OS:
+// the kernel structures differ in field names and widths.
+type fsStat struct {
+	blockSize           uint64 // unit of the three counts
+	blocks, free, avail uint64
 }
 
 func percent(part, whole uint64) float64 {

@@ -72,7 +72,7 @@ func envelopeValue() map[string]any {
 				map[string]any{"deviceName": "plc1", "deviceId": "1", "metric": "temp", "value": 21.5, "unit": "C", "quality": "GOOD", "timestamp": "2026-11-22T09:59:59.500Z"},
 				map[string]any{"deviceName": "plc2", "metric": "rpm", "value": 1500, "quality": "GOOD"},
 				map[string]any{"deviceName": "plc1", "metric": "pressure", "value": nil, "quality": "BAD", "qualityCode": "TIMEOUT"},
-				map[string]any{"deviceName": "plc2", "metric": "running", "value": true, "timestamp": 1763805600000},
+				map[string]any{"deviceName": "plc2", "metric": "running", "value": true, "timestamp": int64(1763805600000)},
 			}},
 		},
 	}

@@ -1,0 +1,182 @@
+package cmd
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// goreleaserBuilds is the part of .goreleaser.yaml that decides targets.
+type goreleaserBuilds struct {
+	Builds []struct {
+		ID     string   `yaml:"id"`
+		GOOS   []string `yaml:"goos"`
+		GOARCH []string `yaml:"goarch"`
+		GOARM  []string `yaml:"goarm"`
+		Ignore []struct {
+			GOOS   string `yaml:"goos"`
+			GOARCH string `yaml:"goarch"`
+			GOARM  string `yaml:"goarm"`
+		} `yaml:"ignore"`
+	} `yaml:"builds"`
+}
+
+// releaseTargets expands .goreleaser.yaml's build matrix into
+// "os/arch[/arm]" strings, the form the Makefile's CROSS_TARGETS uses.
+func releaseTargets(t *testing.T, data []byte) []string {
+	t.Helper()
+	var cfg goreleaserBuilds
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatalf("parse .goreleaser.yaml: %v", err)
+	}
+	if len(cfg.Builds) == 0 {
+		t.Fatal(".goreleaser.yaml has no builds")
+	}
+	var out []string
+	for _, b := range cfg.Builds {
+		for _, goos := range b.GOOS {
+			for _, arch := range b.GOARCH {
+				arms := []string{""}
+				if arch == "arm" {
+					arms = b.GOARM
+					if len(arms) == 0 {
+						arms = []string{"6"} // GoReleaser's default
+					}
+				}
+			next:
+				for _, arm := range arms {
+					for _, ig := range b.Ignore {
+						if ig.GOOS == goos && ig.GOARCH == arch && (ig.GOARM == "" || ig.GOARM == arm) {
+							continue next
+						}
+					}
+					target := goos + "/" + arch
+					if arm != "" {
+						target += "/" + arm
+					}
+					out = append(out, target)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestCrossTargetsMatchRelease: `make cross`, which CI runs, must build
+// exactly what a release builds, or a target can break unnoticed until the
+// release (as darwin and linux/arm did).
+func TestCrossTargetsMatchRelease(t *testing.T) {
+	root := filepath.Join("..")
+	rel, err := os.ReadFile(filepath.Join(root, ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := releaseTargets(t, rel)
+
+	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CROSS_TARGETS\s*\?=\s*(.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile has no CROSS_TARGETS line")
+	}
+	got := strings.Fields(string(m[1]))
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Makefile CROSS_TARGETS = %v, .goreleaser.yaml builds %v", got, want)
+	}
+
+	ci, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\s*make cross\s*$`).Match(ci) {
+		t.Error(".ci/run does not run `make cross`")
+	}
+}
+
+func TestReleaseTargets(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{
+			name: "matrix with ignore",
+			yaml: "builds:\n- goos: [linux, darwin]\n  goarch: [amd64, arm]\n  goarm: [\"7\"]\n  ignore: [{goos: darwin, goarch: arm}]\n",
+			want: []string{"darwin/amd64", "linux/amd64", "linux/arm/7"},
+		},
+		{
+			name: "default goarm",
+			yaml: "builds:\n- goos: [linux]\n  goarch: [arm]\n",
+			want: []string{"linux/arm/6"},
+		},
+		{
+			name: "ignore one goarm",
+			yaml: "builds:\n- goos: [linux]\n  goarch: [arm]\n  goarm: [\"6\", \"7\"]\n  ignore: [{goos: linux, goarch: arm, goarm: \"6\"}]\n",
+			want: []string{"linux/arm/7"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := releaseTargets(t, []byte(tt.yaml)); !slices.Equal(got, tt.want) {
+				t.Fatalf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMakeToolsInstallsStaticcheck: `make test` on a fresh clone (no
+// staticcheck anywhere) must install the pinned version itself rather than
+// fail in lint. A stand-in go records what make asks of it.
+func TestMakeToolsInstallsStaticcheck(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("make not installed")
+		}
+		t.Skip("make not installed")
+	}
+	dir := t.TempDir()
+	record := filepath.Join(dir, "calls")
+	fakeGo := filepath.Join(dir, "go")
+	script := "#!/bin/sh\necho \"$*\" >> " + record + "\n"
+	if err := os.WriteFile(fakeGo, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "bin", "staticcheck")
+	cmd := exec.Command("make", "-s", "-C", "..", "tools", "GO="+fakeGo, "STATICCHECK="+missing)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make tools: %v\n%s", err, out)
+	}
+	calls, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatalf("make tools did not run go: %v", err)
+	}
+	if !strings.Contains(string(calls), "install honnef.co/go/tools/cmd/staticcheck@v0.8.0") {
+		t.Fatalf("make tools ran go with:\n%s", calls)
+	}
+
+	// Present: nothing to install.
+	if err := os.Remove(record); err != nil {
+		t.Fatal(err)
+	}
+	// (make also runs `go env` to find GOBIN, which the record shows.)
+	if err := os.WriteFile(fakeGo+"-staticcheck", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("make", "-s", "-C", "..", "tools", "GO="+fakeGo, "STATICCHECK="+fakeGo+"-staticcheck")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make tools: %v\n%s", err, out)
+	}
+	if calls, _ := os.ReadFile(record); strings.Contains(string(calls), "install") {
+		t.Fatalf("make tools installed although staticcheck exists:\n%s", calls)
+	}
+}

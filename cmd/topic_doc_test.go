@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -49,5 +50,36 @@ func TestTelemetryTopicIsDocumentedAsItIs(t *testing.T) {
 	got, err := envelope.ParseTopic(topic)
 	if err != nil || got.Kind != envelope.Telemetry || got.Endpoint != "boiler-room/line-1" {
 		t.Errorf("ParseTopic(%s) = %+v, %v; want telemetry of endpoint boiler-room/line-1", topic, got, err)
+	}
+}
+
+// TestDocsShowQualityAsStored: the agent writes quality GOOD and BAD, and
+// matchers compare exactly, so docs and examples that showed "good" and
+// quality="good" led to queries that match nothing.
+func TestDocsShowQualityAsStored(t *testing.T) {
+	lower := regexp.MustCompile(`quality\\?"?\s*(:|=|!=|=~|!~)\s*\\?"(good|bad|uncertain)`)
+	var files []string
+	for _, pattern := range []string{"*.md", filepath.Join("docs", "*.md"), filepath.Join("examples", "*", "*")} {
+		m, err := filepath.Glob(filepath.Join("..", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range lower.FindAllString(string(doc), -1) {
+			t.Errorf("%s shows %s; quality is stored as GOOD or BAD", f, m)
+		}
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "query-language.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(string(doc)), " "), "compares exactly, case included, and the agent writes `GOOD` and `BAD`") {
+		t.Error("docs/query-language.md does not say that quality matching is case-sensitive")
 	}
 }

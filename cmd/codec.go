@@ -25,7 +25,12 @@ func newCodecCmd() *cobra.Command {
 
 A payload may be DEFLATE-compressed (zlib or raw), JSON or MessagePack, and
 key-compacted; decode finds each layer from the bytes alone, as the cloud
-does. The wire format is described in docs/codec.md.`,
+does. The wire format is described in docs/codec.md.
+
+Agents publish each endpoint's batches to
+i/{tenant}/a/{agent}/endpoints/{endpoint}, where {endpoint} is the
+endpoint's mqtt_topic, or its name when it has none, and may contain
+slashes; serve-api subscribes to i/+/a/+/endpoints/# (docs/agent.md).`,
 	}
 	c.AddCommand(newCodecDecodeCmd(), newCodecEncodeCmd())
 	return c
@@ -42,7 +47,7 @@ as JSON on stdout, object keys sorted. The layers found are printed on
 stderr, for example:
 
   layers: zlib-deflate → msgpack → key-compaction v1`,
-		Example: `  mosquitto_sub -t 'i/+/a/+/endpoints/modbus' -C 1 -N > payload.bin
+		Example: `  mosquitto_sub -t 'i/+/a/+/endpoints/#' -C 1 -N > payload.bin
   edgeplat codec decode payload.bin`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

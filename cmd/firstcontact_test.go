@@ -15,13 +15,7 @@ import (
 // environment variable only when the role reads it; all-in-one's
 // --api-port and --ingest-port used to say PORT, which all-in-one ignores.
 func TestRoleHelpNamesOnlyVariablesTheRoleReads(t *testing.T) {
-	envs := map[string]bool{}
-	for _, k := range config.Keys {
-		envs[k.Env] = true
-		for _, a := range k.Aliases {
-			envs[a] = true
-		}
-	}
+	envs := knownEnvNames()
 	named := regexp.MustCompile(`\(([A-Z][A-Z0-9_]*)\)`)
 	for _, c := range newRootCmd().Commands() {
 		if c.GroupID != "roles" {

@@ -3,25 +3,24 @@ package logging
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 )
 
-// ComponentKey is the attribute that names the part of the process a
-// record comes from.
-const ComponentKey = "component"
-
-// oneComponent keeps one component attribute per record, the innermost.
-// Packages label the logger they are given with With("component", ...),
-// and are often given one that is labelled already (rt.Component's logger
-// handed to the MQTT client, the agent's to its endpoint runner); slog's
-// handlers would write the key twice, and collectors disagree on which of
-// two equal JSON keys counts. Only top-level attributes are concerned: a
-// component inside a group is a different key.
-type oneComponent struct {
-	root      slog.Handler // the handler New built, without any With
-	ops       []handlerOp  // WithAttrs and WithGroup since root, without component
-	component *slog.Attr   // the innermost component given to WithAttrs
-	cur       slog.Handler // root with component and ops applied
-	inGroup   bool
+// lastWins keeps one attribute per top-level key in each record, the last
+// one given: a record's own over its logger's, an inner With over an outer.
+// Packages label the logger they are given (With("component", ...)) and
+// are often given one labelled already: rt.Component's logger handed to
+// the MQTT client, the agent's to its endpoint runner, a destination's
+// to its worker. slog's handlers would write the key twice, and
+// collectors disagree on which of two equal JSON keys counts. Attributes
+// inside a group are left alone: g.component is another key.
+type lastWins struct {
+	root    slog.Handler    // the handler New built, without any With
+	ops     []handlerOp     // WithAttrs and WithGroup calls since root
+	keys    map[string]bool // top-level keys in ops; shared, never written after build
+	cur     slog.Handler    // root with ops applied
+	inGroup bool
 }
 
 // handlerOp is one WithGroup (group set) or WithAttrs call.
@@ -30,45 +29,46 @@ type handlerOp struct {
 	attrs []slog.Attr
 }
 
-func newOneComponent(h slog.Handler) *oneComponent {
-	return &oneComponent{root: h, cur: h}
+func newLastWins(h slog.Handler) *lastWins {
+	return &lastWins{root: h, cur: h}
 }
 
-func (h *oneComponent) Enabled(ctx context.Context, l slog.Level) bool {
+func (h *lastWins) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.cur.Enabled(ctx, l)
 }
 
-func (h *oneComponent) Handle(ctx context.Context, r slog.Record) error {
-	if h.inGroup {
+func (h *lastWins) Handle(ctx context.Context, r slog.Record) error {
+	if h.inGroup || r.NumAttrs() == 0 {
 		return h.cur.Handle(ctx, r)
 	}
-	n := 0
+	// Records have a handful of attributes: a linear scan of the keys
+	// seen, on the stack, costs less than a map.
+	clash := false
+	var buf [16]string
+	seen := buf[:0]
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == ComponentKey {
-			n++
+		if h.keys[a.Key] || slices.Contains(seen, a.Key) {
+			clash = true
+			return false
 		}
+		seen = append(seen, a.Key)
 		return true
 	})
-	if n == 0 || (n == 1 && h.component == nil) {
+	if !clash {
 		return h.cur.Handle(ctx, r)
 	}
-	// The record names its own component: it wins over the logger's, and
-	// the last of several in the record wins over the others.
-	var last slog.Attr
+	attrs := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = append(attrs, a)
+		return true
+	})
+	attrs = dedupe(attrs)
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == ComponentKey {
-			last = a
-		} else {
-			out.AddAttrs(a)
-		}
-		return true
-	})
-	out.AddAttrs(last)
-	return h.build(nil).Handle(ctx, out)
+	out.AddAttrs(attrs...)
+	return h.without(keysOf(attrs)).Handle(ctx, out)
 }
 
-func (h *oneComponent) WithAttrs(attrs []slog.Attr) slog.Handler {
+func (h *lastWins) WithAttrs(attrs []slog.Attr) slog.Handler {
 	if len(attrs) == 0 {
 		return h
 	}
@@ -78,28 +78,27 @@ func (h *oneComponent) WithAttrs(attrs []slog.Attr) slog.Handler {
 		h2.cur = h.cur.WithAttrs(attrs)
 		return &h2
 	}
-	var comp *slog.Attr
-	rest := make([]slog.Attr, 0, len(attrs))
-	for _, a := range attrs {
-		if a.Key == ComponentKey {
-			comp = &a
-		} else {
-			rest = append(rest, a)
-		}
+	attrs = dedupe(attrs)
+	names := keysOf(attrs)
+	clash := false
+	for k := range names {
+		clash = clash || h.keys[k]
 	}
-	if len(rest) > 0 {
-		h2.ops = append(h.ops[:len(h.ops):len(h.ops)], handlerOp{attrs: rest})
+	if clash {
+		h2 = *h.without(names)
 	}
-	if comp == nil {
-		h2.cur = h.cur.WithAttrs(rest)
-		return &h2
+	h2.ops = append(h2.ops[:len(h2.ops):len(h2.ops)], handlerOp{attrs: attrs})
+	h2.cur = h2.cur.WithAttrs(attrs)
+	h2.keys = maps.Clone(h2.keys)
+	if h2.keys == nil {
+		h2.keys = names
+	} else {
+		maps.Copy(h2.keys, names)
 	}
-	h2.component = comp
-	h2.cur = h2.build(comp)
 	return &h2
 }
 
-func (h *oneComponent) WithGroup(name string) slog.Handler {
+func (h *lastWins) WithGroup(name string) slog.Handler {
 	if name == "" {
 		return h
 	}
@@ -110,19 +109,49 @@ func (h *oneComponent) WithGroup(name string) slog.Handler {
 	return &h2
 }
 
-// build applies component (when not nil) and then ops to root. The
-// component goes first, so it stays near the message in every format.
-func (h *oneComponent) build(component *slog.Attr) slog.Handler {
-	out := h.root
-	if component != nil {
-		out = out.WithAttrs([]slog.Attr{*component})
-	}
+// without returns h rebuilt from root with the top-level attributes of
+// the given keys left out. It is called only before any group is open, so
+// every op is a WithAttrs at the top level.
+func (h *lastWins) without(drop map[string]bool) *lastWins {
+	h2 := &lastWins{root: h.root, cur: h.root, keys: map[string]bool{}}
 	for _, op := range h.ops {
-		if op.group != "" {
-			out = out.WithGroup(op.group)
-		} else {
-			out = out.WithAttrs(op.attrs)
+		kept := make([]slog.Attr, 0, len(op.attrs))
+		for _, a := range op.attrs {
+			if !drop[a.Key] {
+				kept = append(kept, a)
+				h2.keys[a.Key] = true
+			}
+		}
+		if len(kept) > 0 {
+			h2.ops = append(h2.ops, handlerOp{attrs: kept})
+			h2.cur = h2.cur.WithAttrs(kept)
+		}
+	}
+	return h2
+}
+
+// dedupe keeps the last attribute of each key, in the order of those.
+func dedupe(attrs []slog.Attr) []slog.Attr {
+	last := make(map[string]int, len(attrs))
+	for i, a := range attrs {
+		last[a.Key] = i
+	}
+	if len(last) == len(attrs) {
+		return attrs
+	}
+	out := make([]slog.Attr, 0, len(last))
+	for i, a := range attrs {
+		if last[a.Key] == i {
+			out = append(out, a)
 		}
 	}
 	return out
+}
+
+func keysOf(attrs []slog.Attr) map[string]bool {
+	keys := make(map[string]bool, len(attrs))
+	for _, a := range attrs {
+		keys[a.Key] = true
+	}
+	return keys
 }

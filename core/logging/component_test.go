@@ -35,6 +35,8 @@ func topLevelKeys(t *testing.T, line string) ([]string, map[string]any) {
 	return keys, vals
 }
 
+// TestOneComponentPerRecord parses JSON records for repeated keys, which
+// json.Unmarshal would hide: component above all, any key in general.
 func TestOneComponentPerRecord(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -57,6 +59,16 @@ func TestOneComponentPerRecord(t *testing.T) {
 		{name: "through AtLeast", want: "paho",
 			log: func(l *slog.Logger) {
 				AtLeast(l.With("component", "api"), slog.LevelInfo).With("component", "paho").Warn("m")
+			}},
+		{name: "any key: the innermost wins", want: "outbound",
+			attrs: map[string]any{"destination": 1.0, "destination_id": 1.0, "name": "cloud", "from": "direct"},
+			log: func(l *slog.Logger) {
+				l.With("component", "publish").With("destination", "cloud", "destination_id", 1).
+					With("component", "outbound", "destination", 1, "name", "cloud").Info("m", "from", "direct")
+			}},
+		{name: "record over logger, any key", want: "db", attrs: map[string]any{"table": "readings", "rows": 2.0},
+			log: func(l *slog.Logger) {
+				l.With("component", "db", "table", "x", "rows", 1).Info("m", "table", "readings", "rows", 2)
 			}},
 		{name: "inside a group is another key", want: "outer", attrs: map[string]any{"g": map[string]any{"component": "inner"}},
 			log: func(l *slog.Logger) { l.With("component", "outer").WithGroup("g").With("component", "inner").Info("m") }},
@@ -81,8 +93,8 @@ func TestOneComponentPerRecord(t *testing.T) {
 				}
 				seen[k] = true
 			}
-			if vals[ComponentKey] != tt.want {
-				t.Errorf("component %v, want %q in %s", vals[ComponentKey], tt.want, line)
+			if vals["component"] != tt.want {
+				t.Errorf("component %v, want %q in %s", vals["component"], tt.want, line)
 			}
 			for k, v := range tt.attrs {
 				got, _ := json.Marshal(vals[k])

@@ -55,7 +55,7 @@ func New(w io.Writer, level slog.Level, format string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("unknown log format %q (want auto, text or json)", format)
 	}
-	return slog.New(newOneComponent(h)), nil
+	return slog.New(newLastWins(h)), nil
 }
 
 // durationsAsText renders durations as "1.5s" rather than slog's JSON

@@ -59,6 +59,18 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 
 	var sent int
 	var delivered int64
+	if len(w.unacked) > 0 {
+		n, err := w.o.Queue.Ack(persist, w.o.Destination, w.unacked)
+		if err != nil {
+			return r, fmt.Errorf("flush %s: ack %d records delivered earlier, again: %w", w.o.Name, len(w.unacked), err)
+		}
+		w.log.Info("records delivered earlier acked in the offline queue", "records", n)
+		w.unacked = nil
+		delivered += n
+		w.mu.Lock()
+		w.c.replayed += n
+		w.mu.Unlock()
+	}
 	for sent < w.qo.MaxFlushPerCycle {
 		// An outage during the cycle ends it; its records stay queued.
 		if w.Mode() == ModeBufferOnly || !w.o.Transport.Connected() {
@@ -106,11 +118,14 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 			}
 		}
 		if len(ack) > 0 {
-			// Only what the destination acknowledged is deleted; if this
-			// Ack fails the records are sent again (at least once).
+			// Only what the destination acknowledged is deleted. If this
+			// Ack fails (a full disk), the ids wait in memory for the next
+			// cycle's Ack instead of being sent again with every cycle;
+			// only a restart meanwhile sends them again (at least once).
 			n, err := w.o.Queue.Ack(persist, w.o.Destination, ack)
 			if err != nil {
-				return r, fmt.Errorf("flush %s: %w", w.o.Name, err)
+				w.unacked = ack
+				return r, fmt.Errorf("flush %s: ack %d delivered records: %w", w.o.Name, len(ack), err)
 			}
 			delivered += n
 			w.mu.Lock()

@@ -150,6 +150,12 @@ type Worker struct {
 	// sent, and rejected, a second time for one refusal.
 	readyMu sync.Mutex
 
+	// unacked are records the destination acknowledged whose Ack failed
+	// (a full disk): the next cycle retries the Ack before it reads or
+	// sends anything, so they are not sent again. Only the flusher uses
+	// it.
+	unacked []int64
+
 	mu      sync.Mutex
 	mode    Mode
 	gen     int // bumped on entering recovering; see cycleResult

@@ -68,6 +68,7 @@ type Agent struct {
 	runner *runner.Runner
 	out    *output
 	pub    *publisher
+	sync   *syncMetrics
 	server interface{ Addr() string }
 
 	sampler *sysinfo.Sampler
@@ -124,6 +125,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
 	a.pub = newPublisher(log, a.sampler.CPUPercent)
 	a.out = newOutput(log, a.pub)
+	a.sync = newMetrics(r.Metrics, a.pub)
 	a.runner = runner.New(drivers, a.out, log.With("component", "endpoints"), r.Metrics)
 	def := defaultSettings()
 	a.settings.Store(&def)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
@@ -70,4 +71,18 @@ func TestCorruptStoreIsReportedUnhealthy(t *testing.T) {
 	if copies := store.CorruptCopies(dir); len(copies) != 1 {
 		t.Fatalf("corrupt copies %v, want one", copies)
 	}
+}
+
+// TestStoreCorruptionWhileRunningReopensTheStore: the store's corruption
+// handler soft-reboots the agent, so the store is opened again (and, if
+// damaged, moved aside and salvaged) instead of failing every flush.
+func TestStoreCorruptionWhileRunningReopensTheStore(t *testing.T) {
+	r := startAgent(t, t.TempDir(), true, nil)
+	before := r.agent.st.Load()
+	r.agent.storeCorrupt("corrupt: test")
+	eventually(t, 15*time.Second, "the store reopened", func() bool {
+		s := r.agent.st.Load()
+		state, _ := r.agent.snapshot()
+		return s != nil && s != before && state == StateRunning
+	})
 }

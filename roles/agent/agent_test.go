@@ -198,13 +198,10 @@ func TestEndpointLifecycle(t *testing.T) {
 }
 
 func TestLifecycleFailedPhase(t *testing.T) {
-	// A data directory that is a file fails the config phase: the agent
-	// stays INITIALIZING, says why, and refuses a reboot.
-	file := filepath.Join(t.TempDir(), "not-a-dir")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startAgent(t, file, false, nil)
+	// A directory where the store file should be fails the config
+	// phase, and is retried: the agent stays INITIALIZING and says why.
+	// (Access errors end the agent instead: TestUnusableDataDirEndsTheAgent.)
+	r := startAgent(t, retriedDataDir(t), false, nil)
 	eventually(t, 10*time.Second, "a failed config phase", func() bool {
 		_, body := r.do("GET", "/v1/readiness", "", nil)
 		return strings.Contains(body, "config")

@@ -68,6 +68,7 @@ type Agent struct {
 	runner *runner.Runner
 	out    *output
 	pub    *publisher
+	sync   *syncMetrics
 	server interface{ Addr() string }
 
 	sampler *sysinfo.Sampler
@@ -126,6 +127,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
 	a.pub = newPublisher(log, a.sampler.CPUPercent)
 	a.out = newOutput(log, a.pub)
+	a.sync = newMetrics(r.Metrics, a.pub)
 	a.runner = runner.New(drivers, a.out, log.With("component", "endpoints"), r.Metrics)
 	def := defaultSettings()
 	a.settings.Store(&def)
@@ -272,6 +274,7 @@ func (a *Agent) runPhase(ctx context.Context, name string) error {
 			}
 			return err
 		}
+		s.OnCorruption(a.storeCorrupt)
 		if old := a.st.Swap(s); old != nil {
 			_ = old.Close()
 		}
@@ -397,6 +400,17 @@ func (a *Agent) releaseInitPages() {
 	}
 	after, _ := sysinfo.ReadProcess("/proc", 0)
 	a.log.Debug("released start-up pages", "mapped_mb", n>>20, "rss_before_mb", before.RSSBytes>>20, "rss_after_mb", after.RSSBytes>>20)
+}
+
+// storeCorrupt follows a corruption the store confirmed while running:
+// a soft reboot reopens the store, which moves the file aside and
+// salvages it, rather than failing every flush on the same page.
+func (a *Agent) storeCorrupt(reason string) {
+	if state, ok := a.requestReboot(); !ok {
+		a.log.Error("agent store corrupt; it is reopened at the next start", "reason", reason, "state", state)
+		return
+	}
+	a.log.Error("agent store corrupt; reopening it", "reason", reason)
 }
 
 // requestReboot asks Run for a soft reboot; it reports false when the agent

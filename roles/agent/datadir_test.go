@@ -78,14 +78,21 @@ func TestUnusableDataDirEndsTheAgent(t *testing.T) {
 // TestStoreOfAnotherUserIsNamed: a store file this process may not write
 // is an error naming the file, caught before SQLite's own message.
 func TestStoreOfAnotherUserIsNamed(t *testing.T) {
-	dir := t.TempDir()
-	// A directory named like the WAL cannot be opened for writing, by
+	// A directory named like the store cannot be opened for writing, by
 	// root either.
-	if err := os.Mkdir(filepath.Join(dir, "agent.db-wal"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	err := checkDataDir(dir)
-	if err == nil || !strings.Contains(err.Error(), "agent.db-wal") || !strings.Contains(err.Error(), "AGENT_DATA_DIR") {
+	err := checkDataDir(retriedDataDir(t))
+	if err == nil || !strings.Contains(err.Error(), "agent.db") || !strings.Contains(err.Error(), "AGENT_DATA_DIR") {
 		t.Fatalf("checkDataDir = %v, want an error naming agent.db-wal and AGENT_DATA_DIR", err)
 	}
+}
+
+// retriedDataDir is a data directory whose config phase fails in a way
+// that is retried: a directory where the store file should be.
+func retriedDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "agent.db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -53,11 +51,10 @@ func TestCrossSiteRequestsRefused(t *testing.T) {
 }
 
 func TestShutdownWhileInitialising(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "not-a-dir")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startAgent(t, file, false, nil)
+	// A directory where the store file should be fails the config
+	// phase, and is retried: the agent stays INITIALIZING and says why.
+	// (Access errors end the agent instead: TestUnusableDataDirEndsTheAgent.)
+	r := startAgent(t, retriedDataDir(t), false, nil)
 	eventually(t, 10*time.Second, "a failed config phase", func() bool {
 		_, body := r.do("GET", "/v1/readiness", "", nil)
 		return strings.Contains(body, "config")

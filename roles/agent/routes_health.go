@@ -37,8 +37,10 @@ func (a *Agent) check(ctx context.Context) (state string, ready bool, subs []sub
 			// Not open yet is expected while initialising.
 			storeSub.Healthy = true
 		}
-	} else if err := s.Ping(ctx); err != nil {
-		storeSub.Healthy, storeSub.Error = false, err.Error()
+	} else if c := s.Condition(ctx); !c.Healthy {
+		// A full disk, a damaged file, or a corrupt copy moved aside at
+		// start: each loses data quietly unless reported here.
+		storeSub.Healthy, storeSub.Error = false, c.Reason
 	}
 	memSub := subsystem{Name: "memory", Healthy: true}
 	if mem, err := a.memory.Snapshot(); err != nil {

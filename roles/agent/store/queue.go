@@ -166,12 +166,12 @@ func (s *Store) OfflineQueue(opts QueueOptions) (*Queue, error) {
 // Options returns the queue's options.
 func (q *Queue) Options() QueueOptions { return q.opts }
 
-// Enqueue stores rec at the end of dest's queue and returns its id. When
+// enqueue stores rec at the end of dest's queue and returns its id. When
 // the queue is full the drop policy decides: evictions and the insert are
 // one transaction, so a crash never leaves a record evicted without its
 // replacement stored. A record that was not stored comes back as a
 // *FullError (or ErrRecordTooLarge), and is counted.
-func (q *Queue) Enqueue(ctx context.Context, dest int64, rec Record) (int64, error) {
+func (q *Queue) enqueue(ctx context.Context, dest int64, rec Record) (int64, error) {
 	size := int64(len(rec.Payload))
 	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
@@ -334,13 +334,13 @@ func deleteIDs(ctx context.Context, tx *sql.Tx, dest int64, ids []int64) (n, siz
 	return n, size, nil
 }
 
-// Ready returns up to limit of dest's records whose next attempt time has
+// ready returns up to limit of dest's records whose next attempt time has
 // come by now, oldest first. Records stay queued until Ack or Reject.
 //
 // It reads on the writer connection: a drain alternates Ready and Ack, and
 // a reader connection throws its page cache away whenever the WAL changed
 // since its last read, which made draining three times slower.
-func (q *Queue) Ready(ctx context.Context, dest int64, limit int, now time.Time) ([]QueuedRecord, error) {
+func (q *Queue) ready(ctx context.Context, dest int64, limit int, now time.Time) ([]QueuedRecord, error) {
 	rows, err := q.s.db.SQL().QueryContext(ctx, `SELECT id, msg_id, topic, payload, critical, attempts, created_at
 		FROM offline_queue WHERE destination = $1 AND next_attempt_at <= $2 ORDER BY id LIMIT $3`,
 		dest, now.UnixMilli(), limit)
@@ -364,12 +364,12 @@ func (q *Queue) Ready(ctx context.Context, dest int64, limit int, now time.Time)
 	return out, nil
 }
 
-// Ack deletes delivered records and returns how many it deleted; ids no
+// ack deletes delivered records and returns how many it deleted; ids no
 // longer queued are skipped. Call it only once the broker has acknowledged
 // that exact packet (the PUBACK of a QoS 1 publish): a publish token that
 // completes because the connection dropped is not a delivery, and acking
 // on it would lose the record.
-func (q *Queue) Ack(ctx context.Context, dest int64, ids []int64) (int64, error) {
+func (q *Queue) ack(ctx context.Context, dest int64, ids []int64) (int64, error) {
 	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("ack for destination %d: %w", dest, err)
@@ -389,14 +389,14 @@ func (q *Queue) Ack(ctx context.Context, dest int64, ids []int64) (int64, error)
 	return n, nil
 }
 
-// Reject records a rejection of record id by the destination while
+// reject records a rejection of record id by the destination while
 // connected (a negative acknowledgement, an error answer). A lost
 // connection is not a rejection: those records simply wait. The record is
 // retried after RetryWaits; once it has been rejected more than maxRetries
 // times (its first attempt and maxRetries retries all failed) it moves to
 // the dead-letter table with reason, in one transaction, and Reject reports
 // true. ErrNotFound when the record is not queued.
-func (q *Queue) Reject(ctx context.Context, dest, id int64, reason string, now time.Time) (deadLettered bool, err error) {
+func (q *Queue) reject(ctx context.Context, dest, id int64, reason string, now time.Time) (deadLettered bool, err error) {
 	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("reject for destination %d: %w", dest, err)
@@ -469,9 +469,9 @@ type QueueStats struct {
 	Counters    QueueCounters `json:"counters"`
 }
 
-// Stats returns dest's depth, oldest record and counters, read in one
+// stats returns dest's depth, oldest record and counters, read in one
 // snapshot so they agree with each other.
-func (q *Queue) Stats(ctx context.Context, dest int64) (QueueStats, error) {
+func (q *Queue) stats(ctx context.Context, dest int64) (QueueStats, error) {
 	st := QueueStats{Destination: dest}
 	tx, err := q.s.db.ReadSQL().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -498,11 +498,11 @@ func (q *Queue) Stats(ctx context.Context, dest int64) (QueueStats, error) {
 	return st, nil
 }
 
-// Purge deletes everything dest's queue holds: its records, dead letters
+// purge deletes everything dest's queue holds: its records, dead letters
 // and counters, in one transaction, and returns how many records were
 // still queued. It is for a destination that was deleted: its queue must
 // not outlive it.
-func (q *Queue) Purge(ctx context.Context, dest int64) (int64, error) {
+func (q *Queue) purge(ctx context.Context, dest int64) (int64, error) {
 	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("purge destination %d: %w", dest, err)

@@ -38,10 +38,20 @@ var ErrDuplicate = errors.New("already exists")
 type Store struct {
 	db   *db.DB
 	path string
+	cond condition
+	// recovery is set when Open replaced a corrupt file.
+	recovery *Recovery
 }
 
 // Open creates the data directory (0700) and the database file (0600) when
 // missing, opens it and applies pending migrations.
+//
+// A store that is damaged (a quick check fails, or SQLite finds no
+// database in the file) is not used: it is moved aside as
+// agent.db.corrupt-<UTC time> with its -wal and -shm, kept for recovery,
+// and a fresh store gets every row that could still be read from it
+// (Recovery says how many). Health reports the store unhealthy while such
+// a copy is in the data directory.
 func Open(ctx context.Context, dataDir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -55,18 +65,68 @@ func Open(ctx context.Context, dataDir string, log *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("restrict agent data directory %s: %w", dataDir, err)
 	}
 	path := filepath.Join(dataDir, FileName)
+	s, err := openChecked(ctx, path, log)
+	var ce *corruptError
+	if !errors.As(err, &ce) {
+		return s, err
+	}
+	log.Error("agent store is corrupt; moving it aside", "path", path, "reason", ce.reason)
+	return recoverCorrupt(ctx, path, ce.reason, log)
+}
+
+// corruptError is openChecked's verdict on a damaged file.
+type corruptError struct{ reason string }
+
+func (e *corruptError) Error() string { return "agent store corrupt: " + e.reason }
+
+// openChecked opens path, runs a quick check and migrates; a damaged file
+// is a *corruptError.
+func openChecked(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	d, err := db.New(config.DB{Driver: "sqlite", SQLitePath: path, PoolSize: 2}, log)
 	if err != nil {
 		return nil, fmt.Errorf("open agent store: %w", err)
 	}
 	if err := d.Open(ctx); err != nil {
+		if IsCorrupt(err) {
+			return nil, &corruptError{reason: err.Error()}
+		}
 		return nil, fmt.Errorf("open agent store: %w", err)
 	}
-	if _, err := d.MigrateFS(ctx, migrations, "migrations"); err != nil {
+	s := &Store{db: d, path: path, cond: condition{log: log}}
+	// quick_check reads every page but skips the index cross-checks of
+	// integrity_check: 10,000 queued records take milliseconds, and a
+	// damaged file is found before the agent trusts it.
+	verdict, err := s.quickCheck(ctx)
+	if err == nil && verdict != "ok" {
+		err = &corruptError{reason: "quick_check: " + firstLine(verdict, nil)}
+	} else if IsCorrupt(err) {
+		err = &corruptError{reason: err.Error()}
+	}
+	if err == nil {
+		if _, err = d.MigrateFS(ctx, migrations, "migrations"); IsCorrupt(err) {
+			err = &corruptError{reason: err.Error()}
+		}
+	}
+	if err != nil {
+		// A damaged file may fail its closing checkpoint too.
 		_ = d.Close()
+		var ce *corruptError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("open agent store: %w", err)
 	}
-	return &Store{db: d, path: path}, nil
+	return s, nil
+}
+
+// openFresh opens a new, empty store at path.
+func openFresh(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
+	s, err := openChecked(ctx, path, log)
+	var ce *corruptError
+	if errors.As(err, &ce) {
+		return nil, fmt.Errorf("a new agent store at %s is corrupt at once (%s): the disk may be failing", path, ce.reason)
+	}
+	return s, err
 }
 
 // Path is the database file.
@@ -76,7 +136,10 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error { return s.db.Close() }
 
 // Ping checks the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer s.observe(&err)
+	return s.db.Ping(ctx)
+}
 
 // IntegrityCheck runs PRAGMA integrity_check and returns its verdict, "ok"
 // for a sound file.

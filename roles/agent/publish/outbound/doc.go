@@ -65,9 +65,12 @@
 //
 // Delivery is at least once, never exactly once: a record is Acked
 // (deleted) only after Send reported that the destination acknowledged
-// it. A crash between that acknowledgement and the Ack, or an Ack that
-// fails, leaves the record queued, and it is sent again, with its original
-// msgId, after the restart or by a later cycle. Likewise a direct item
+// it. A crash between that acknowledgement and the Ack leaves the record
+// queued, and it is sent again, with its original msgId, after the
+// restart. An Ack that fails (a full disk) is kept in memory and retried
+// first by the next cycles, which send nothing until it goes through, so
+// a full disk neither stops the flush for good nor repeats the same batch
+// every cycle. Likewise a direct item
 // whose acknowledgement was lost (the peer may have it) is queued and sent
 // again. The cloud de-duplicates by msgId. The reverse, deleting a record
 // whose delivery was not confirmed, would lose it, which the queue exists

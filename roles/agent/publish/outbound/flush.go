@@ -18,6 +18,8 @@ type cycleResult struct {
 	drained bool
 	// more: the cycle stopped at MaxFlushPerCycle with records ready.
 	more bool
+	// delivered counts the records the cycle acked.
+	delivered int64
 }
 
 // flusher runs the flush cycles Run asks for, one at a time, and reports
@@ -35,6 +37,16 @@ func (w *Worker) flusher(ctx, persist context.Context, results chan<- cycleResul
 			w.noteError(err)
 			w.log.Warn("flush cycle stopped", "error", err)
 		}
+		w.mu.Lock()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.c.m.FlushFailed++
+		case r.delivered > 0:
+			w.c.m.FlushDelivered++
+		case r.drained:
+			w.c.m.FlushEmpty++
+		}
+		w.mu.Unlock()
 		select {
 		case results <- r:
 		case <-ctx.Done():
@@ -59,6 +71,20 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 
 	var sent int
 	var delivered int64
+	if len(w.unacked) > 0 {
+		n, err := w.o.Queue.Ack(persist, w.o.Destination, w.unacked)
+		if err != nil {
+			return r, fmt.Errorf("flush %s: ack %d records delivered earlier, again: %w", w.o.Name, len(w.unacked), err)
+		}
+		w.log.Info("records delivered earlier acked in the offline queue", "records", n)
+		delivered += n
+		r.delivered += n
+		w.mu.Lock()
+		w.c.replayed += n
+		w.c.m.ReplayedBytes += w.unackedBytes
+		w.mu.Unlock()
+		w.unacked, w.unackedBytes = nil, 0
+	}
 	for sent < w.qo.MaxFlushPerCycle {
 		// An outage during the cycle ends it; its records stay queued.
 		if w.Mode() == ModeBufferOnly || !w.o.Transport.Connected() {
@@ -82,12 +108,15 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		errs := w.send(ctx, msgs)
 		sent += len(recs)
 		var ack []int64
+		var ackBytes, failed, rejected int64
 		var transient error
 		for i, rec := range recs {
 			switch err := errs[i]; {
 			case err == nil:
 				ack = append(ack, rec.ID)
+				ackBytes += int64(len(rec.Payload))
 			case dest.IsRejected(err):
+				rejected++
 				var rej *dest.RejectedError
 				errors.As(err, &rej)
 				dead, rerr := w.o.Queue.Reject(persist, w.o.Destination, rec.ID, rej.Reason, w.o.Now())
@@ -100,21 +129,31 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 				w.log.Warn("destination refused a queued message", "msg_id", rec.MsgID, "reason", rej.Reason,
 					"attempts", rec.Attempts+1, "dead_lettered", dead)
 			default:
+				failed++
 				if transient == nil {
 					transient = err
 				}
 			}
 		}
+		w.mu.Lock()
+		w.c.m.SendFailures += failed
+		w.c.m.Rejections += rejected
+		w.mu.Unlock()
 		if len(ack) > 0 {
-			// Only what the destination acknowledged is deleted; if this
-			// Ack fails the records are sent again (at least once).
+			// Only what the destination acknowledged is deleted. If this
+			// Ack fails (a full disk), the ids wait in memory for the next
+			// cycle's Ack instead of being sent again with every cycle;
+			// only a restart meanwhile sends them again (at least once).
 			n, err := w.o.Queue.Ack(persist, w.o.Destination, ack)
 			if err != nil {
-				return r, fmt.Errorf("flush %s: %w", w.o.Name, err)
+				w.unacked, w.unackedBytes = ack, ackBytes
+				return r, fmt.Errorf("flush %s: ack %d delivered records: %w", w.o.Name, len(ack), err)
 			}
 			delivered += n
+			r.delivered += n
 			w.mu.Lock()
 			w.c.replayed += n
+			w.c.m.ReplayedBytes += ackBytes
 			w.mu.Unlock()
 			w.flushSucceeded()
 		}

@@ -150,6 +150,13 @@ type Worker struct {
 	// sent, and rejected, a second time for one refusal.
 	readyMu sync.Mutex
 
+	// unacked are records the destination acknowledged whose Ack failed
+	// (a full disk): the next cycle retries the Ack before it reads or
+	// sends anything, so they are not sent again. Only the flusher uses
+	// it.
+	unacked      []int64
+	unackedBytes int64
+
 	mu      sync.Mutex
 	mode    Mode
 	gen     int // bumped on entering recovering; see cycleResult
@@ -163,6 +170,30 @@ type Worker struct {
 type counters struct {
 	delivered, replayed, buffered, ephemeralDropped, refused int64
 	lastAttempt, lastSuccess                                 time.Time
+	m                                                        Metrics
+}
+
+// Metrics are a worker's counters for Prometheus, from zero at New.
+type Metrics struct {
+	DeliveredBytes int64 // of the items sent directly and acknowledged
+	ReplayedBytes  int64 // of the queued records delivered by flush cycles
+	// SendFailures counts messages a Send did not deliver for a transient
+	// cause; Rejections those the destination refused.
+	SendFailures, Rejections int64
+	// StoreErrors counts items the queue did not take for a storage
+	// error (a full disk), not for its limits.
+	StoreErrors int64
+	// Flush cycles by how they ended: some records delivered, nothing
+	// ready, or an error.
+	FlushDelivered, FlushEmpty, FlushFailed int64
+}
+
+// Metrics returns the worker's counters with the totals Status has.
+func (w *Worker) Metrics() (Metrics, Status) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c.m, Status{Name: w.o.Name, Mode: w.mode, Delivered: w.c.delivered, Replayed: w.c.replayed,
+		Buffered: w.c.buffered, EphemeralDropped: w.c.ephemeralDropped, Refused: w.c.refused}
 }
 
 // New checks o and builds a Worker. It does no I/O.
@@ -420,17 +451,20 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 		msgs[i] = dest.Message{Topic: it.Topic, Payload: it.Payload}
 	}
 	errs := w.send(ctx, msgs)
-	var delivered int64
+	var delivered, deliveredBytes, failed, rejected int64
 	var transient error
 	for i, it := range batch {
 		switch err := errs[i]; {
 		case err == nil:
 			delivered++
+			deliveredBytes += int64(len(it.Payload))
 		case dest.IsRejected(err):
+			rejected++
 			if w.rejectItem(persist, it, err) {
 				queued = true
 			}
 		default:
+			failed++
 			if transient == nil {
 				transient = err
 			}
@@ -445,6 +479,9 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 	}
 	w.mu.Lock()
 	w.c.delivered += delivered
+	w.c.m.DeliveredBytes += deliveredBytes
+	w.c.m.SendFailures += failed
+	w.c.m.Rejections += rejected
 	if transient != nil {
 		w.lastErr = transient.Error()
 	}
@@ -527,8 +564,12 @@ func record(it Item) store.Record {
 // refusalLogEvery, with the number refused since the last warning.
 func (w *Worker) refused(it Item, err error) {
 	now := time.Now()
+	var full *store.FullError
 	w.mu.Lock()
 	w.c.refused++
+	if !errors.As(err, &full) && !errors.Is(err, store.ErrRecordTooLarge) {
+		w.c.m.StoreErrors++
+	}
 	w.lastErr = err.Error()
 	w.refusedUnlogged++
 	n := w.refusedUnlogged

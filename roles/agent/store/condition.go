@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// SQLite's primary result codes this file tells apart.
+const (
+	sqliteCorrupt = 11
+	sqliteFull    = 13
+	sqliteNotADB  = 26
+)
+
+// IsFull reports whether err is SQLite's "database or disk is full"
+// (SQLITE_FULL, which a full file system or max_page_count gives) or a
+// bare ENOSPC.
+func IsFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+		return true
+	}
+	return errors.Is(err, syscall.ENOSPC)
+}
+
+// IsCorrupt reports whether err says the database file is damaged
+// (SQLITE_CORRUPT, "database disk image is malformed") or is not a
+// database at all (SQLITE_NOTADB, a destroyed header).
+func IsCorrupt(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqliteCorrupt, sqliteNotADB:
+			return true
+		}
+	}
+	return false
+}
+
+// fullLogEvery bounds the warnings about a full disk: every write of an
+// outage would log otherwise.
+const fullLogEvery = time.Minute
+
+// condition is what the store knows of its own health besides answering
+// a ping: a full disk and a corruption found while running.
+type condition struct {
+	log *slog.Logger
+
+	mu         sync.Mutex
+	full       error // the last SQLITE_FULL; nil once a write went through
+	fullSince  time.Time
+	fullLogged time.Time
+	fullFailed int64 // failed writes since the last warning
+	corrupt    string
+
+	checking  atomic.Bool
+	onCorrupt atomic.Pointer[func(reason string)]
+}
+
+// observe notes what a failed statement says about the store: a full disk
+// (reported until a write goes through) or corruption, which a quick
+// check then confirms in the background. It is meant for deferred calls
+// on a method's named error.
+func (s *Store) observe(errp *error) {
+	err := *errp
+	switch {
+	case err == nil:
+	case IsFull(err):
+		s.noteFull(err)
+	case IsCorrupt(err):
+		if s.cond.checking.CompareAndSwap(false, true) {
+			go s.confirmCorruption(err)
+		}
+	}
+}
+
+func (s *Store) noteFull(err error) {
+	c := &s.cond
+	now := time.Now()
+	c.mu.Lock()
+	if c.full == nil {
+		c.fullSince = now
+	}
+	c.full = err
+	c.fullFailed++
+	n, since := c.fullFailed, c.fullSince
+	logIt := now.Sub(c.fullLogged) >= fullLogEvery
+	if logIt {
+		c.fullLogged, c.fullFailed = now, 0
+	}
+	c.mu.Unlock()
+	if logIt {
+		c.log.Error("agent store disk full: queued records are kept and still flushed, new ones are refused until space returns",
+			"path", s.path, "failed_writes", n, "since", since.UTC().Format(time.RFC3339), "err", err)
+	}
+}
+
+// wrote clears the full state after a write that needed new space.
+func (s *Store) wrote() {
+	c := &s.cond
+	c.mu.Lock()
+	was, since, n := c.full, c.fullSince, c.fullFailed
+	c.full, c.fullFailed, c.fullLogged = nil, 0, time.Time{}
+	c.mu.Unlock()
+	if was != nil {
+		c.log.Warn("agent store can write again", "path", s.path, "full_for", time.Since(since).Round(time.Second),
+			"failed_writes_unlogged", n)
+	}
+}
+
+// confirmCorruption runs a quick check after a statement reported
+// corruption; a failed check marks the store corrupt and calls the
+// corruption handler, which reopens the store (Open moves the file aside
+// and salvages it).
+func (s *Store) confirmCorruption(cause error) {
+	defer s.cond.checking.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	verdict, err := s.quickCheck(ctx)
+	if err == nil && verdict == "ok" {
+		s.cond.log.Warn("agent store reported corruption but its quick check passed", "path", s.path, "err", cause)
+		return
+	}
+	reason := fmt.Sprintf("corrupt: %v (quick_check: %s)", cause, firstLine(verdict, err))
+	s.cond.mu.Lock()
+	s.cond.corrupt = reason
+	s.cond.mu.Unlock()
+	s.cond.log.Error("agent store corrupt", "path", s.path, "reason", reason)
+	if fn := s.cond.onCorrupt.Load(); fn != nil {
+		(*fn)(reason)
+	}
+}
+
+// OnCorruption sets what the store calls, once per detection, when a
+// statement failed with corruption and a quick check confirmed it. The
+// agent reopens its store then.
+func (s *Store) OnCorruption(fn func(reason string)) { s.cond.onCorrupt.Store(&fn) }
+
+func (s *Store) quickCheck(ctx context.Context) (string, error) {
+	var verdict string
+	if err := s.db.SQL().QueryRowContext(ctx, "PRAGMA quick_check(3)").Scan(&verdict); err != nil {
+		return "", fmt.Errorf("quick check: %w", err)
+	}
+	return verdict, nil
+}
+
+// firstLine is the first finding of a quick check, without the
+// "*** in database main ***" heading SQLite puts before it.
+func firstLine(verdict string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	for l := range strings.SplitSeq(verdict, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "***") {
+			return l
+		}
+	}
+	return verdict
+}
+
+// Condition is the store's health for the agent's health report.
+type Condition struct {
+	Healthy bool
+	// Reason says what is wrong, and what to do, when not healthy.
+	Reason string
+}
+
+// spaceProbe is larger than a page, so writing it needs space the file
+// does not have when the disk (or max_page_count) is full.
+const spaceProbe = 8 << 10
+
+// Condition reports the store unhealthy while its disk is full (checked
+// again by writing a probe, so it clears once space returns even when
+// nothing else writes), after a corruption was found, and while a copy of
+// a corrupt store is kept in the data directory.
+func (s *Store) Condition(ctx context.Context) Condition {
+	c := &s.cond
+	c.mu.Lock()
+	corrupt, full, since := c.corrupt, c.full, c.fullSince
+	c.mu.Unlock()
+	if corrupt != "" {
+		return Condition{Reason: corrupt + "; the agent reopens the store, moving the file aside"}
+	}
+	if full != nil {
+		if err := s.probeSpace(ctx); IsFull(err) {
+			return Condition{Reason: fmt.Sprintf("disk full since %s (%v): queued records are kept and flushed, new records are refused",
+				since.UTC().Format(time.RFC3339), full)}
+		} else if err == nil {
+			s.wrote()
+		}
+	}
+	if err := s.Ping(ctx); err != nil {
+		return Condition{Reason: err.Error()}
+	}
+	if r := s.recoveryNote(); r != "" {
+		return Condition{Reason: r}
+	}
+	return Condition{Healthy: true}
+}
+
+// probeSpace writes and deletes spaceProbe bytes in one transaction.
+func (s *Store) probeSpace(ctx context.Context) (err error) {
+	defer s.observe(&err)
+	tx, err := s.db.SQL().BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("probe free space: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agent_meta (key, value) VALUES ('store.space_probe', $1)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strings.Repeat("x", spaceProbe)); err != nil {
+		return fmt.Errorf("probe free space: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM agent_meta WHERE key = 'store.space_probe'`); err != nil {
+		return fmt.Errorf("probe free space: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("probe free space: %w", err)
+	}
+	return nil
+}
+
+// recoveryNote names the corrupt copies kept in the data directory, the
+// evidence an operator should look at; removing them clears it.
+func (s *Store) recoveryNote() string {
+	copies := CorruptCopies(filepath.Dir(s.path))
+	if len(copies) == 0 {
+		return ""
+	}
+	msg := "recovered from a corrupt store"
+	if r := s.recovery; r != nil {
+		msg = r.String()
+	}
+	return fmt.Sprintf("%s; corrupt copies kept for inspection: %s (remove them to clear this)", msg, strings.Join(copies, ", "))
+}
+
+// CorruptCopies lists the corrupt stores Open moved aside in dataDir
+// (their -wal and -shm files not counted).
+func CorruptCopies(dataDir string) []string {
+	m, _ := filepath.Glob(filepath.Join(dataDir, FileName+corruptSuffix+"*"))
+	out := m[:0]
+	for _, p := range m {
+		if !strings.HasSuffix(p, "-wal") && !strings.HasSuffix(p, "-shm") {
+			out = append(out, filepath.Base(p))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -24,7 +24,7 @@ type EngineOptions struct {
 	WriteError ErrorWriter
 	// MaxBodyBytes caps every request body; 1 MiB when zero.
 	MaxBodyBytes int64
-	// Metrics, when set, receives http_request_duration_seconds labelled
+	// Metrics, when set, receives edgeplat_http_request_duration_seconds labelled
 	// by method, route template and status code, with the constant label
 	// server=Server, so the roles of all-in-one share one registry.
 	Metrics prometheus.Registerer
@@ -112,7 +112,7 @@ func requestLog(log *slog.Logger) gin.HandlerFunc {
 // bounded whatever clients send.
 func requestMetrics(reg prometheus.Registerer, server string) gin.HandlerFunc {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:        "http_request_duration_seconds",
+		Name:        "edgeplat_http_request_duration_seconds",
 		Help:        "HTTP request durations by route template and status code.",
 		ConstLabels: prometheus.Labels{"server": server},
 		Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},

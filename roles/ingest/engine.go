@@ -427,7 +427,7 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row) error {
 		}
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
-		e.m.insertP95.observe(time.Since(t0))
+		e.m.insertDuration.observe(time.Since(t0))
 		e.releaseWrite()
 		if err == nil || db.IsDataError(err) {
 			e.breaker.Record(nil)
@@ -544,5 +544,5 @@ func (e *engine) process(ctx context.Context, stream string, entries []streamsto
 		}
 		e.m.processed.Add(float64(n))
 	}
-	e.m.batchP95.observe(time.Since(t0))
+	e.m.batchDuration.observe(time.Since(t0))
 }

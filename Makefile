@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=$(FUZZEXECS) ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/memory
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=$(FUZZEXECS) ./core/mqttx
+	$(GO) test -run='^$$' -fuzz='^FuzzFirstPacketConn$$' -fuzztime=$(FUZZEXECS) ./roles/broker
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMsgpack$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope

@@ -649,14 +649,14 @@ func (b *bench) waitDrained(ctx context.Context, r *rt.Runtime, stream, group, l
 		case err := <-done:
 			return 0, fmt.Errorf("ingest role stopped early: %v", err)
 		case <-deadline.C:
-			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			return 0, fmt.Errorf("not finished after --timeout %s: %.0f of %.0f rows written", b.o.timeout, inserted, want)
 		case <-poll.C:
 		}
 		gi, err := b.store.Group(ctx, stream, group)
 		if err == nil && gi.Pending == 0 && gi.LastDeliveredID == lastID {
 			elapsed := time.Since(t0)
-			if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+			if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
 				res.WorkersMax = max(res.WorkersMax, int(w))
 			}
 			p.done(fmt.Sprintf("%.0f rows in %s: %s readings/s", want, benchRound(elapsed), benchHuman(want/elapsed.Seconds())))
@@ -669,10 +669,10 @@ func (b *bench) waitDrained(ctx context.Context, r *rt.Runtime, stream, group, l
 			// Gathering walks the whole registry: once a second, not per poll.
 			// The autoscaler acts at most once per 5 s sample, so a change of
 			// the worker count is not missed.
-			if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+			if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
 				res.WorkersMax = max(res.WorkersMax, int(w))
 			}
-			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			return fmt.Sprintf("%.0f/%.0f rows committed (%.0f%%), %s rows/s, %d workers",
 				inserted, want, 100*inserted/want, benchHuman(inserted/time.Since(t0).Seconds()), res.WorkersMax)
 		})

@@ -649,7 +649,9 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 	}
 
 	stream, group := telemetry.IngestionStream(p.tenant), telemetry.WriterGroup(p.tenant)
-	received := func() float64 { return pipelineMetricLabel(r, "api_mqtt_messages_received_total", "kind", "telemetry") }
+	received := func() float64 {
+		return pipelineMetricLabel(r, "edgeplat_api_mqtt_messages_received_total", "kind", "telemetry")
+	}
 	receivedBase := received()
 	backlog := func() int64 {
 		// Messages the broker acknowledged to the publishers but has not
@@ -718,7 +720,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 			}
 			continue
 		case <-deadline.C:
-			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			return fmt.Errorf("not finished after --timeout %s: %d of %.0f messages published, %.0f of %d rows written",
 				p.o.timeout, p.published.Load(), total, inserted, want)
 		case <-allPublished:
@@ -739,7 +741,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		case <-poll.C:
 		}
 		if !publishing {
-			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			if int64(inserted) >= want+p.probeRows.Load() {
 				gi, err := p.b.store.Group(ctx, stream, group)
 				if err == nil && gi.Pending == 0 && gi.Lag == 0 {
@@ -767,10 +769,10 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 				}
 				p.rep.BacklogMax = max(p.rep.BacklogMax, bl)
 			}
-			if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+			if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
 				p.rep.WorkersMax = max(p.rep.WorkersMax, int(w))
 			}
-			inserted, _ := roleMetric(r, "ingestion_readings_inserted_total")
+			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			el := time.Since(t0).Seconds()
 			return fmt.Sprintf("%d/%.0f published (%s msg/s), %.0f/%d rows committed (%.0f%%, %s rows/s), backlog %d messages, %d probes",
 				p.published.Load(), total, benchHuman(float64(p.published.Load())/el), inserted, want, 100*inserted/float64(want),
@@ -781,12 +783,12 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 
 // finish fills in the counters and the latency quantiles.
 func (p *pipelineRun) finish(r *rt.Runtime) {
-	if w, ok := roleMetric(r, "ingestion_worker_count"); ok {
+	if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
 		p.rep.WorkersMax = max(p.rep.WorkersMax, int(w))
 	}
-	dup, _ := roleMetric(r, "api_telemetry_duplicates_total")
+	dup, _ := roleMetric(r, "edgeplat_api_telemetry_duplicates_total")
 	p.rep.Duplicates = int64(dup)
-	p.rep.Dropped = int64(pipelineMetricSum(r, "api_mqtt_messages_dropped_total"))
+	p.rep.Dropped = int64(pipelineMetricSum(r, "edgeplat_api_mqtt_messages_dropped_total"))
 	g := p.rep.BacklogStart
 	p.rep.BacklogGrew = p.rep.BacklogEnd > max(2*g, g+100)
 	lat := p.probeLatencies()
@@ -806,7 +808,7 @@ func (p *pipelineRun) finish(r *rt.Runtime) {
 // then do telemetry publishes have a subscriber to reach.
 func (p *pipelineRun) waitSubscribed(ctx context.Context, r *rt.Runtime, c paho.Client, done <-chan error) error {
 	topic := "i/" + p.tenant + "/a/" + p.probe + "/state"
-	base := pipelineMetricLabel(r, "api_mqtt_messages_received_total", "kind", "state")
+	base := pipelineMetricLabel(r, "edgeplat_api_mqtt_messages_received_total", "kind", "state")
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		c.Publish(topic, 1, false, []byte(`{}`)).WaitTimeout(2 * time.Second)
@@ -818,7 +820,7 @@ func (p *pipelineRun) waitSubscribed(ctx context.Context, r *rt.Runtime, c paho.
 				return fmt.Errorf("roles stopped early: %v", err)
 			case <-time.After(10 * time.Millisecond):
 			}
-			if pipelineMetricLabel(r, "api_mqtt_messages_received_total", "kind", "state") > base {
+			if pipelineMetricLabel(r, "edgeplat_api_mqtt_messages_received_total", "kind", "state") > base {
 				return nil
 			}
 		}

@@ -27,7 +27,7 @@ type EngineOptions struct {
 	// BodyTimeout bounds how long a request body may take to arrive;
 	// DefaultBodyTimeout when zero.
 	BodyTimeout time.Duration
-	// Metrics, when set, receives http_request_duration_seconds labelled
+	// Metrics, when set, receives edgeplat_http_request_duration_seconds labelled
 	// by method, route template and status code, with the constant label
 	// server=Server, so the roles of all-in-one share one registry.
 	Metrics prometheus.Registerer
@@ -121,7 +121,7 @@ func requestLog(log *slog.Logger) gin.HandlerFunc {
 // bounded whatever clients send.
 func requestMetrics(reg prometheus.Registerer, server string) gin.HandlerFunc {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:        "http_request_duration_seconds",
+		Name:        "edgeplat_http_request_duration_seconds",
 		Help:        "HTTP request durations by route template and status code.",
 		ConstLabels: prometheus.Labels{"server": server},
 		Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},

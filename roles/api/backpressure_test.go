@@ -113,10 +113,10 @@ func TestFullStreamBackPressureIntegration(t *testing.T) {
 			t.Errorf("%s consumed %d times", k, n)
 		}
 	}
-	if got := counter(t, r, "api_telemetry_held_retries_total"); got == 0 {
+	if got := counter(t, r, "edgeplat_api_telemetry_held_retries_total"); got == 0 {
 		t.Error("no message was held: the stream never filled, so the test tested nothing")
 	}
-	if got := counter(t, r, "api_telemetry_unacknowledged_total"); got != 0 {
+	if got := counter(t, r, "edgeplat_api_telemetry_unacknowledged_total"); got != 0 {
 		t.Errorf("%g messages left unacknowledged; held ones should have got in", got)
 	}
 	if got := counter(t, r, "edgeplat_mqtt_redelivery_reconnects_total"); got != 0 {

@@ -62,7 +62,7 @@ func TestCopyInFlightIntegration(t *testing.T) {
 			t.Fatalf("message %d: handleBatch = %v, want it spooled", i+1, err)
 		}
 	}
-	if got := counter(t, r, "api_telemetry_spooled_total"); got != n {
+	if got := counter(t, r, "edgeplat_api_telemetry_spooled_total"); got != n {
 		t.Errorf("spooled = %v, want %d", got, n)
 	}
 	if !pipe.breaker.Allow() {
@@ -85,13 +85,13 @@ func TestCopyInFlightIntegration(t *testing.T) {
 	if got, _ := store.Len(ctx, stream); got != 2*n { // one entry per device
 		t.Fatalf("after the replay the stream holds %d entries, want %d", got, 2*n)
 	}
-	if got := counter(t, r, "api_telemetry_replayed_total"); got != n {
+	if got := counter(t, r, "edgeplat_api_telemetry_replayed_total"); got != n {
 		t.Errorf("replayed = %v, want %d", got, n)
 	}
 	if errs := pipe.handleBatch(ctx, msgs[:1]); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	if got := counter(t, r, "api_telemetry_duplicates_total"); got != 1 {
+	if got := counter(t, r, "edgeplat_api_telemetry_duplicates_total"); got != 1 {
 		t.Errorf("duplicates = %v after the broker's next copy, want 1", got)
 	}
 	if got, _ := store.Len(ctx, stream); got != 2*n {

@@ -39,11 +39,11 @@ type live struct {
 
 func newLive(streams func() streamstore.Store, max int, reg prometheus.Registerer) *live {
 	l := &live{streams: streams, heartbeat: 15 * time.Second, writeTimeout: 30 * time.Second, max: max, done: make(chan struct{}),
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "api_live_streams",
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgeplat_api_live_streams",
 			Help: "Open Server-Sent Event streams of real-time device values."}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_live_streams_refused_total",
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_api_live_streams_refused_total",
 			Help: "Live stream requests refused because the limit of open streams was reached."}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "api_live_messages_dropped_total",
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_api_live_messages_dropped_total",
 			Help: "Real-time messages dropped because a live stream's client read too slowly."}),
 	}
 	if reg != nil {

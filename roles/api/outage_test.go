@@ -133,7 +133,7 @@ func TestStreamStoreOutageIntegration(t *testing.T) {
 		t.Errorf("ingestion-health after recovery = %s", body)
 	}
 	t.Logf("outage %s: %d messages, %g spooled, %g replayed, stream exact", outage, want/2,
-		counter(t, r, "api_telemetry_spooled_total"), counter(t, r, "api_telemetry_replayed_total"))
+		counter(t, r, "edgeplat_api_telemetry_spooled_total"), counter(t, r, "edgeplat_api_telemetry_replayed_total"))
 }
 
 // privateRedisStore starts a private Redis with opts and opens a stream

@@ -151,7 +151,7 @@ func testPipeline(t *testing.T, mode string) {
 		n, _ := store.Len(ctx, telemetry.IngestionStream(tenantB))
 		return n == 2
 	})
-	for name, want := range map[string]float64{"api_telemetry_duplicates_total": 2, "api_mqtt_messages_dropped_total": 3} {
+	for name, want := range map[string]float64{"edgeplat_api_telemetry_duplicates_total": 2, "edgeplat_api_mqtt_messages_dropped_total": 3} {
 		if got := counter(t, r, name); got != want {
 			t.Errorf("%s = %g, want %g", name, got, want)
 		}

@@ -48,17 +48,17 @@ type reports struct {
 
 	stored  *prometheus.CounterVec
 	dropped *prometheus.CounterVec
-	// received is the pipeline's api_mqtt_messages_received_total, so one
+	// received is the pipeline's edgeplat_api_mqtt_messages_received_total, so one
 	// counter shows every agent message by kind, whichever handler took it.
 	received *prometheus.CounterVec
 }
 
 func newReports(r *rt.Runtime) *reports {
 	rp := &reports{rt: r, log: r.Component("api-reports"), now: time.Now,
-		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "api_agent_reports_total",
+		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_agent_reports_total",
 			Help: "Agent state and system-metrics reports by kind and outcome (stored, stale: an older report than the one kept)."},
 			[]string{"kind", "outcome"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "api_agent_reports_dropped_total",
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_agent_reports_dropped_total",
 			Help: "Agent reports dropped as unusable, by reason."}, []string{"reason"}),
 	}
 	if r.Metrics != nil {

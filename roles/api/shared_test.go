@@ -92,7 +92,7 @@ func TestSharedSubscriptionReplicasIntegration(t *testing.T) {
 	if l, _ := store.Len(ctx, telemetry.IngestionStream(tenant)); l != 2*n {
 		t.Errorf("stream has %d entries, want %d", l, 2*n)
 	}
-	a, b := counter(t, runtimes[0], "api_telemetry_appended_total"), counter(t, runtimes[1], "api_telemetry_appended_total")
+	a, b := counter(t, runtimes[0], "edgeplat_api_telemetry_appended_total"), counter(t, runtimes[1], "edgeplat_api_telemetry_appended_total")
 	if a == 0 || b == 0 || a+b != 2*n {
 		t.Errorf("replicas appended %g and %g, want a split summing to %d", a, b, 2*n)
 	}

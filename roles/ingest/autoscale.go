@@ -68,7 +68,7 @@ func (e *engine) sampleAndScale(ctx context.Context) {
 		return
 	}
 	e.lagMS.Store(sig.lagMS)
-	e.m.lagMS.Set(float64(sig.lagMS))
+	e.m.lag.Set(float64(sig.lagMS) / 1000)
 	e.m.streamLength.Set(float64(streamLen))
 	e.m.dlqLength.Set(float64(dlqLen))
 	e.saturated.Store(sig.poolPct > float64(e.cfg.DBSaturationHighWatermarkPct))

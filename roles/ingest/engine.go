@@ -393,7 +393,7 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData 
 		}
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
-		e.m.insertP95.observe(time.Since(t0))
+		e.m.insertDuration.observe(time.Since(t0))
 		e.releaseWrite()
 		if err == nil || db.IsDataError(err) {
 			e.breaker.Record(nil)

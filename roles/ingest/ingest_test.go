@@ -51,7 +51,7 @@ func TestExactRowsIntegration(t *testing.T) {
 }
 
 // TestDeadLettersIntegration: garbage goes to the DLQ with a reason at once,
-// the worker keeps going, and ingestion_dlq_length shows them.
+// the worker keeps going, and edgeplat_ingestion_dlq_length shows them.
 func TestDeadLettersIntegration(t *testing.T) {
 	forEachPair(t, func(t *testing.T, h *harness) {
 		now := time.Now().UTC().Truncate(time.Millisecond)
@@ -88,7 +88,7 @@ func TestDeadLettersIntegration(t *testing.T) {
 		if got := h.rowCount(); got != 3 {
 			t.Errorf("rows = %d, want the good message's 3", got)
 		}
-		waitGauge(t, h, "ingestion_dlq_length", float64(want))
+		waitGauge(t, h, "edgeplat_ingestion_dlq_length", float64(want))
 		h.stop()
 	})
 }
@@ -169,9 +169,9 @@ func TestHealthAndMetricsIntegration(t *testing.T) {
 		for _, mf := range mfs {
 			have[mf.GetName()] = true
 		}
-		for _, name := range []string{"ingestion_messages_processed_total", "ingestion_readings_inserted_total", "ingestion_dlq_length",
-			"ingestion_stream_length", "ingestion_worker_lag_ms", "ingestion_worker_count", "ingestion_batch_duration_p95_ms",
-			"ingestion_db_insert_duration_p95_ms", "go_goroutines"} {
+		for _, name := range []string{"edgeplat_ingestion_messages_processed_total", "edgeplat_ingestion_readings_inserted_total", "edgeplat_ingestion_dlq_length",
+			"edgeplat_ingestion_stream_length", "edgeplat_ingestion_worker_lag_seconds", "edgeplat_ingestion_workers", "edgeplat_ingestion_batch_duration_seconds",
+			"edgeplat_ingestion_db_insert_duration_seconds", "go_goroutines"} {
 			if !have[name] {
 				t.Errorf("metric %s missing", name)
 			}

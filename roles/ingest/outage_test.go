@@ -106,7 +106,7 @@ func runOutage(t *testing.T, h *harness, down, up func()) {
 		return len(files) > 0
 	})
 	coretest.Eventually(t, outage, "the breaker to open", func() bool {
-		open, _ := gauge(h, "ingestion_circuit_breaker_open")
+		open, _ := gauge(h, "edgeplat_ingestion_circuit_breaker_open")
 		return open == 1
 	})
 	time.Sleep(time.Until(t0.Add(outage)))
@@ -129,7 +129,7 @@ func runOutage(t *testing.T, h *harness, down, up func()) {
 	if d := h.dlq(); len(d) != 0 {
 		t.Errorf("dead letters during an outage: %d, want none", len(d))
 	}
-	spooled, _ := gauge(h, "ingestion_spooled_messages_total")
+	spooled, _ := gauge(h, "edgeplat_ingestion_spooled_messages_total")
 	t.Logf("outage %s: %d messages, %g spooled and replayed, rows exact", outage, want/5, spooled)
 	h.stop()
 }

@@ -70,7 +70,7 @@ func (e *engine) replayBatch(ctx context.Context, entries []spool.Entry) error {
 		rows = telemetry.Normalize(rows)
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
-		e.m.insertP95.observe(time.Since(t0))
+		e.m.insertDuration.observe(time.Since(t0))
 		if err != nil {
 			if !db.IsDataError(err) {
 				return fmt.Errorf("replay %d rows: %w", len(rows), err)

@@ -98,7 +98,7 @@ func (e *engine) health(c *gin.Context) {
 	switch {
 	case e.store == nil || storeErr != nil || (dbErr != nil && e.spool == nil):
 		status, code = "error", http.StatusServiceUnavailable
-	case e.breaker.State() == breaker.Open || spooled || dbErr != nil:
+	case e.breaker.State() == breaker.Open || spooled || dbErr != nil || e.spoolFailing.Load():
 		status = "degraded"
 	}
 	body := gin.H{
@@ -112,6 +112,10 @@ func (e *engine) health(c *gin.Context) {
 	if e.spool != nil {
 		st := e.spool.Stats()
 		body["spoolFileCount"], body["spoolSizeMb"] = st.Files, float64(st.Bytes)/(1<<20)
+		if e.spoolFailing.Load() {
+			// Batches then wait in the stream; say why.
+			body["spool"] = "appends failing (is its disk full?)"
+		}
 	}
 	if storeErr != nil {
 		body["streamstore"] = storeErr.Error()

@@ -24,7 +24,7 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 			// closes the breaker. With a failing spool, try one batch a
 			// second: an append tells when the disk has room again.
 			lifecycle.Sleep(ctx, time.Second)
-			if e.spool == nil || !e.spoolFailing.Load() || e.breaker.Allow() {
+			if ctx.Err() != nil || e.spool == nil || !e.spoolFailing.Load() || e.breaker.Allow() {
 				continue
 			}
 		}
@@ -42,6 +42,9 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 		}
 		got := false
 		for i := range streams {
+			if ctx.Err() != nil {
+				return // reads ignore ctx; stop between them
+			}
 			s := streams[(turn+i)%len(streams)]
 			if entries := e.readBatch(ctx, s, consumer, 0); len(entries) > 0 {
 				got = true
@@ -49,7 +52,7 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 			}
 		}
 		turn++
-		if got {
+		if got || ctx.Err() != nil {
 			continue
 		}
 		// Everything is drained: wait on one stream (a different one each

@@ -36,14 +36,7 @@ func TestReclaimTakesTheWholeBacklogIntegration(t *testing.T) {
 
 		// The engine without its workers: only what maintain does counts.
 		h.cfg.Ingest.ReclaimIdleMS = 1
-		svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng := svcs[1].(*engine)
-		if err := eng.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		eng := h.startedEngine()
 		time.Sleep(10 * time.Millisecond) // idle past RECLAIM_IDLE_MS
 		eng.maintain(ctx)
 
@@ -56,9 +49,6 @@ func TestReclaimTakesTheWholeBacklogIntegration(t *testing.T) {
 		}
 		if got := h.rowCount(); got != 2*n {
 			t.Errorf("rows = %d, want %d", got, 2*n)
-		}
-		if err := eng.Stop(ctx); err != nil {
-			t.Fatal(err)
 		}
 	})
 }
@@ -79,14 +69,7 @@ func TestSettleOutlivesTheBatchDeadlineIntegration(t *testing.T) {
 		if err != nil || len(es) != 2 {
 			t.Fatalf("read %d, %v", len(es), err)
 		}
-		svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng := svcs[1].(*engine)
-		if err := eng.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		eng := h.startedEngine()
 		spent, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel()
 		if held := eng.process(spent, h.stream(), es); len(held) != 0 {
@@ -98,8 +81,26 @@ func TestSettleOutlivesTheBatchDeadlineIntegration(t *testing.T) {
 		if g, err := h.store.Group(ctx, h.stream(), group); err != nil || g.Pending != 0 {
 			t.Errorf("pending = %d (%v), want 0", g.Pending, err)
 		}
-		if err := eng.Stop(ctx); err != nil {
-			t.Fatal(err)
+	})
+}
+
+// startedEngine returns the role's engine, started (backends attached) but
+// not running: no worker or loop runs unless the test calls it. It is
+// stopped when the test ends.
+func (h *harness) startedEngine() *engine {
+	h.t.Helper()
+	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	eng := svcs[1].(*engine)
+	if err := eng.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		if err := eng.Stop(context.Background()); err != nil {
+			h.t.Error(err)
 		}
 	})
+	return eng
 }

@@ -6,7 +6,8 @@
 // INSERTs), acknowledge only after the commit, and trim only what every
 // consumer has acknowledged. Bad input goes to the tenant's dead-letter
 // stream; a failing database opens the circuit breaker and sends batches to
-// the disk spool. The role serves only /health and /metrics. It imports core
+// the disk spool, or, without one, leaves them waiting in the stream: an
+// outage never dead-letters anything. The role serves only /health and /metrics. It imports core
 // and config only; cmd composes it.
 package ingest
 

@@ -13,8 +13,9 @@ import (
 )
 
 // work is one worker: it takes batches from the tenant streams in turn until
-// ctx ends. A batch it has begun is finished (bounded by processTO) even
-// when ctx ends meanwhile, so shutdown does not strand half-written work.
+// ctx ends. A batch it has begun is finished (bounded by processBudget)
+// even when ctx ends meanwhile, so shutdown does not strand half-written
+// work.
 func (e *engine) work(ctx context.Context, consumer string, n int) {
 	turn := n
 	for ctx.Err() == nil {

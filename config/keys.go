@@ -171,7 +171,7 @@ var Keys = []Key{
 	{Name: "ingest.profile", Env: "INGESTION_PROFILE", Kind: String, Default: "balanced", Doc: "Ingestion profile: batch, balanced, streaming, benchmark, hp, or none for the plain defaults."},
 	{Name: "ingest.worker_count", Env: "WORKER_COUNT", Kind: Int, Default: 2, Doc: "Initial number of stream workers."},
 	{Name: "ingest.batch_size", Env: "BATCH_SIZE", Kind: Int, Default: 100, Doc: "Stream entries read per batch."},
-	{Name: "ingest.max_retries", Env: "MAX_RETRIES", Kind: Int, Default: 3, Doc: "Insert attempts before a batch goes to the dead-letter stream."},
+	{Name: "ingest.max_retries", Env: "MAX_RETRIES", Kind: Int, Default: 3, Doc: "Insert retries of a message the database refuses for its content before it goes to the dead-letter stream. An unavailable database never counts."},
 	{Name: "ingest.flush_interval_ms", Env: "FLUSH_INTERVAL_MS", Kind: Int, Default: 500, Doc: "Longest wait for a batch to fill, in milliseconds."},
 	{Name: "ingest.reclaim_idle_ms", Env: "RECLAIM_IDLE_MS", Kind: Int, Default: 60000, Doc: "Pending entries idle this long (ms) are reclaimed from a crashed worker."},
 	{Name: "ingest.insert_mode", Env: "READINGS_BULK_INSERT_MODE", Aliases: []string{"DB_INSERT_METHOD"}, Kind: String, Default: "copy", Doc: "copy (binary COPY from copy_min_rows rows), insert, or realtime (small parameterised inserts)."},

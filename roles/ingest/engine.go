@@ -28,7 +28,7 @@ type intervals struct {
 	maintain  time.Duration // trim, reclaim idle pending entries
 	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
 	replay    time.Duration // probe the database and drain the spool
-	processTO time.Duration // bound on finishing a batch once shutdown began
+	processTO time.Duration // bound on one batch, per 4 MiB of its data (processBudget)
 	// pattern and logsPattern select the streams to ingest
 	// (Options.StreamPattern, Options.LogStreamPattern).
 	pattern, logsPattern string

@@ -54,6 +54,9 @@ func TestSpoolDiskFullFault(t *testing.T) {
 	time.Sleep(time.Second)
 	srv.Stop()
 	coretest.Eventually(t, 60*time.Second, "the spool's disk to fill", func() bool { return h.eng.spoolFailing.Load() })
+	if body := healthBody(h); body["spool"] == nil {
+		t.Errorf("/health while the spool's disk is full = %v, want a spool field saying so", body)
+	}
 	time.Sleep(3 * time.Second) // redeliveries meanwhile
 	srv.Start()
 	rowsAtReturn := h.rowCount()

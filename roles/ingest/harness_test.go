@@ -75,6 +75,10 @@ type harness struct {
 	tenant string
 	agent  string
 
+	// every is the engine's intervals; testIntervals unless a test needs
+	// other bounds.
+	every intervals
+
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan error
@@ -112,6 +116,7 @@ func newHarness(t *testing.T, dbc config.DB, store streamstore.Store) *harness {
 			Metrics: metrics.NewRegistry(), Health: health.New(time.Second), DB: d, Streams: store,
 		},
 		tenant: randomID(t),
+		every:  testIntervals,
 		agent:  "0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11",
 	}
 	t.Cleanup(func() {
@@ -152,7 +157,7 @@ func (h *harness) start() {
 	h.rt.Metrics = metrics.NewRegistry() // a restart registers its metrics again
 	// Only this tenant's stream: parallel tests share one Redis and must
 	// not take each other's entries.
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, testIntervals)
+	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
 	if err != nil {
 		h.t.Fatal(err)
 	}

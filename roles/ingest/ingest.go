@@ -6,7 +6,8 @@
 // INSERTs), acknowledge only after the commit, and trim only what every
 // consumer has acknowledged. Bad input goes to the tenant's dead-letter
 // stream; a failing database opens the circuit breaker and sends batches to
-// the disk spool. The role serves only /health and /metrics. It imports core
+// the disk spool, or, without one, leaves them waiting in the stream: an
+// outage never dead-letters anything. The role serves only /health and /metrics. It imports core
 // and config only; cmd composes it.
 package ingest
 
@@ -98,7 +99,7 @@ func (e *engine) health(c *gin.Context) {
 	switch {
 	case e.store == nil || storeErr != nil || (dbErr != nil && e.spool == nil):
 		status, code = "error", http.StatusServiceUnavailable
-	case e.breaker.State() == breaker.Open || spooled || dbErr != nil:
+	case e.breaker.State() == breaker.Open || spooled || dbErr != nil || e.spoolFailing.Load():
 		status = "degraded"
 	}
 	body := gin.H{
@@ -112,6 +113,10 @@ func (e *engine) health(c *gin.Context) {
 	if e.spool != nil {
 		st := e.spool.Stats()
 		body["spoolFileCount"], body["spoolSizeMb"] = st.Files, float64(st.Bytes)/(1<<20)
+		if e.spoolFailing.Load() {
+			// Batches then wait in the stream; say why.
+			body["spool"] = "appends failing (is its disk full?)"
+		}
 	}
 	if storeErr != nil {
 		body["streamstore"] = storeErr.Error()

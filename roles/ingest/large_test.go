@@ -16,6 +16,10 @@ func TestLargeMessageIntegration(t *testing.T) {
 			t.Fatalf("entry of %d bytes does not exceed the old 1 MiB limit", len(data))
 		}
 		h.add(data)
+		// One entry of 60,000 rows, where a batch usually has a few
+		// thousand: on a loaded test machine (or under -race) it can take
+		// longer than the tests' usual bound.
+		h.every.processTO = time.Minute
 		h.start()
 		h.drained(60 * time.Second)
 		if n := h.dlqLen(); n != 0 {

@@ -135,12 +135,18 @@ func runOutage(t *testing.T, h *harness, down, up func()) {
 }
 
 func healthStatus(h *harness) string {
+	s, _ := healthBody(h)["status"].(string)
+	return s
+}
+
+// healthBody is the JSON of GET /health; nil when it cannot be had.
+func healthBody(h *harness) map[string]any {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", h.cfg.Ingest.Port))
 	if err != nil {
-		return ""
+		return nil
 	}
 	defer resp.Body.Close()
-	var body struct{ Status string }
+	var body map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return body.Status
+	return body
 }

@@ -191,12 +191,26 @@ func (e *engine) process(ctx context.Context, stream string, entries []streamsto
 	return held
 }
 
-// processBounded is process with the batch's time bounded by processTO,
-// even once ctx ends, so shutdown does not strand half-written work.
+// processBounded is process with the batch's time bounded by
+// processBudget, even once ctx ends, so shutdown does not strand
+// half-written work.
 func (e *engine) processBounded(ctx context.Context, stream string, entries []streamstore.Entry) []streamstore.Entry {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.every.processTO)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), processBudget(e.every.processTO, entries))
 	defer cancel()
 	return e.process(pctx, stream, entries)
+}
+
+// processBudget is processTO for each MaxPayloadBytes of data in entries
+// (at least one). A batch that runs out of time stays pending and is tried
+// again, its delivery excused as an outage's, so a budget too small for a
+// valid batch would retry it forever: entries may hold up to
+// MaxMessageBytes, far more than a usual batch's few MiB.
+func processBudget(processTO time.Duration, entries []streamstore.Entry) time.Duration {
+	n := 0
+	for _, en := range entries {
+		n += len(en.Values[telemetry.StreamField])
+	}
+	return processTO * time.Duration(1+n/telemetry.MaxPayloadBytes)
 }
 
 // processDetached is a worker's processBounded: a batch the database could

@@ -3,6 +3,7 @@ package ingest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/telemetry"
@@ -62,6 +63,31 @@ func TestDecodeEntriesChecksBeforeInsert(t *testing.T) {
 			part, err := telemetry.DecodeMessage([]byte(r.payload))
 			if err != nil || len(part.Readings) != tc.rejectLen || part.DeviceName != "d" || part.Timestamp == nil {
 				t.Errorf("rejects' data %q (%v): want the message with its %d refused readings", r.payload, err, tc.rejectLen)
+			}
+		})
+	}
+}
+
+func TestProcessBudgetGrowsWithTheData(t *testing.T) {
+	entry := func(n int) streamstore.Entry {
+		return streamstore.Entry{Values: map[string]string{telemetry.StreamField: strings.Repeat("x", n)}}
+	}
+	const to = 8 * time.Second
+	tests := []struct {
+		name    string
+		entries []streamstore.Entry
+		want    time.Duration
+	}{
+		{"empty", nil, to},
+		{"a usual batch", []streamstore.Entry{entry(1 << 10), entry(1 << 10)}, to},
+		{"just under one payload", []streamstore.Entry{entry(telemetry.MaxPayloadBytes - 1)}, to},
+		{"two payloads' worth", []streamstore.Entry{entry(telemetry.MaxPayloadBytes), entry(telemetry.MaxPayloadBytes)}, 3 * to},
+		{"the largest entry", []streamstore.Entry{entry(telemetry.MaxMessageBytes)}, (1 + telemetry.MaxEntryExpansion) * to},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := processBudget(to, tc.entries); got != tc.want {
+				t.Errorf("processBudget = %s, want %s", got, tc.want)
 			}
 		})
 	}

@@ -13,8 +13,9 @@ import (
 )
 
 // work is one worker: it takes batches from the tenant streams in turn until
-// ctx ends. A batch it has begun is finished (bounded by processTO) even
-// when ctx ends meanwhile, so shutdown does not strand half-written work.
+// ctx ends. A batch it has begun is finished (bounded by processBudget)
+// even when ctx ends meanwhile, so shutdown does not strand half-written
+// work.
 func (e *engine) work(ctx context.Context, consumer string, n int) {
 	turn := n
 	for ctx.Err() == nil {
@@ -24,7 +25,7 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 			// closes the breaker. With a failing spool, try one batch a
 			// second: an append tells when the disk has room again.
 			lifecycle.Sleep(ctx, time.Second)
-			if e.spool == nil || !e.spoolFailing.Load() || e.breaker.Allow() {
+			if ctx.Err() != nil || e.spool == nil || !e.spoolFailing.Load() || e.breaker.Allow() {
 				continue
 			}
 		}
@@ -42,6 +43,9 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 		}
 		got := false
 		for i := range streams {
+			if ctx.Err() != nil {
+				return // reads ignore ctx; stop between them
+			}
 			s := streams[(turn+i)%len(streams)]
 			if entries := e.readBatch(ctx, s, consumer, 0); len(entries) > 0 {
 				got = true
@@ -49,7 +53,7 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 			}
 		}
 		turn++
-		if got {
+		if got || ctx.Err() != nil {
 			continue
 		}
 		// Everything is drained: wait on one stream (a different one each

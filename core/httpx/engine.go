@@ -98,7 +98,7 @@ func requestLog(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		t0 := time.Now()
 		c.Next()
-		status := c.Writer.Status()
+		status := outcomeStatus(c)
 		level := slog.LevelDebug
 		if status >= 500 {
 			level = slog.LevelWarn
@@ -134,7 +134,7 @@ func requestMetrics(reg prometheus.Registerer, server string) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		h.WithLabelValues(methodLabel(c.Request.Method), route, strconv.Itoa(c.Writer.Status())).Observe(time.Since(t0).Seconds())
+		h.WithLabelValues(methodLabel(c.Request.Method), route, strconv.Itoa(outcomeStatus(c))).Observe(time.Since(t0).Seconds())
 	}
 }
 

@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -84,3 +85,26 @@ func (b *deadlineBody) clear() {
 // IsBodyTimeout reports whether err came from a request body that did not
 // arrive within the engine's body timeout, so handlers answer 408.
 func IsBodyTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+// StatusClientClosedRequest is nginx's status for a request whose client
+// went away before the answer. No client ever sees it; logs and metrics
+// do, so a client hanging up is not taken for a server failure.
+const StatusClientClosedRequest = 499
+
+// ClientGone reports whether the client of c has gone away: its request's
+// context is cancelled while the handler still runs. A database call
+// failing then failed because of that, not because the database did.
+func ClientGone(c *gin.Context) bool {
+	return errors.Is(c.Request.Context().Err(), context.Canceled)
+}
+
+// outcomeStatus is the status that logs and metrics record: a server error
+// answered to a client that had gone, or no answer at all because it had,
+// is recorded as 499, whichever handler wrote it (or did not).
+func outcomeStatus(c *gin.Context) int {
+	status := c.Writer.Status()
+	if (status >= 500 || !c.Writer.Written()) && ClientGone(c) {
+		return StatusClientClosedRequest
+	}
+	return status
+}

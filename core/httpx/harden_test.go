@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
@@ -224,5 +225,37 @@ func TestBodyTimeoutSparesLongAnswers(t *testing.T) {
 		if string(b) != "....." {
 			t.Errorf("%s %s = %q, want five dots (the answer outlived the body timeout)", req.method, req.path, b)
 		}
+	}
+}
+
+// TestClientGoneRecordedAs499: a server error answered after the client
+// hung up is logged and counted as 499, not as the server's failure.
+func TestClientGoneRecordedAs499(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := NewEngine(EngineOptions{WriteError: writeTestError, Metrics: reg, Server: "t"})
+	e.GET("/db", func(c *gin.Context) {
+		writeTestError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available")
+	})
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, ctx := range []context.Context{context.Background(), gone, gone} {
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/db", nil).WithContext(ctx))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" {
+					got[l.GetValue()] += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if got["503"] != 1 || got["499"] != 2 {
+		t.Errorf("requests by code = %v, want one 503 and two 499", got)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/token"
@@ -71,6 +72,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	}
 	rep := newReports(r)
 	rep.received = pipe.m.received
+	rep.clock = pipe.clock
 	for _, f := range reportFilters {
 		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), rep.handle); err != nil {
 			return nil, err
@@ -126,6 +128,10 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		// Ownership of an agent comes from the registry, never from
 		// readings someone wrote first.
 		AgentRegistered: acc.agentRegistered,
+		Clock:           pipe.clock.window,
+		ClockSkew: func(tenant, agent string, s envelope.Skew, now time.Time) {
+			pipe.clock.record("http", tenant, agent, s, now)
+		},
 	})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
@@ -156,7 +162,14 @@ const maxLiveStreams = 1000
 
 // WriteError renders the Cloud API's one error shape:
 // {"error": {"code": "...", "message": "..."}}.
+//
+// A server error met after the client hung up (a query cancelled with its
+// request) is no failure of ours: it is answered, logged and counted as
+// 499 client_closed_request, never as 503 database_unavailable.
 func WriteError(c *gin.Context, status int, code, message string) {
+	if status >= 500 && httpx.ClientGone(c) {
+		status, code, message = httpx.StatusClientClosedRequest, "client_closed_request", "the client closed the request"
+	}
 	c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": message}})
 }
 

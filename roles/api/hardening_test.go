@@ -1,14 +1,19 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/core/mqttx"
+	"github.com/edgeplat/edgeplat/roles/api/envelope"
 )
 
 // TestSecurityHeaders: serve-api's server, as New builds it, sends the
@@ -126,6 +131,163 @@ func TestNULInputsIntegration(t *testing.T) {
 			if r.status != http.StatusBadRequest || !strings.Contains(msg, tc.field) || !strings.Contains(msg, "NUL") {
 				t.Errorf("%s %s %s: %d %s, want 400 naming %s", tc.method, tc.path, tc.body, r.status, r.raw, tc.field)
 			}
+		}
+	})
+}
+
+// TestClientClosedRequestIntegration: whichever handler meets a cancelled
+// query after its client hung up, serve-api counts the request as 499 (and
+// answers 499 client_closed_request where it answers at all), never as a
+// 5xx such as 503 database_unavailable.
+func TestClientClosedRequestIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, r := fullEngine(t, d, testLicence(t, 0))
+		tok := admin(t, e)
+		paths := []string{"/api/v1/agents", "/api/v1/readings/latest", "/api/v1/users", "/api/v1/metrics"}
+		for _, path := range paths {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			req := httptest.NewRequest(http.MethodGet, path, nil).WithContext(ctx)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			rec := httptest.NewRecorder()
+			e.ServeHTTP(rec, req)
+			if rec.Body.Len() > 0 && (rec.Code != httpx.StatusClientClosedRequest || !strings.Contains(rec.Body.String(), `"client_closed_request"`)) {
+				t.Errorf("GET %s with the client gone = %d %s, want 499 client_closed_request", path, rec.Code, rec.Body)
+			}
+		}
+		mfs, err := r.Metrics.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := map[string]string{}
+		for _, mf := range mfs {
+			if mf.GetName() != "http_request_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				var route, code string
+				for _, l := range m.GetLabel() {
+					switch l.GetName() {
+					case "route":
+						route = l.GetValue()
+					case "code":
+						code = l.GetValue()
+					}
+				}
+				if strings.HasPrefix(route, "/api/v1/auth/") {
+					continue
+				}
+				counted[route] += code
+			}
+		}
+		for _, path := range paths {
+			if counted[path] != "499" {
+				t.Errorf("GET %s with the client gone counted with code %q, want 499", path, counted[path])
+			}
+		}
+	})
+}
+
+// TestClockWindowIntegration: readings timed beyond api.clock_max_future
+// after their receipt are refused on both write paths (POST /readings
+// answers 422 naming the field; MQTT telemetry loses those readings and
+// keeps the rest), readings within it are stored, and readings older than
+// api.clock_max_past are stored but counted. Both are counted in the metric
+// and in the agent's current state.
+func TestClockWindowIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, _, pipe := fullRole(t, d, testLicence(t, 0))
+		tok := admin(t, e)
+		created := call(t, e, "POST", "/api/v1/agents", tok, map[string]any{"name": "press"})
+		if created.status != http.StatusCreated {
+			t.Fatalf("create agent: %d %s", created.status, created.raw)
+		}
+		agent := created.str("uuid")
+		tenantUUID, err := codec.ParseUUID(call(t, e, "GET", "/api/v1/auth/me", tok, nil).str("tenantId"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agentUUID, err := codec.ParseUUID(agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenantKey, agentKey := codec.EncodeID(tenantUUID), codec.EncodeID(agentUUID)
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		ts := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339Nano) }
+
+		// POST /readings.
+		for _, tc := range []struct {
+			name   string
+			body   any
+			status int
+			msg    string
+		}{
+			{"a day ahead", map[string]any{"agentUuid": agent, "metricName": "boiler.temp", "value": 1, "time": ts(24 * time.Hour)},
+				http.StatusUnprocessableEntity, "time " + ts(24*time.Hour)},
+			{"a batch with one a day ahead", []map[string]any{
+				{"agentUuid": agent, "metricName": "boiler.temp", "value": 1, "time": ts(0)},
+				{"agentUuid": agent, "metricName": "boiler.temp", "value": 2, "time": ts(24 * time.Hour)}},
+				http.StatusUnprocessableEntity, "readings[1].time"},
+			{"within the window", map[string]any{"agentUuid": agent, "metricName": "boiler.temp", "value": 3, "time": ts(2 * time.Minute)},
+				http.StatusCreated, ""},
+			{"two days behind", map[string]any{"agentUuid": agent, "metricName": "boiler.temp", "value": 4, "time": ts(-48 * time.Hour)},
+				http.StatusCreated, ""},
+		} {
+			r := call(t, e, "POST", "/api/v1/readings", tok, tc.body)
+			if r.status != tc.status || !strings.Contains(r.str("error", "message"), tc.msg) {
+				t.Errorf("%s: %d %s, want %d naming %q", tc.name, r.status, r.raw, tc.status, tc.msg)
+			}
+		}
+		if r := call(t, e, "GET", "/api/v1/readings/"+agent+"/latest", tok, nil); !strings.Contains(r.raw, `"value":3`) {
+			t.Errorf("latest after the refused future readings: %s, want the reading within the window", r.raw)
+		}
+
+		// MQTT telemetry.
+		topic := "i/" + tenantKey + "/a/" + agentKey + "/endpoints/modbus"
+		publish := func(readings ...map[string]any) (envelope.Batch, bool) {
+			var rs []any
+			for _, rd := range readings {
+				rs = append(rs, rd)
+			}
+			raw, err := codec.Encode(map[string]any{"messages": []any{map[string]any{"readings": rs}}}, codec.EncodeOptions{Format: codec.FormatJSON})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, b, ok := pipe.prepare(mqttx.Message{Topic: topic, Payload: raw})
+			return b, ok
+		}
+		reading := func(metric string, at time.Duration) map[string]any {
+			return map[string]any{"deviceName": "boiler", "metric": metric, "value": 1, "timestamp": ts(at)}
+		}
+		b, ok := publish(reading("ahead", 24*time.Hour), reading("behind", -48*time.Hour), reading("now", 0))
+		if !ok || len(b.Messages) != 1 || len(b.Messages[0].Readings) != 2 ||
+			b.Messages[0].Readings[0].Name != "behind" || b.Messages[0].Readings[1].Name != "now" {
+			t.Errorf("mixed envelope = %+v, %v; want the readings behind and now", b.Messages, ok)
+		}
+		if _, ok := publish(reading("ahead", 24*time.Hour)); ok {
+			t.Error("an envelope of future readings only was not dropped")
+		}
+		if got := counterValue(t, pipe.m.dropped.WithLabelValues("clock")); got != 1 {
+			t.Errorf("messages dropped for the clock = %v, want 1", got)
+		}
+		for _, c := range []struct {
+			source, direction string
+			want              float64
+		}{{"http", "future", 2}, {"http", "past", 1}, {"mqtt", "future", 2}, {"mqtt", "past", 1}} {
+			if got := counterValue(t, pipe.clock.skewed.WithLabelValues(c.source, c.direction)); got != c.want {
+				t.Errorf("edgeplat_api_readings_clock_skew_total{source=%s,direction=%s} = %v, want %v", c.source, c.direction, got, c.want)
+			}
+		}
+
+		// The agent's device health.
+		if _, err := upsertReport(t.Context(), d, tenantKey, agent, "state", []byte(`{"status": "running"}`), now, now); err != nil {
+			t.Fatal(err)
+		}
+		st := call(t, e, "GET", "/api/v1/agents/"+agent+"/current-state", tok, nil)
+		clock, _ := st.body["clock"].(map[string]any)
+		if st.status != http.StatusOK || clock["futureRefused"] != 4.0 || clock["pastAccepted"] != 2.0 ||
+			clock["maxAheadSeconds"].(float64) < 86000 || clock["lastFutureAt"] == nil {
+			t.Errorf("current state: %d %s, want clock with 4 future readings refused and 2 past accepted", st.status, st.raw)
 		}
 	})
 }

@@ -52,6 +52,8 @@ type pipeline struct {
 	// messages that a full stream, an open breaker or a copy in flight
 	// refused, retrying them in place (see hold).
 	holdFor time.Duration
+	// clock refuses readings timed too far ahead of their receipt.
+	clock *clockGuard
 }
 
 // defaultHoldFor stays well below paho's 10 s ping timeout: while a worker
@@ -62,7 +64,7 @@ func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 	p := &pipeline{
 		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
 		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
-		every: time.Second, holdFor: defaultHoldFor,
+		every: time.Second, holdFor: defaultHoldFor, clock: newClockGuard(cfg.API, r.Metrics),
 	}
 	if p.mode != config.DedupModeKey && p.mode != config.DedupModeSequence {
 		return nil, fmt.Errorf("api.dedup_mode (DEDUP_MODE) must be %s or %s, got %q", config.DedupModeKey, config.DedupModeSequence, p.mode)
@@ -270,7 +272,7 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 	}) {
 		p.m.decoded.Inc()
 		p.countSkipped(msg.Topic, b)
-		return t, b, true
+		return t, b, p.guardClock(msg.Topic, t, &b)
 	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
 	if err != nil {
@@ -286,7 +288,18 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 	}
 	p.m.decoded.Inc()
 	p.countSkipped(msg.Topic, b)
-	return t, b, true
+	return t, b, p.guardClock(msg.Topic, t, &b)
+}
+
+// guardClock removes the readings timed beyond the clock window (counted
+// by the guard); a message left without readings is dropped, as "clock".
+func (p *pipeline) guardClock(topic string, t envelope.Topic, b *envelope.Batch) bool {
+	if p.clock.guard(t.Tenant, t.AgentUUID, b) {
+		return true
+	}
+	p.m.dropped.WithLabelValues("clock").Inc()
+	p.log.Debug("telemetry timed ahead of the clock window dropped", "topic", topic)
+	return false
 }
 
 // countSkipped counts readings an envelope carried that the readings table

@@ -257,6 +257,14 @@ func TestLicenceEnforcementIntegration(t *testing.T) {
 // in-process stream store, with licence lic loaded.
 func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Runtime) {
 	t.Helper()
+	h, r, _ := fullRole(t, d, lic)
+	return h, r
+}
+
+// fullRole is fullEngine with the role's telemetry pipeline, which tests
+// can hand MQTT messages.
+func fullRole(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Runtime, *pipeline) {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
@@ -276,8 +284,11 @@ func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.R
 		t.Fatal(err)
 	}
 	var h http.Handler
+	var pipe *pipeline
 	for _, s := range services {
 		switch s := s.(type) {
+		case *pipeline:
+			pipe = s
 		case *licenceLoader:
 			if err := s.Start(t.Context()); err != nil {
 				t.Fatal(err)
@@ -286,10 +297,10 @@ func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.R
 			h = s.Handler()
 		}
 	}
-	if h == nil {
-		t.Fatal("New built no HTTP server")
+	if h == nil || pipe == nil {
+		t.Fatal("New built no HTTP server or no pipeline")
 	}
-	return h, r
+	return h, r, pipe
 }
 
 // TestTenantScopedRoutesIntegration: every route that names a record by id

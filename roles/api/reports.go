@@ -51,6 +51,8 @@ type reports struct {
 	// received is the pipeline's edgeplat_api_mqtt_messages_received_total, so one
 	// counter shows every agent message by kind, whichever handler took it.
 	received *prometheus.CounterVec
+	// clock, when set, adds the agent's clock health to its current state.
+	clock *clockGuard
 }
 
 func newReports(r *rt.Runtime) *reports {
@@ -229,5 +231,10 @@ func (rp *reports) serve(c *gin.Context, kind string) {
 	}
 	body := gin.H{"agentUuid": agent, "reportedAt": reportedAt.Time, "receivedAt": receivedAt.Time}
 	body[kind] = json.RawMessage(doc)
+	if kind == "state" && rp.clock != nil {
+		if ck, ok := rp.clock.report(tenant, agent); ok {
+			body["clock"] = ck
+		}
+	}
 	c.JSON(http.StatusOK, body)
 }

@@ -34,7 +34,12 @@
 // ingest files them under and the registry check enforces for manual
 // readings. The endpoints read an agent's tenant from its newest reading
 // of its last metric (one index probe, where checking every row would
-// read a foreign agent's whole history).
+// read a foreign agent's whole history). Rows another tenant wrote to an
+// agent before POST /readings checked the registry can still file that
+// agent under the wrong tenant in this walk, until they are deleted; the
+// endpoints read only the caller's rows, and GET /metrics lists a series
+// only when its newest row is the caller's, so such rows show the other
+// tenant nothing of the owner's.
 //
 // # Access path
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/envelope"
 )
 
 // maxInsertReadings bounds one POST /readings: it exists for tests and
@@ -98,6 +99,9 @@ func (h *handler) insert(c *gin.Context) {
 		return
 	}
 	if !h.registered(c, rows, single) {
+		return
+	}
+	if !h.inClockWindow(c, tenant, rows, single, now) {
 		return
 	}
 	inserted, err := write(c.Request.Context(), d, tenant, rows)
@@ -190,6 +194,53 @@ func (h *handler) registered(c *gin.Context, rows []row, single bool) bool {
 		}
 	}
 	return true
+}
+
+// inClockWindow holds the readings' times to Deps.Clock around now, their
+// receive time: it answers 422 naming the first reading too far ahead and
+// returns false, and reports every agent's skewed readings, refused or
+// accepted, to Deps.ClockSkew. A reading without a time was given now and
+// cannot be skewed.
+func (h *handler) inClockWindow(c *gin.Context, tenant string, rows []row, single bool, now time.Time) bool {
+	skews := map[string]*envelope.Skew{}
+	first := -1
+	for i, r := range rows {
+		dir := h.Clock.Check(r.time, now)
+		if dir == 0 {
+			continue
+		}
+		s := skews[r.agent]
+		if s == nil {
+			s = &envelope.Skew{}
+			skews[r.agent] = s
+		}
+		if dir > 0 {
+			s.Future++
+			s.Ahead = max(s.Ahead, r.time.Sub(now))
+			if first < 0 {
+				first = i
+			}
+		} else {
+			s.Past++
+			s.Behind = max(s.Behind, now.Sub(r.time))
+		}
+	}
+	if h.ClockSkew != nil {
+		for agent, s := range skews {
+			h.ClockSkew(tenant, agent, *s, now)
+		}
+	}
+	if first < 0 {
+		return true
+	}
+	name := "time"
+	if !single {
+		name = fmt.Sprintf("readings[%d].time", first)
+	}
+	h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", fmt.Sprintf(
+		"%s %s is %s ahead of the server's clock, more than the %s accepted (api.clock_max_future); check the agent's clock",
+		name, formatTime(rows[first].time), formatSpan(rows[first].time.Sub(now).Round(time.Second)), formatSpan(h.Clock.MaxFuture)))
+	return false
 }
 
 // write inserts rows in one transaction and returns how many were new.

@@ -49,6 +49,14 @@ func TestAgentOwnershipIntegration(t *testing.T) {
 		{"agentUuid": "$A3", "metricName": "valve.open", "deviceName": "valve", "protocol": "", "unit": "", "quality": "", "time": "2024-03-11T00:00:00Z", "value": 1}]}`},
 		{name: "still no metric name of A shows to B", path: "/api/v1/metrics", tenant: tenantB, status: 200, want: `{"metrics": []}`},
 	}
+	// A claim made before the registry check: B's row sorts last on A1,
+	// so the walk files A1 under B. B still sees none of A's names.
+	claimed := []apiCase{
+		{name: "A writes to A1", method: "POST", path: "/api/v1/readings", tenant: tenantA,
+			body:   `{"agentUuid": "$A1", "metricName": "boiler.temp", "value": 1, "time": "2024-03-10T00:00:00Z"}`,
+			status: 201, want: `{"inserted": 1, "ignored": 0}`},
+		{name: "B sees only its own legacy name", path: "/api/v1/metrics", tenant: tenantB, status: 200, want: `{"metrics": ["zzz.claim"]}`},
+	}
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
 			t.Parallel()
@@ -59,6 +67,13 @@ func TestAgentOwnershipIntegration(t *testing.T) {
 			}
 			h := newRouter(t, d, query.Limits{}, testNow)
 			for _, tc := range cases {
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
+			}
+			if _, err := d.SQL().ExecContext(t.Context(), insertSQL, d.Dialect().TimeArg(mustTime("2024-03-10T00:00:00Z")),
+				agentA1, "zzz.claim", 1.0, nil, nil, nil, "zzz", tenantB); err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range claimed {
 				t.Run(tc.name, func(t *testing.T) { tc.run(t, h) })
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/query"
 )
 
@@ -38,6 +39,12 @@ type Deps struct {
 	// only for such agents: ownership comes from the registry, never from
 	// the readings already stored, which anyone could have written first.
 	AgentRegistered func(c *gin.Context, agent string) (bool, error)
+	// Clock is the acceptance window of the times of POST /readings:
+	// readings beyond Clock.MaxFuture after now are refused, those older
+	// than Clock.MaxPast accepted; both are reported to ClockSkew, when
+	// set, by tenant and agent. The zero window bounds nothing.
+	Clock     envelope.ClockWindow
+	ClockSkew func(tenant, agent string, s envelope.Skew, now time.Time)
 	// AgentGuard, when set, runs before the routes that name an agent
 	// (:agent_uuid) and answers 404 for an agent the caller's tenant does
 	// not have, so another tenant's agent looks like no agent at all.
@@ -105,9 +112,9 @@ type limitError struct{ msg string }
 
 func (e *limitError) Error() string { return e.msg }
 
-// fail answers err: 400 for a bad parameter, 422 for a limit, and 503 for
-// anything else, which is a database failure (logged; the client learns
-// nothing about the SQL).
+// fail answers err: 400 for a bad parameter, 422 for a limit, 499 when the
+// client has gone, and 503 for anything else, which is a database failure
+// (logged; the client learns nothing about the SQL).
 func (h *handler) fail(c *gin.Context, op string, err error) {
 	var pe *paramError
 	var le *limitError
@@ -119,13 +126,13 @@ func (h *handler) fail(c *gin.Context, op string, err error) {
 		h.WriteError(c, http.StatusUnprocessableEntity, "limit_exceeded", le.msg)
 	case errors.As(err, &qle):
 		h.WriteError(c, http.StatusUnprocessableEntity, "limit_exceeded", qle.Error())
+	case errors.Is(err, context.Canceled) || httpx.ClientGone(c):
+		// The client went away and its query was cancelled with it:
+		// nothing is wrong with the database.
+		h.Log.Debug("readings request abandoned by its client", "op", op, "route", c.FullPath(), "err", err)
+		h.WriteError(c, httpx.StatusClientClosedRequest, "client_closed_request", "the client closed the request")
 	default:
-		level := slog.LevelWarn
-		if errors.Is(err, context.Canceled) {
-			// The client went away; nothing is wrong with the database.
-			level = slog.LevelDebug
-		}
-		h.Log.Log(c.Request.Context(), level, "readings query failed", "op", op, "route", c.FullPath(), "err", err)
+		h.Log.Warn("readings query failed", "op", op, "route", c.FullPath(), "err", err)
 		h.WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available; try again later")
 	}
 }

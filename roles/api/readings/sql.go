@@ -106,14 +106,19 @@ func latestSQL(d db.Dialect, tenant string, f seriesFilter, withStats bool, limi
 }
 
 // metricNamesSQL selects the distinct metric names of the tenant's series
-// in byte order, at most limit.
+// in byte order, at most limit. A series counts only when its newest row
+// is the tenant's, as the other endpoints read only the tenant's rows:
+// readings another tenant wrote to an agent before writes were checked
+// against the registry must not show it the agent's other metric names.
 func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 	s := &sqlBuilder{}
 	s.Arg(tenant)
 	s.walkSeries(seriesFilter{})
 	// GROUP BY rather than DISTINCT: PostgreSQL lets DISTINCT order only
 	// by the selected expression, and m COLLATE "C" is another one.
-	s.Write("\nSELECT m FROM series WHERE m IS NOT NULL GROUP BY m",
+	s.Write("\nSELECT m FROM series WHERE m IS NOT NULL",
+		"\n  AND (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = series.a AND r.metric_name = series.m ORDER BY r.time DESC LIMIT 1) = $1",
+		"\nGROUP BY m",
 		"\nORDER BY ", byteOrder(d, "m"),
 		"\nLIMIT ", s.Arg(limit))
 	return s.String(), s.Args()

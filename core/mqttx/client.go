@@ -120,10 +120,20 @@ func (c *Client) QoS() byte { return c.opts.QoS }
 // connecting; it does not dial: Run makes the first attempt at once, so a
 // broker that is down at start-up is retried like a lost connection instead
 // of failing the process. Start fails only on invalid settings.
-func (c *Client) Start(context.Context) error {
+func (c *Client) Start(ctx context.Context) error {
 	tlsConfig, err := c.opts.loadTLS(c.brokerURL)
 	if err != nil {
 		return err
+	}
+	if c.opts.ClientID == "" && c.opts.ResolveClientID != nil {
+		id, err := c.opts.ResolveClientID(ctx)
+		if err != nil {
+			return fmt.Errorf("mqtt client id: %w", err)
+		}
+		if id == "" || len(id) > 65535 {
+			return fmt.Errorf("mqtt client id: resolved to %d bytes, want 1 to 65535", len(id))
+		}
+		c.opts.ClientID = id
 	}
 	c.mu.Lock()
 	if c.started || c.stopped {

@@ -212,10 +212,12 @@ func (cn *conn) unhookDial() {
 // in one SUBSCRIBE, and fails if the broker refuses any.
 func (c *Client) subscribe(ctx context.Context, cn *conn) error {
 	filters := map[string]byte{}
+	optional := map[string]bool{}
 	var made []string
 	for _, s := range c.subscriptions() {
 		if !cn.subscribed[s.filter] {
 			filters[c.brokerFilter(s.filter)] = s.qos
+			optional[c.brokerFilter(s.filter)] = s.optional
 			made = append(made, s.filter)
 		}
 	}
@@ -228,7 +230,9 @@ func (c *Client) subscribe(ctx context.Context, cn *conn) error {
 	}
 	if st, ok := tok.(*paho.SubscribeToken); ok {
 		for f, code := range st.Result() {
-			if code == 0x80 {
+			if code == 0x80 && optional[f] {
+				c.log.Info("mqtt broker refused an optional subscription; going on without it", "filter", f)
+			} else if code == 0x80 {
 				return fmt.Errorf("subscribe %s: refused by the broker", f)
 			}
 		}

@@ -70,6 +70,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err := client.SubscribeBatch(endpointsFilter, byte(cfg.MQTT.QoS), pipe.handleBatch); err != nil {
 		return nil, err
 	}
+	// The broker's own count of dropped messages is the one sign that a
+	// subscriber fell so far behind that messages were lost.
+	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
+		return nil, err
+	}
 	rep := newReports(r)
 	rep.received = pipe.m.received
 	for _, f := range reportFilters {

@@ -61,6 +61,7 @@ type Client struct {
 
 	dropLog    limiter
 	handlerLog limiter
+	behindLog  limiter
 
 	mu             sync.Mutex
 	tlsConfig      *tls.Config
@@ -104,6 +105,7 @@ func New(opts Options) (*Client, error) {
 		wake:        make(chan struct{}, 1),
 		dropLog:     limiter{every: 10 * time.Second},
 		handlerLog:  limiter{every: 10 * time.Second},
+		behindLog:   limiter{every: 10 * time.Second},
 	}
 	c.mach.p = policy{base: opts.BackoffBase, max: opts.BackoffMax, maxAttempts: opts.MaxReconnectAttempts, cooldown: opts.FatalRecoveryCooldown}
 	return c, nil

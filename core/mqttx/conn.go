@@ -318,9 +318,31 @@ func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 	}
 	select {
 	case ch <- pm:
-	case <-cn.closing:
+		return
+	default:
+	}
+	start := time.Now()
+	defer func() { cn.c.m.behind.Add(time.Since(start).Seconds()) }()
+	slow := time.NewTimer(behindWarnAfter)
+	defer slow.Stop()
+	for {
+		select {
+		case ch <- pm:
+			return
+		case <-cn.closing:
+			return
+		case <-slow.C:
+			if ok, held := cn.c.behindLog.allow(); ok {
+				cn.c.log.Warn("mqtt subscriber falling behind: its handlers have taken no message for a while, so the broker queues for this client and drops past its limit (Mosquitto: max_queued_messages)",
+					"waited", behindWarnAfter, "topic", pm.Topic(), "suppressed", held)
+			}
+		}
 	}
 }
+
+// behindWarnAfter is how long dispatch waits for a full worker before it
+// warns. Shorter waits are the ordinary back-pressure of a burst.
+var behindWarnAfter = time.Second
 
 func (cn *conn) worker(ch <-chan paho.Message) {
 	defer cn.wg.Done()

@@ -30,7 +30,7 @@ func TestDropWatchCountsIncreases(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf lockedBuffer
+			var buf coretest.SyncBuffer
 			w := newDropWatch(slog.New(slog.NewTextHandler(&buf, nil)), metrics.NewRegistry())
 			for _, r := range tc.readings {
 				if err := w.handle(context.Background(), mqttx.Message{Topic: brokerDroppedTopic, Payload: []byte(r)}); err != nil {
@@ -54,7 +54,7 @@ func TestDropWatchCountsIncreases(t *testing.T) {
 // count it.
 func TestBrokerDropWarningIntegration(t *testing.T) {
 	broker := coretest.PrivateMosquittoWith(t, "max_queued_messages 10\nsys_interval 1\n")
-	var buf lockedBuffer
+	var buf coretest.SyncBuffer
 	reg := metrics.NewRegistry()
 	w := newDropWatch(slog.New(slog.NewTextHandler(&buf, nil)), reg)
 	mo := mqttx.DefaultOptions()

@@ -57,6 +57,7 @@ type benchPipelineOptions struct {
 	rounds                         int
 	keep, asJSON                   bool
 	timeout                        time.Duration
+	stallAfter                     time.Duration
 	cpuProfile                     string
 }
 
@@ -130,6 +131,7 @@ stderr, results to stdout. See docs/benchmarks.md.`,
 	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
 	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
+	f.DurationVar(&o.stallAfter, "stall-after", 30*time.Second, "once everything is published, fail when no message or row has moved for this long (a broker that dropped acknowledged messages); 0 waits until --timeout")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the pipeline run (both roles and the publishers) to this file")
 	return c
 }
@@ -151,6 +153,8 @@ func (o benchPipelineOptions) validate() error {
 		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.probeEvery)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	case o.stallAfter < 0:
+		return fmt.Errorf("--stall-after must be 0 or positive, got %s", o.stallAfter)
 	case o.rounds < 1 || o.rounds > 50:
 		return fmt.Errorf("--rounds must be 1..50, got %d", o.rounds)
 	}
@@ -708,6 +712,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 	var tPub time.Time
 	sampled := false
 	publishing := true
+	stall := stallDetector{after: p.o.stallAfter}
 	for {
 		select {
 		case <-ctx.Done():
@@ -742,6 +747,10 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		}
 		if !publishing {
 			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
+			if rcv := received(); stall.observe(time.Now(), inserted+rcv) && int64(inserted) < want+p.probeRows.Load() {
+				return stallError(p.o.stallAfter, p.published.Load(), rcv, inserted, want,
+					pipelineMetricSum(r, "edgeplat_api_broker_messages_dropped_total"))
+			}
 			if int64(inserted) >= want+p.probeRows.Load() {
 				gi, err := p.b.store.Group(ctx, stream, group)
 				if err == nil && gi.Pending == 0 && gi.Lag == 0 {

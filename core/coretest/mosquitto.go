@@ -21,6 +21,7 @@ type MosquittoServer struct {
 	bin    string
 	port   int
 	dir    string
+	extra  string // more mosquitto.conf lines
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 }
@@ -39,6 +40,14 @@ type MosquittoServer struct {
 // away.
 func PrivateMosquitto(t testing.TB) *MosquittoServer {
 	t.Helper()
+	return PrivateMosquittoWith(t, "")
+}
+
+// PrivateMosquittoWith is PrivateMosquitto with more mosquitto.conf lines
+// after the defaults, which they override (Mosquitto keeps the last value
+// of a setting): "max_queued_messages 10\nsys_interval 1\n", say.
+func PrivateMosquittoWith(t testing.TB, conf string) *MosquittoServer {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs Mosquitto, skipped in -short mode")
 	}
@@ -50,7 +59,7 @@ func PrivateMosquitto(t testing.TB) *MosquittoServer {
 		}
 		bin = "/usr/sbin/mosquitto"
 	}
-	s := &MosquittoServer{t: t, bin: bin, port: FreePort(t), dir: t.TempDir()}
+	s := &MosquittoServer{t: t, bin: bin, port: FreePort(t), dir: t.TempDir(), extra: conf}
 	if err := s.writeConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +96,7 @@ log_type information
 	if os.Geteuid() == 0 {
 		conf += "user root\n"
 	}
+	conf += s.extra
 	return os.WriteFile(s.confPath(), []byte(conf), 0o600)
 }
 

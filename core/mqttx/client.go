@@ -61,6 +61,7 @@ type Client struct {
 
 	dropLog    limiter
 	handlerLog limiter
+	behindLog  limiter
 
 	mu             sync.Mutex
 	tlsConfig      *tls.Config
@@ -104,6 +105,7 @@ func New(opts Options) (*Client, error) {
 		wake:        make(chan struct{}, 1),
 		dropLog:     limiter{every: 10 * time.Second},
 		handlerLog:  limiter{every: 10 * time.Second},
+		behindLog:   limiter{every: 10 * time.Second},
 	}
 	c.mach.p = policy{base: opts.BackoffBase, max: opts.BackoffMax, maxAttempts: opts.MaxReconnectAttempts, cooldown: opts.FatalRecoveryCooldown}
 	return c, nil
@@ -120,10 +122,20 @@ func (c *Client) QoS() byte { return c.opts.QoS }
 // connecting; it does not dial: Run makes the first attempt at once, so a
 // broker that is down at start-up is retried like a lost connection instead
 // of failing the process. Start fails only on invalid settings.
-func (c *Client) Start(context.Context) error {
+func (c *Client) Start(ctx context.Context) error {
 	tlsConfig, err := c.opts.loadTLS(c.brokerURL)
 	if err != nil {
 		return err
+	}
+	if c.opts.ClientID == "" && c.opts.ResolveClientID != nil {
+		id, err := c.opts.ResolveClientID(ctx)
+		if err != nil {
+			return fmt.Errorf("mqtt client id: %w", err)
+		}
+		if id == "" || len(id) > 65535 {
+			return fmt.Errorf("mqtt client id: resolved to %d bytes, want 1 to 65535", len(id))
+		}
+		c.opts.ClientID = id
 	}
 	c.mu.Lock()
 	if c.started || c.stopped {

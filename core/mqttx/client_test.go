@@ -74,7 +74,7 @@ func TestConnectSubscribeReceive(t *testing.T) {
 	if got := value(t, c.m.received); got < 2 {
 		t.Errorf("received = %v", got)
 	}
-	if fams, err := reg.Gather(); err != nil || len(fams) != 11 {
+	if fams, err := reg.Gather(); err != nil || len(fams) != 12 {
 		t.Errorf("gathered %d metric families, err %v", len(fams), err)
 	}
 	if got := tr.list(); !slices.Equal(got, []string{"stopped→connecting", "connecting→connected"}) {

@@ -212,10 +212,12 @@ func (cn *conn) unhookDial() {
 // in one SUBSCRIBE, and fails if the broker refuses any.
 func (c *Client) subscribe(ctx context.Context, cn *conn) error {
 	filters := map[string]byte{}
+	optional := map[string]bool{}
 	var made []string
 	for _, s := range c.subscriptions() {
 		if !cn.subscribed[s.filter] {
 			filters[c.brokerFilter(s.filter)] = s.qos
+			optional[c.brokerFilter(s.filter)] = s.optional
 			made = append(made, s.filter)
 		}
 	}
@@ -228,7 +230,9 @@ func (c *Client) subscribe(ctx context.Context, cn *conn) error {
 	}
 	if st, ok := tok.(*paho.SubscribeToken); ok {
 		for f, code := range st.Result() {
-			if code == 0x80 {
+			if code == 0x80 && optional[f] {
+				c.log.Info("mqtt broker refused an optional subscription; going on without it", "filter", f)
+			} else if code == 0x80 {
 				return fmt.Errorf("subscribe %s: refused by the broker", f)
 			}
 		}
@@ -314,9 +318,31 @@ func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 	}
 	select {
 	case ch <- pm:
-	case <-cn.closing:
+		return
+	default:
+	}
+	start := time.Now()
+	defer func() { cn.c.m.behind.Add(time.Since(start).Seconds()) }()
+	slow := time.NewTimer(behindWarnAfter)
+	defer slow.Stop()
+	for {
+		select {
+		case ch <- pm:
+			return
+		case <-cn.closing:
+			return
+		case <-slow.C:
+			if ok, held := cn.c.behindLog.allow(); ok {
+				cn.c.log.Warn("mqtt subscriber falling behind: its handlers have taken no message for a while, so the broker queues for this client and drops past its limit (Mosquitto: max_queued_messages)",
+					"waited", behindWarnAfter, "topic", pm.Topic(), "suppressed", held)
+			}
+		}
 	}
 }
+
+// behindWarnAfter is how long dispatch waits for a full worker before it
+// warns. Shorter waits are the ordinary back-pressure of a burst.
+var behindWarnAfter = time.Second
 
 func (cn *conn) worker(ch <-chan paho.Message) {
 	defer cn.wg.Done()

@@ -46,6 +46,13 @@ type testBroker struct {
 // the test ends, if still running.
 func startBroker(t *testing.T, port int) *testBroker {
 	t.Helper()
+	return startBrokerWith(t, port, new(auth.AllowHook))
+}
+
+// startBrokerWith is startBroker with hook deciding authentication and
+// ACLs instead of allowing everything.
+func startBrokerWith(t *testing.T, port int, hook mochi.Hook) *testBroker {
+	t.Helper()
 	// Bind ourselves, as roles/broker does, so that port 0 works and the
 	// port is known before mochi serves.
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
@@ -53,7 +60,7 @@ func startBroker(t *testing.T, port int) *testBroker {
 		t.Fatalf("listen for broker: %v", err)
 	}
 	s := mochi.New(&mochi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := s.AddHook(new(auth.AllowHook), nil); err != nil {
+	if err := s.AddHook(hook, nil); err != nil {
 		_ = ln.Close()
 		t.Fatal(err)
 	}

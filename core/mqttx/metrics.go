@@ -22,6 +22,7 @@ type clientMetrics struct {
 	handlerErrors prometheus.Counter
 	unrouted      prometheus.Counter
 	forcedReconn  prometheus.Counter
+	behind        prometheus.Counter
 	stateByLabel  map[State]prometheus.Gauge
 }
 
@@ -54,6 +55,8 @@ func newMetrics(reg prometheus.Registerer, client string) (*clientMetrics, error
 			Help: "Received messages no subscription matched (left over in a persistent session); acknowledged and dropped."}),
 		forcedReconn: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_mqtt_redelivery_reconnects_total", ConstLabels: labels,
 			Help: "Reconnects made on purpose so the broker redelivers unacknowledged messages."}),
+		behind: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_mqtt_handler_backpressure_seconds_total", ConstLabels: labels,
+			Help: "Seconds the client stopped reading from the broker because a handler worker's buffer was full; the broker queues for the client meanwhile and drops past its limit (Mosquitto: max_queued_messages)."}),
 	}
 	m.stateByLabel = make(map[State]prometheus.Gauge, len(States()))
 	for _, s := range States() {
@@ -74,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, client string) (*clientMetrics, error
 
 func (m *clientMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.state, m.reconnects, m.failures, m.publishes, m.publishFailed,
-		m.queueLength, m.queueDropped, m.received, m.handlerErrors, m.unrouted, m.forcedReconn}
+		m.queueLength, m.queueDropped, m.received, m.handlerErrors, m.unrouted, m.forcedReconn, m.behind}
 }
 
 func (m *clientMetrics) unregister(reg prometheus.Registerer) {

@@ -1,6 +1,7 @@
 package mqttx
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -66,8 +67,12 @@ type Options struct {
 	Username  string
 	Password  config.Secret
 	// ClientID must be stable across restarts for the persistent session to
-	// be resumed; required unless CleanSession.
+	// be resumed; required unless CleanSession or ResolveClientID.
 	ClientID string
+	// ResolveClientID, when ClientID is empty, names the client at Start:
+	// for ids derived from what only I/O can read, such as an
+	// installation id kept in a database.
+	ResolveClientID func(ctx context.Context) (string, error)
 	// CleanSession false (the default) keeps a persistent session: the
 	// broker remembers subscriptions and unacknowledged messages while the
 	// client is away. Throwaway clients (tests, probes) set it.
@@ -273,7 +278,7 @@ func (o *Options) normalise() (*url.URL, error) {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		bad("mqtt: client certificate and key files go together (cert %q, key %q)", o.CertFile, o.KeyFile)
 	}
-	if o.ClientID == "" && !o.CleanSession {
+	if o.ClientID == "" && o.ResolveClientID == nil && !o.CleanSession {
 		bad("mqtt: a client id is required for a persistent session")
 	}
 	if len(o.ClientID) > 65535 {

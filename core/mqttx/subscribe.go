@@ -42,6 +42,9 @@ type subscription struct {
 	qos    byte
 	h      Handler
 	bh     BatchHandler // instead of h
+	// optional: a broker that refuses it is logged, not a failed
+	// connection (see SubscribeOptional).
+	optional bool
 }
 
 // Subscribe registers handler for messages matching filter. It may be called
@@ -55,6 +58,17 @@ func (c *Client) Subscribe(filter string, qos byte, handler Handler) error {
 		return fmt.Errorf("subscribe %q: nil handler", filter)
 	}
 	return c.register(&subscription{filter: filter, qos: qos, h: handler})
+}
+
+// SubscribeOptional is Subscribe for a filter some brokers refuse, such as
+// Mosquitto's $SYS statistics, which another broker or an ACL may not
+// offer: a refusal is logged once per connection and the connection goes
+// on without it, where a refused Subscribe fails the connection.
+func (c *Client) SubscribeOptional(filter string, qos byte, handler Handler) error {
+	if handler == nil {
+		return fmt.Errorf("subscribe %q: nil handler", filter)
+	}
+	return c.register(&subscription{filter: filter, qos: qos, h: handler, optional: true})
 }
 
 // SubscribeBatch is Subscribe for a BatchHandler: a worker hands it the

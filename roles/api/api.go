@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,7 +54,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err != nil {
 		return nil, err
 	}
-	mo := mqttx.OptionsFromConfig(cfg.MQTT, mqttx.DefaultClientID("edgeplat-api"))
+	mo := mqttOptions(cfg, r)
 	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Logger, r.Metrics // mqttx adds component=Name
 	// Handlers spend most of their time waiting on the stream store, and a
 	// subscriber that falls behind makes the broker drop its queue: run
@@ -68,6 +69,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	// trip, so a subscriber that falls behind catches up instead of
 	// letting the broker's per-client queue overflow.
 	if err := client.SubscribeBatch(endpointsFilter, byte(cfg.MQTT.QoS), pipe.handleBatch); err != nil {
+		return nil, err
+	}
+	// The broker's own count of dropped messages is the one sign that a
+	// subscriber fell so far behind that messages were lost.
+	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
 		return nil, err
 	}
 	rep := newReports(r)
@@ -154,6 +160,30 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		svcs = append([]lifecycle.Service{ba}, svcs...)
 	}
 	return svcs, nil
+}
+
+// mqttOptions maps the mqtt settings for the subscriber. Without
+// mqtt.client_id the client id is "edgeplat-api-<installation>-<host>",
+// the installation id coming from the database at Start: the host name
+// alone let a fresh installation on a host where another had run resume
+// that one's persistent session and write its queued messages into the
+// wrong database. The host part keeps replicas of one installation on
+// different hosts apart, as before.
+func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
+	mo := mqttx.OptionsFromConfig(cfg.MQTT, "")
+	if mo.ClientID == "" {
+		mo.ResolveClientID = func(ctx context.Context) (string, error) {
+			if r.DB == nil {
+				return "", errors.New("no database to read the installation id from; set mqtt.client_id (EDGEPLAT_MQTT_CLIENT_ID)")
+			}
+			id, err := r.DB.InstallationID(ctx)
+			if err != nil {
+				return "", fmt.Errorf("default from the installation id (or set mqtt.client_id, EDGEPLAT_MQTT_CLIENT_ID): %w", err)
+			}
+			return mqttx.DefaultClientID("edgeplat-api-" + id[:min(len(id), 12)]), nil
+		}
+	}
+	return mo
 }
 
 // maxLiveStreams bounds open Server-Sent Event streams: each holds a

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/streamstore"
+	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/gin-gonic/gin"
 )
@@ -168,8 +169,8 @@ func TestSpoolFullDiskFaultIntegration(t *testing.T) {
 }
 
 // TestRedisAOFKillFaultIntegration SIGKILLs a private Redis (appendonly yes,
-// appendfsync everysec) under load from an agent through a private
-// Mosquitto, with the serve-api defaults (no spool: what the store refuses
+// appendfsync everysec) under load from agents through a private
+// Mosquitto, between the two round trips of a batch, with the serve-api defaults (no spool: what the store refuses
 // stays unacknowledged at the broker), and starts it again a few seconds
 // later. Within 10 s of its return every message must be in the stream
 // exactly once. The claims of the batches in flight at the kill came back
@@ -181,7 +182,16 @@ func TestRedisAOFKillFaultIntegration(t *testing.T) {
 		t.Skip("fault test; -short given")
 	}
 	broker := coretest.PrivateMosquitto(t)
-	srv, store := privateRedisStore(t, coretest.RedisOptions{AppendFsync: "everysec"})
+	srv := coretest.PrivateRedisWith(t, coretest.RedisOptions{AppendFsync: "everysec"})
+	// Through a proxy, so that the kill lands where it hurts: between the
+	// two round trips of a batch, its claims taken and its transactions
+	// not sent. Killed from outside at random, it landed there rarely.
+	proxy := coretest.NewProxy(t, srv.Addr())
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{proxy.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 	ctx := context.Background()
 	tenant, agent := randomID(t), randomID(t)
 	stream := telemetry.IngestionStream(tenant)
@@ -215,7 +225,12 @@ func TestRedisAOFKillFaultIntegration(t *testing.T) {
 		return n > 0
 	})
 	time.Sleep(2 * time.Second)
-	srv.Kill()
+	killed := proxy.CutWhen([]byte("$5\r\nmulti\r\n"), srv.Kill)
+	select {
+	case <-killed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no transaction went to Redis for 10 s under load")
+	}
 	killedAt := sentNow()
 	time.Sleep(3 * time.Second)
 	srv.Start()

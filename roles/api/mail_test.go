@@ -1,37 +1,17 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
 )
-
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSMTPMailerIntegration sends a reset mail to a real SMTP server:
 // Python's smtpd debugging server, which prints what it receives.
@@ -44,7 +24,7 @@ func TestSMTPMailerIntegration(t *testing.T) {
 		coretest.Unavailable(t, "Python's smtpd module (Debian python3 before 3.12)", python, err)
 	}
 	port := coretest.FreePort(t)
-	var out lockedBuffer
+	var out coretest.SyncBuffer
 	cmd := exec.Command(python, "-W", "ignore", "-u", "-m", "smtpd", "-n", "-c", "DebuggingServer", "127.0.0.1:"+strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

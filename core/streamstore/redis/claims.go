@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -100,19 +99,17 @@ func (s *Store) releaseOrphans(ctx context.Context) {
 	for i, o := range list {
 		cmds[i] = releaseScript.Eval(ctx, pipe, []string{o.key}, o.token)
 	}
-	_, _ = pipe.Exec(ctx)
+	if err := execPipeline(ctx, pipe); err != nil {
+		// A broken pipeline need not mark its commands failed; a release
+		// repeated is harmless, so keep them all.
+		s.claims.lost(list)
+		return
+	}
 	var keep []orphan
 	for i, c := range cmds {
 		if c.Err() != nil && !errors.Is(c.Err(), goredis.Nil) {
-			keep = append(keep, list[i])
+			keep = append(keep, list[i]) // refused (LOADING, say): try again
 		}
 	}
 	s.claims.lost(keep)
-}
-
-// neverSent reports an error that shows a pipeline never reached Redis:
-// its connection could not be made, so no claim of it can be held.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }

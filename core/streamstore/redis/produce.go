@@ -126,14 +126,14 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		return results, errs
 	}
 	if err := execPipeline(ctx, pipe); err != nil {
-		if !neverSent(err) {
-			// The claims may have been taken before the connection broke.
-			var lost []orphan
-			for _, st := range marks {
-				lost = append(lost, orphan{key: st.claimKey, token: st.token, at: time.Now()})
-			}
-			s.claims.lost(lost)
+		// The claims may have been taken before the connection broke,
+		// even when the error is a failed dial: go-redis retries a broken
+		// pipeline and returns the last attempt's error.
+		var lost []orphan
+		for _, st := range marks {
+			lost = append(lost, orphan{key: st.claimKey, token: st.token, at: time.Now()})
 		}
+		s.claims.lost(lost)
 		return failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
 	}
 	if s.afterClaims != nil {

@@ -98,7 +98,7 @@ func TestTokenAnswersNotStoredIntegration(t *testing.T) {
 		e := mountAccess(t, a)
 		noStore := func(what string, r reply, want int) reply {
 			t.Helper()
-			expect(t, what, r, want)
+			must(t, what, r, want)
 			if got := r.header.Get("Cache-Control"); got != "no-store" {
 				t.Errorf("%s: Cache-Control %q, want no-store", what, got)
 			}

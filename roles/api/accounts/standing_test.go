@@ -78,3 +78,35 @@ func TestStandingCacheIntegration(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkStanding is the per-request cost of the access-token check: a
+// cached answer, and the query behind a miss (SQLite).
+func BenchmarkStanding(b *testing.B) {
+	d := dbtest.Migrated(b, "sqlite")
+	ctx := b.Context()
+	store := NewStore(func() *db.DB { return d })
+	u, err := store.Register(ctx, "", NewUser{Email: "a@example.com", Password: "correct horse battery"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := store.StartSession(ctx, u.ID, "fam-1", "jti-1", time.Now().Add(time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	cache := NewStandingCache(store, time.Hour, 10)
+	b.Run("cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := cache.Standing(ctx, u.ID, "fam-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("query", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := store.Standing(ctx, u.ID, "fam-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
+	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 )
 
@@ -209,4 +210,44 @@ func TestAccountChangesReachReplicasIntegration(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAccountChangeFeedLossDropsCacheIntegration: a replica that loses its
+// subscription may have missed changes, so it forgets what it cached. The
+// change here is made behind the store's back, so only that forgetting
+// can reveal it within the cache's TTL (an hour here).
+func TestAccountChangeFeedLossDropsCacheIntegration(t *testing.T) {
+	d := dbtest.Migrated(t, "sqlite")
+	streams, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testAccess(t, testRuntime(d, streams), testTokens(t))
+	a.standing = accounts.NewStandingCache(a.accounts, time.Hour, 100)
+	a.sync.cache = a.standing
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- a.sync.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("sync: %v", err)
+		}
+	})
+	coretest.Eventually(t, 30*time.Second, "the account change feed", a.sync.subscribed.Load)
+	e := mountAccess(t, a)
+	root := admin(t, e)
+	id := newAccount(t, e, root, "other@example.com", "admin")
+	tok, _ := signIn(t, e, "other@example.com")
+	must(t, "admin route", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
+	if _, err := d.SQL().ExecContext(t.Context(), `UPDATE users SET role = 'member' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "admin route, answered from the cache", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
+	if err := streams.Close(); err != nil {
+		t.Fatal(err)
+	}
+	coretest.Eventually(t, 30*time.Second, "the lost feed to drop the cached answer", func() bool {
+		return call(t, e, "GET", "/api/v1/users", tok, nil).status == http.StatusForbidden
+	})
 }

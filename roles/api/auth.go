@@ -30,6 +30,10 @@ type Principal struct {
 	ExpiresAt time.Time
 	// BoundAgent is set for a user API key bound to one agent.
 	BoundAgent string
+	// Recheck, set for an access token, reports accounts.ErrSessionEnded
+	// once its session has ended or its account is inactive: long-lived
+	// responses ask it again as they go.
+	Recheck func(context.Context) error `json:"-"`
 }
 
 const principalKey = "edgeplat.principal"
@@ -126,7 +130,10 @@ func (a *authenticator) require(c *gin.Context) {
 	// The role is the account's current one, never the token's: a demoted
 	// admin's token is a member's from the next request on.
 	c.Set(principalKey, Principal{UserID: st.UserID, Role: st.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
-		ExpiresAt: claims.ExpiresAt})
+		ExpiresAt: claims.ExpiresAt, Recheck: func(ctx context.Context) error {
+			_, err := a.standing(ctx, claims)
+			return err
+		}})
 	c.Next()
 }
 

@@ -3,12 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -135,7 +137,8 @@ func (l *live) stream(c *gin.Context) {
 	// The stream ends when the caller's credential does; the client
 	// reconnects with a fresh one.
 	var expired <-chan time.Time
-	if p, ok := principal(c); ok && !p.ExpiresAt.IsZero() {
+	p, _ := principal(c)
+	if !p.ExpiresAt.IsZero() {
 		t := time.NewTimer(time.Until(p.ExpiresAt))
 		defer t.Stop()
 		expired = t.C
@@ -185,6 +188,16 @@ func (l *live) stream(c *gin.Context) {
 				return
 			}
 		case <-tick.C:
+			// The session is asked again at each heartbeat (a cached
+			// answer, mostly), so a logout or a deactivation ends the
+			// stream too. A check that fails for another reason (the
+			// database) leaves the stream open.
+			if p.Recheck != nil && errors.Is(p.Recheck(ctx), accounts.ErrSessionEnded) {
+				writeBy()
+				_ = writeEvent(w, "expired", []byte(`{"error":{"code":"session_ended","message":"the session of the access token ended; sign in again"}}`))
+				_ = rc.Flush()
+				return
+			}
 			writeBy()
 			if _, err := w.WriteString(": keepalive\n\n"); err != nil {
 				return

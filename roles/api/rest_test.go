@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -375,6 +376,43 @@ func TestLiveStreamSlowReaderReleased(t *testing.T) {
 
 // TestLiveStreamEndsWithToken: a stream ends, with an expired event, when
 // the access token that opened it expires.
+// TestLiveStreamEndsWithSession: a stream whose session ends (logout,
+// deactivation...) ends at the next heartbeat, not at the token's expiry.
+func TestLiveStreamEndsWithSession(t *testing.T) {
+	mem, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	tokens := testTokens(t)
+	var ended atomic.Bool
+	auth := claimsAuthenticator(tokens)
+	auth.standing = func(_ context.Context, c token.Claims) (accounts.Standing, error) {
+		if ended.Load() {
+			return accounts.Standing{}, accounts.ErrSessionEnded
+		}
+		return accounts.Standing{UserID: c.Subject, TenantUUID: c.Tenant, Role: c.Role}, nil
+	}
+	lv := newLive(func() streamstore.Store { return mem }, 10, prometheus.NewRegistry())
+	lv.heartbeat = 10 * time.Millisecond
+	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
+	e.GET("/api/v1/agents/:uuid/stream", auth.require, lv.stream)
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	defer lv.Stop(context.Background())
+	s := openStream(t, srv.URL+"/api/v1/agents/"+randomUUID(t)+"/stream", sign(t, tokens, randomUUID(t), token.Access))
+	if ev, _ := s.next(); ev != "" {
+		t.Fatalf("got event %q, want a keepalive while the session lives", ev)
+	}
+	ended.Store(true)
+	if ev, data := s.nextEvent(); ev != "expired" || !strings.Contains(data, "session_ended") {
+		t.Fatalf("got %q %q, want the expired event for the session", ev, data)
+	}
+	if _, err := io.ReadAll(s.r); err != nil {
+		t.Fatalf("stream did not end after the expired event: %v", err)
+	}
+}
+
 func TestLiveStreamEndsWithToken(t *testing.T) {
 	mem, err := memstore.New(memstore.Options{})
 	if err != nil {

@@ -38,14 +38,15 @@ type standingSync struct {
 	cache   *accounts.StandingCache
 	streams func() streamstore.Store // set once the runtime is built
 	log     *slog.Logger
-	// retry is the wait before subscribing again after a failure.
-	retry time.Duration
+	// retry is the first wait before subscribing again after a failure;
+	// it doubles up to maxRetry while the failures go on.
+	retry, maxRetry time.Duration
 	// subscribed is true while the feed is heard.
 	subscribed atomic.Bool
 }
 
 func newStandingSync(cache *accounts.StandingCache, streams func() streamstore.Store, log *slog.Logger) *standingSync {
-	return &standingSync{cache: cache, streams: streams, log: log, retry: time.Second}
+	return &standingSync{cache: cache, streams: streams, log: log, retry: time.Second, maxRetry: 30 * time.Second}
 }
 
 // publish tells the other replicas that userID changed. It runs after the
@@ -79,28 +80,34 @@ func (s *standingSync) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
+	wait := s.retry
 	for {
-		err := s.follow(ctx, store)
+		heard, err := s.follow(ctx, store)
 		// Whatever was published while not subscribed is lost.
 		s.cache.Purge()
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn("account change feed interrupted; resubscribing", "err", err)
+		if heard {
+			wait = s.retry
+		}
+		s.log.Warn("account change feed interrupted; other replicas' changes reach this one through the cache's expiry until it is back",
+			"expiry", standingTTL, "retry_in", wait, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(s.retry):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, s.maxRetry)
 	}
 }
 
 // follow subscribes and applies the messages until the subscription or ctx
-// ends.
-func (s *standingSync) follow(ctx context.Context, store streamstore.Store) error {
+// ends; heard reports whether the subscription took hold.
+func (s *standingSync) follow(ctx context.Context, store streamstore.Store) (heard bool, err error) {
 	sub, err := store.Subscribe(ctx, accountChangesChannel)
 	if err != nil {
-		return err
+		return false, err // the store names the channel
 	}
 	defer func() { _ = sub.Close() }()
 	// Changes made before the subscription took hold were not heard.
@@ -111,10 +118,10 @@ func (s *standingSync) follow(ctx context.Context, store streamstore.Store) erro
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case m, ok := <-sub.C():
 			if !ok {
-				return errors.New("subscription closed")
+				return true, errors.New("subscription closed")
 			}
 			if d := sub.Dropped(); d != dropped {
 				dropped = d

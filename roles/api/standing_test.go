@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
+	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 )
 
@@ -26,8 +27,17 @@ func testRuntime(d *db.DB, streams streamstore.Store) *rt.Runtime {
 	return &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d, Streams: streams}
 }
 
-// expect fails unless r has status want.
+// expect reports a failure unless r has status want; the test goes on, so
+// that each refused attempt is checked on its own.
 func expect(t *testing.T, what string, r reply, want int) {
+	t.Helper()
+	if r.status != want {
+		t.Errorf("%s: %d %s, want %d", what, r.status, r.raw, want)
+	}
+}
+
+// must ends the test unless r has status want: a step the rest needs.
+func must(t *testing.T, what string, r reply, want int) {
 	t.Helper()
 	if r.status != want {
 		t.Fatalf("%s: %d %s, want %d", what, r.status, r.raw, want)
@@ -39,9 +49,9 @@ func expect(t *testing.T, what string, r reply, want int) {
 func signIn(t *testing.T, e http.Handler, email string) (access, refresh string) {
 	t.Helper()
 	r := call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": email, "password": testPassword})
-	expect(t, "login "+email, r, http.StatusOK)
+	must(t, "login "+email, r, http.StatusOK)
 	access, refresh = r.str("accessToken"), r.str("refreshToken")
-	expect(t, "first use of the token of "+email, call(t, e, "GET", "/api/v1/auth/me", access, nil), http.StatusOK)
+	must(t, "first use of the token of "+email, call(t, e, "GET", "/api/v1/auth/me", access, nil), http.StatusOK)
 	return access, refresh
 }
 
@@ -49,7 +59,7 @@ func signIn(t *testing.T, e http.Handler, email string) (access, refresh string)
 func newAccount(t *testing.T, e http.Handler, root, email, role string) string {
 	t.Helper()
 	r := call(t, e, "POST", "/api/v1/users", root, map[string]string{"email": email, "password": testPassword, "role": role})
-	expect(t, "create "+email, r, http.StatusCreated)
+	must(t, "create "+email, r, http.StatusCreated)
 	return r.str("id")
 }
 
@@ -76,7 +86,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			id := newAccount(t, e, root, "demoted@example.com", "admin")
 			tok, _ := signIn(t, e, "demoted@example.com")
 			expect(t, "admin route before the demotion", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
-			expect(t, "demote", call(t, e, "PUT", "/api/v1/users/"+id, root, map[string]string{"role": "member"}), http.StatusOK)
+			must(t, "demote", call(t, e, "PUT", "/api/v1/users/"+id, root, map[string]string{"role": "member"}), http.StatusOK)
 			expect(t, "admin route after the demotion", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusForbidden)
 			expect(t, "undo its own demotion", call(t, e, "PUT", "/api/v1/users/"+id, tok, map[string]string{"role": "admin"}), http.StatusForbidden)
 			expect(t, "create an admin", call(t, e, "POST", "/api/v1/users", tok, newAdmin("made-by-demoted@example.com")), http.StatusForbidden)
@@ -90,7 +100,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			id := newAccount(t, e, root, "deactivated@example.com", "admin")
 			tok, _ := signIn(t, e, "deactivated@example.com")
 			expect(t, "admin route before the deactivation", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
-			expect(t, "deactivate", call(t, e, "PUT", "/api/v1/users/"+id, root, map[string]any{"active": false}), http.StatusOK)
+			must(t, "deactivate", call(t, e, "PUT", "/api/v1/users/"+id, root, map[string]any{"active": false}), http.StatusOK)
 			expect(t, "any route after the deactivation", call(t, e, "GET", "/api/v1/auth/me", tok, nil), http.StatusUnauthorized)
 			expect(t, "undo its own deactivation", call(t, e, "PUT", "/api/v1/users/"+id, tok, map[string]any{"active": true}), http.StatusUnauthorized)
 			expect(t, "create an admin", call(t, e, "POST", "/api/v1/users", tok, newAdmin("made-by-inactive@example.com")), http.StatusUnauthorized)
@@ -104,7 +114,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			id := newAccount(t, e, root, "deleted@example.com", "admin")
 			tok, _ := signIn(t, e, "deleted@example.com")
 			expect(t, "admin route before the deletion", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
-			expect(t, "delete", call(t, e, "DELETE", "/api/v1/users/"+id, root, nil), http.StatusNoContent)
+			must(t, "delete", call(t, e, "DELETE", "/api/v1/users/"+id, root, nil), http.StatusNoContent)
 			expect(t, "admin route after the deletion", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusUnauthorized)
 			expect(t, "create an admin", call(t, e, "POST", "/api/v1/users", tok, newAdmin("made-by-deleted@example.com")), http.StatusUnauthorized)
 			expect(t, "demote the remaining admin", call(t, e, "PUT", "/api/v1/users/"+rootID, tok, demoteRoot), http.StatusUnauthorized)
@@ -114,7 +124,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			newAccount(t, e, root, "leaver@example.com", "member")
 			tok, refresh := signIn(t, e, "leaver@example.com")
 			other, _ := signIn(t, e, "leaver@example.com")
-			expect(t, "logout", call(t, e, "POST", "/api/v1/auth/logout", "", map[string]string{"refreshToken": refresh}), http.StatusNoContent)
+			must(t, "logout", call(t, e, "POST", "/api/v1/auth/logout", "", map[string]string{"refreshToken": refresh}), http.StatusNoContent)
 			expect(t, "the ended session's access token", call(t, e, "GET", "/api/v1/auth/me", tok, nil), http.StatusUnauthorized)
 			expect(t, "another session's access token", call(t, e, "GET", "/api/v1/auth/me", other, nil), http.StatusOK)
 		})
@@ -123,7 +133,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			newAccount(t, e, root, "changer@example.com", "member")
 			tok, _ := signIn(t, e, "changer@example.com")
 			other, _ := signIn(t, e, "changer@example.com")
-			expect(t, "change password", call(t, e, "POST", "/api/v1/auth/change-password", tok,
+			must(t, "change password", call(t, e, "POST", "/api/v1/auth/change-password", tok,
 				map[string]string{"currentPassword": testPassword, "newPassword": "a brand new secret"}), http.StatusNoContent)
 			expect(t, "the changing session's access token", call(t, e, "GET", "/api/v1/auth/me", tok, nil), http.StatusUnauthorized)
 			expect(t, "another session's access token", call(t, e, "GET", "/api/v1/auth/me", other, nil), http.StatusUnauthorized)
@@ -135,9 +145,9 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			newAccount(t, e, root, "forgetful@example.com", "member")
 			tok, _ := signIn(t, e, "forgetful@example.com")
 			sent := mail.count()
-			expect(t, "reset request", call(t, e, "POST", "/api/v1/auth/password/reset", "", map[string]string{"email": "forgetful@example.com"}), http.StatusAccepted)
+			must(t, "reset request", call(t, e, "POST", "/api/v1/auth/password/reset", "", map[string]string{"email": "forgetful@example.com"}), http.StatusAccepted)
 			coretest.Eventually(t, 30*time.Second, "the reset mail", func() bool { return mail.count() > sent })
-			expect(t, "reset", call(t, e, "POST", "/api/v1/auth/password/reset/confirm", "",
+			must(t, "reset", call(t, e, "POST", "/api/v1/auth/password/reset/confirm", "",
 				map[string]string{"token": mail.token(t), "newPassword": "a brand new secret"}), http.StatusNoContent)
 			expect(t, "access token after the reset", call(t, e, "GET", "/api/v1/auth/me", tok, nil), http.StatusUnauthorized)
 		})
@@ -146,7 +156,7 @@ func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 			newAccount(t, e, root, "copied@example.com", "member")
 			first, refresh := signIn(t, e, "copied@example.com")
 			r := call(t, e, "POST", "/api/v1/auth/refresh", "", map[string]string{"refreshToken": refresh})
-			expect(t, "refresh", r, http.StatusOK)
+			must(t, "refresh", r, http.StatusOK)
 			second := r.str("accessToken")
 			expect(t, "the refreshed access token", call(t, e, "GET", "/api/v1/auth/me", second, nil), http.StatusOK)
 			expect(t, "the first access token, same session", call(t, e, "GET", "/api/v1/auth/me", first, nil), http.StatusOK)
@@ -193,11 +203,51 @@ func TestAccountChangesReachReplicasIntegration(t *testing.T) {
 			root := admin(t, one)
 			id := newAccount(t, one, root, "other@example.com", "admin")
 			tok, _ := signIn(t, two, "other@example.com")
-			expect(t, "admin route on replica two", call(t, two, "GET", "/api/v1/users", tok, nil), http.StatusOK)
-			expect(t, "demote on replica one", call(t, one, "PUT", "/api/v1/users/"+id, root, map[string]string{"role": "member"}), http.StatusOK)
+			must(t, "admin route on replica two", call(t, two, "GET", "/api/v1/users", tok, nil), http.StatusOK)
+			must(t, "demote on replica one", call(t, one, "PUT", "/api/v1/users/"+id, root, map[string]string{"role": "member"}), http.StatusOK)
 			coretest.Eventually(t, 30*time.Second, "replica two to see the demotion", func() bool {
 				return call(t, two, "GET", "/api/v1/users", tok, nil).status == http.StatusForbidden
 			})
 		})
 	}
+}
+
+// TestAccountChangeFeedLossDropsCacheIntegration: a replica that loses its
+// subscription may have missed changes, so it forgets what it cached. The
+// change here is made behind the store's back, so only that forgetting
+// can reveal it within the cache's TTL (an hour here).
+func TestAccountChangeFeedLossDropsCacheIntegration(t *testing.T) {
+	d := dbtest.Migrated(t, "sqlite")
+	streams, err := memstore.New(memstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testAccess(t, testRuntime(d, streams), testTokens(t))
+	a.standing = accounts.NewStandingCache(a.accounts, time.Hour, 100)
+	a.sync.cache = a.standing
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- a.sync.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("sync: %v", err)
+		}
+	})
+	coretest.Eventually(t, 30*time.Second, "the account change feed", a.sync.subscribed.Load)
+	e := mountAccess(t, a)
+	root := admin(t, e)
+	id := newAccount(t, e, root, "other@example.com", "admin")
+	tok, _ := signIn(t, e, "other@example.com")
+	must(t, "admin route", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
+	if _, err := d.SQL().ExecContext(t.Context(), `UPDATE users SET role = 'member' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "admin route, answered from the cache", call(t, e, "GET", "/api/v1/users", tok, nil), http.StatusOK)
+	if err := streams.Close(); err != nil {
+		t.Fatal(err)
+	}
+	coretest.Eventually(t, 30*time.Second, "the lost feed to drop the cached answer", func() bool {
+		return call(t, e, "GET", "/api/v1/users", tok, nil).status == http.StatusForbidden
+	})
 }

@@ -799,11 +799,7 @@ var benchKinds = []struct{ name, unit string }{
 func newBenchGen(tenant string, o benchIngestOptions) *benchGen {
 	g := &benchGen{tenant: tenant, devices: o.devices}
 	for range o.agents {
-		var u codec.UUID
-		_, _ = rand.Read(u[:])
-		u[6] = u[6]&0x0f | 0x40 // version 4
-		u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
-		g.agents = append(g.agents, u)
+		g.agents = append(g.agents, codec.NewUUID())
 	}
 	for r := range o.readings {
 		k := benchKinds[r%len(benchKinds)]
@@ -845,9 +841,7 @@ func (g *benchGen) agentStrings() []string {
 
 // newTenantID returns a random tenant id in its 22-character form.
 func newTenantID() string {
-	var u codec.UUID
-	_, _ = rand.Read(u[:])
-	return codec.EncodeID(u)
+	return codec.EncodeID(codec.NewUUID())
 }
 
 func randomHex(n int) string {

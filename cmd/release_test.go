@@ -180,3 +180,60 @@ func TestMakeToolsInstallsStaticcheck(t *testing.T) {
 		t.Fatalf("make tools installed although staticcheck exists:\n%s", calls)
 	}
 }
+
+func TestVersionFlag(t *testing.T) {
+	_, want, _ := run(t, "version")
+	for _, flag := range []string{"--version", "-v"} {
+		code, out, errOut := run(t, flag)
+		if code != 0 || out != want {
+			t.Errorf("%s = %d %q (stderr %q), want the output of `edgeplat version` %q", flag, code, out, errOut, want)
+		}
+	}
+}
+
+// TestCompletion: the packages install these scripts, so each shell's must
+// be generated, and `completion` must be listed in the help.
+func TestCompletion(t *testing.T) {
+	tests := []struct{ shell, marker string }{
+		{"bash", "__start_edgeplat"},
+		{"zsh", "#compdef edgeplat"},
+		{"fish", "complete -c edgeplat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.shell, func(t *testing.T) {
+			code, out, errOut := run(t, "completion", tt.shell)
+			if code != 0 || !strings.Contains(out, tt.marker) {
+				t.Fatalf("completion %s = %d, stderr %q, output lacks %q", tt.shell, code, errOut, tt.marker)
+			}
+		})
+	}
+	if _, out, _ := run(t, "--help"); !strings.Contains(out, "completion") {
+		t.Errorf("--help does not list completion:\n%s", out)
+	}
+}
+
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SOURCE_DATE_EPOCH", "1700000000")
+	code, _, errOut := run(t, "man", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("man: exit %d: %s", code, errOut)
+	}
+	for _, page := range []string{"edgeplat.1", "edgeplat-serve-api.1", "edgeplat-agent.1", "edgeplat-ingest.1", "edgeplat-all-in-one.1", "edgeplat-completion-bash.1"} {
+		data, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
+			t.Errorf("%s: %v", page, err)
+			continue
+		}
+		s := string(data)
+		if !strings.Contains(s, `.TH "EDGEPLAT" "1" "Nov 2023" "edgeplat dev"`) || !strings.Contains(s, ".SH NAME") {
+			t.Errorf("%s header:\n%s", page, s[:min(len(s), 300)])
+		}
+		if strings.Contains(s, "Auto generated") {
+			t.Errorf("%s carries cobra's generation tag (not reproducible)", page)
+		}
+	}
+	if code, _, errOut := run(t, "man"); code != exitUsage || !strings.Contains(errOut, "--dir") {
+		t.Errorf("man without --dir = %d %q, want %d naming --dir", code, errOut, exitUsage)
+	}
+}

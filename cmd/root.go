@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/edgeplat/edgeplat/core/buildinfo"
 	"github.com/spf13/cobra"
 )
 
@@ -97,9 +98,13 @@ ingestion service (ingest), the edge agent (agent), or all of them with an
 embedded MQTT broker (all-in-one).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		// Flag errors are usage errors: exit 2 with the message.
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// --version prints what `edgeplat version` prints.
+		Version: buildinfo.Get().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	// cobra's `completion bash|zsh|fish|powershell`, listed with the tools
+	// because the packages install its output (docs/packaging.md).
+	root.SetCompletionCommandGroupID("tools")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 	root.PersistentFlags().String("config", "", "YAML configuration file (keys as in docs/configuration.md)")
 	root.PersistentFlags().Bool("print-config", false, "print the effective configuration (secrets masked) and exit")
@@ -111,7 +116,7 @@ embedded MQTT broker (all-in-one).`,
 		c.GroupID = "roles"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd(), newDLQCmd()} {
+	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd(), newDLQCmd(), newManCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

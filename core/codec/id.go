@@ -1,9 +1,10 @@
 package codec
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // Tenant and agent ids are UUIDs. MQTT topics carry them as 22 characters of
@@ -19,60 +20,26 @@ import (
 const IDLen = 22
 
 // UUID is a 16-byte UUID. A [16]byte, or a github.com/google/uuid.UUID after
-// conversion, can be used directly.
+// conversion, can be used directly. It is a defined type rather than an
+// alias of uuid.UUID on purpose: uuid.UUID's sql.Valuer and text marshalling
+// would change how ids already stored and encoded as 16 bytes are written.
 type UUID [16]byte
 
 // String returns the canonical lowercase hyphenated form.
-func (u UUID) String() string {
-	var b [36]byte
-	j := 0
-	for i, x := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = hexDigits[x>>4], hexDigits[x&0xf]
-		j += 2
-	}
-	return string(b[:])
-}
+func (u UUID) String() string { return uuid.UUID(u).String() }
 
 // ParseUUID parses the hyphenated 8-4-4-4-12 form, in either case. Other
-// spellings (braces, urn:uuid:, no hyphens) are refused so that every id has
-// one text form in logs and URLs.
+// spellings (braces, urn:uuid:, no hyphens), which uuid.Parse also accepts,
+// are refused so that every id has one text form in logs and URLs.
 func ParseUUID(s string) (UUID, error) {
-	var u UUID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, fmt.Errorf("%w: %q is not a hyphenated UUID", ErrInvalidID, truncate(s))
+	if len(s) != 36 {
+		return UUID{}, fmt.Errorf("%w: %q is not a hyphenated UUID", ErrInvalidID, truncate(s))
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := unhex(s[i])
-		lo, ok2 := unhex(s[i+1])
-		if !ok1 || !ok2 {
-			return UUID{}, fmt.Errorf("%w: %q is not a hyphenated UUID", ErrInvalidID, s)
-		}
-		u[j] = hi<<4 | lo
-		j++
-		i += 2
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return UUID{}, fmt.Errorf("%w: %q is not a hyphenated UUID", ErrInvalidID, s)
 	}
-	return u, nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	return UUID(u), nil
 }
 
 // EncodeID returns the 22-character topic form of u.
@@ -127,13 +94,4 @@ func truncate(s string) string {
 }
 
 // NewUUID returns a random (version 4, RFC 9562) UUID.
-func NewUUID() UUID {
-	var u UUID
-	if _, err := rand.Read(u[:]); err != nil {
-		// crypto/rand.Read does not fail on supported platforms.
-		panic("BUG: crypto/rand: " + err.Error())
-	}
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return u
-}
+func NewUUID() UUID { return UUID(uuid.New()) }

@@ -245,12 +245,12 @@ func (s *Store) recoveryNote() string {
 }
 
 // CorruptCopies lists the corrupt stores Open moved aside in dataDir
-// (their -wal and -shm files not counted).
+// (their -wal, -shm and -header files not counted).
 func CorruptCopies(dataDir string) []string {
 	m, _ := filepath.Glob(filepath.Join(dataDir, FileName+corruptSuffix+"*"))
 	out := m[:0]
 	for _, p := range m {
-		if !strings.HasSuffix(p, "-wal") && !strings.HasSuffix(p, "-shm") {
+		if !strings.HasSuffix(p, "-wal") && !strings.HasSuffix(p, "-shm") && !strings.HasSuffix(p, headerSuffix) {
 			out = append(out, filepath.Base(p))
 		}
 	}

@@ -119,14 +119,17 @@ func TestCorruptStoreIsMovedAsideAndSalvaged(t *testing.T) {
 		// offset of the noise as a share of the file, or the header
 		offset     func(size int64) int64
 		minSalvage int
+		noise      int
 	}{
 		// 16 KiB is four pages of about 13 records each; the rest of the
 		// queue must come through.
-		{"noise past the header pages", func(size int64) int64 { return size / 2 / 4096 * 4096 }, n - 200},
-		// The header names the page size and the schema's first page: no
-		// row can be trusted to be read, but the agent must still start,
-		// with the file kept and the loss reported.
-		{"noise over the header", func(int64) int64 { return 0 }, 0},
+		{"noise past the header pages", func(size int64) int64 { return size / 2 / 4096 * 4096 }, n - 200, 16 << 10},
+		// 16 KiB from the start destroy the schema's first page too:
+		// nothing can be read, but the agent must still start, with the
+		// file kept and the loss reported.
+		{"noise over the first pages", func(int64) int64 { return 0 }, 0, 16 << 10},
+		// A header alone is rewritten, and the rest read.
+		{"noise over the header only", func(int64) int64 { return 0 }, n, 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +141,7 @@ func TestCorruptStoreIsMovedAsideAndSalvaged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			scribble(t, path, tt.offset(fi.Size()), 16<<10)
+			scribble(t, path, tt.offset(fi.Size()), tt.noise)
 
 			logs := newLogCapture()
 			s, err := Open(ctx, dir, slog.New(logs))
@@ -203,7 +206,7 @@ func TestCorruptStoreIsMovedAsideAndSalvaged(t *testing.T) {
 				t.Fatalf("condition %+v, want unhealthy naming the corrupt copy", c)
 			}
 			// Removing the copy, once inspected, clears it.
-			for _, sfx := range []string{"", "-wal", "-shm"} {
+			for _, sfx := range []string{"", "-wal", "-shm", headerSuffix} {
 				_ = os.Remove(r.MovedTo + sfx)
 			}
 			if c := s.Condition(ctx); !c.Healthy {

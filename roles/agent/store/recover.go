@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,11 @@ func recoverCorrupt(ctx context.Context, path, reason string, log *slog.Logger) 
 		return nil, fmt.Errorf("open a fresh agent store after moving the corrupt one to %s: %w", aside, err)
 	}
 	rec := &Recovery{At: now, Reason: reason, MovedTo: aside, Salvaged: map[string]int64{}, QueuedBefore: -1}
+	if strings.Contains(reason, "file is not a database") {
+		if err := rewriteHeader(aside); err != nil {
+			log.Warn("header of the corrupt agent store not rewritten; nothing can be read from it", "path", aside, "err", err)
+		}
+	}
 	if err := s.salvage(ctx, aside, rec, log); err != nil {
 		log.Error("salvage of the corrupt agent store stopped", "from", aside, "err", err)
 	}
@@ -225,4 +231,50 @@ func columns(ctx context.Context, d *sql.DB, table string) ([]string, error) {
 		return nil, fmt.Errorf("table %s not in the fresh store", table)
 	}
 	return out, nil
+}
+
+// headerSuffix names the copy of a damaged header that rewriteHeader
+// replaced.
+const headerSuffix = "-header"
+
+// storePageSize is the page size of every agent store: SQLite's default,
+// which the store never changes.
+const storePageSize = 4096
+
+// rewriteHeader gives a file whose 100-byte header is damaged (SQLite
+// finds "no database" in it) a plain header again, so the pages after it
+// can be read: the schema's first page follows the header in page 1. The
+// damaged header is kept beside the copy. Only the page size and the
+// file's length are needed; the rest is what a new WAL-mode store has.
+func rewriteHeader(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	old := make([]byte, 100)
+	if _, err := f.ReadAt(old, 0); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path+headerSuffix, old, 0o600); err != nil {
+		return err
+	}
+	h := make([]byte, 100)
+	copy(h, "SQLite format 3\x00")
+	binary.BigEndian.PutUint16(h[16:], storePageSize)
+	h[18], h[19] = 2, 2 // WAL
+	h[21], h[22], h[23] = 64, 32, 32
+	binary.BigEndian.PutUint32(h[24:], 1)                               // change counter
+	binary.BigEndian.PutUint32(h[28:], uint32(fi.Size()/storePageSize)) // pages, valid for counter 1
+	binary.BigEndian.PutUint32(h[40:], 1)                               // schema cookie
+	binary.BigEndian.PutUint32(h[44:], 4)                               // schema format
+	binary.BigEndian.PutUint32(h[56:], 1)                               // UTF-8
+	binary.BigEndian.PutUint32(h[92:], 1)
+	binary.BigEndian.PutUint32(h[96:], 3046000)
+	_, err = f.WriteAt(h, 0)
+	return err
 }

@@ -70,7 +70,7 @@ can do this, and the token is valid for --ttl (at most 24h).`,
 			if err != nil {
 				return fmt.Errorf("token key: %w", err)
 			}
-			raw, claims, err := svc.Sign(token.Claims{Subject: subject, Tenant: u.String(), Role: role, Kind: token.Access})
+			raw, claims, err := svc.Sign(token.Claims{Subject: subject, Tenant: u.String(), Role: role, Kind: token.Access, Operator: true})
 			if err != nil {
 				return err
 			}

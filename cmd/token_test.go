@@ -39,7 +39,9 @@ func TestTokenCommand(t *testing.T) {
 		return c
 	}
 	c := verify(aio.JWT.Secret, stdout)
-	if c.Tenant != tokenTestTenant || c.Role != "admin" || c.Subject != "edgeplat-cli" {
+	// Operator: serve-api admits it without an account or session behind
+	// it (roles/api TestAuthRequire), which a sign-in token needs.
+	if c.Tenant != tokenTestTenant || c.Role != "admin" || c.Subject != "edgeplat-cli" || !c.Operator {
 		t.Errorf("claims %+v", c)
 	}
 	if d := c.ExpiresAt.Sub(c.IssuedAt); d != 5*time.Minute {

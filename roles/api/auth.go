@@ -92,6 +92,10 @@ func (a *authenticator) require(c *gin.Context) {
 		a.refuse(c, "invalid or expired access token")
 		return
 	}
+	if claims.Operator {
+		a.requireOperator(c, claims)
+		return
+	}
 	if claims.Family == "" {
 		// Signed before access tokens were bound to a session: nothing
 		// could end it early, so it is refused; a refresh gives a bound one.
@@ -266,4 +270,20 @@ func bearer(h string) (string, bool) {
 	}
 	raw = strings.TrimSpace(raw)
 	return raw, raw != ""
+}
+
+// requireOperator admits a token minted with the signing key (edgeplat
+// token). It has no account whose standing could be checked: whoever holds
+// the key can sign any token, so the claims are all there is, and the
+// command keeps such tokens short-lived (docs/access.md).
+func (a *authenticator) requireOperator(c *gin.Context, claims token.Claims) {
+	tu, err := codec.ParseUUID(claims.Tenant)
+	if err != nil || (claims.Role != "admin" && claims.Role != "member") {
+		c.Header("WWW-Authenticate", `Bearer realm="edgeplat", error="invalid_token"`)
+		a.refuse(c, "invalid or expired access token")
+		return
+	}
+	c.Set(principalKey, Principal{UserID: claims.Subject, Role: claims.Role, TenantUUID: tu.String(), TenantKey: codec.EncodeID(tu),
+		ExpiresAt: claims.ExpiresAt})
+	c.Next()
 }

@@ -103,12 +103,22 @@ func TestAuthRequire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	operator, _, err := tokens.Sign(token.Claims{Subject: "user-1", Tenant: tenant, Role: "admin", Kind: token.Access, Operator: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	operatorBadRole, _, err := tokens.Sign(token.Claims{Subject: "edgeplat-cli", Tenant: tenant, Role: "root", Kind: token.Access, Operator: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := restEngine(t, tokens, nil)
 	for _, tt := range []struct {
 		name   string
 		header string
 		status int
 	}{
+		{"operator token", "Bearer " + operator, http.StatusOK},
+		{"operator token with an unknown role", "Bearer " + operatorBadRole, http.StatusUnauthorized},
 		{"no header", "", http.StatusUnauthorized},
 		{"basic scheme", "Basic dXNlcjpwYXNz", http.StatusUnauthorized},
 		{"empty bearer", "Bearer ", http.StatusUnauthorized},

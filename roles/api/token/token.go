@@ -53,6 +53,10 @@ type Claims struct {
 	// a rotated one can revoke them all, and the access tokens issued with
 	// them, so that ending the session ends those too.
 	Family string
+	// Operator marks a token minted with the signing key itself (edgeplat
+	// token) rather than at a sign-in: it belongs to no account or session,
+	// so nothing but its expiry or a new key ends it.
+	Operator bool
 	// ID is the token's unique id (jti).
 	ID        string
 	IssuedAt  time.Time
@@ -61,10 +65,11 @@ type Claims struct {
 
 // wireClaims is the JSON form. Short names keep headers small.
 type wireClaims struct {
-	Tenant string `json:"tid"`
-	Role   string `json:"role,omitempty"`
-	Kind   Kind   `json:"typ"`
-	Family string `json:"fam,omitempty"`
+	Tenant   string `json:"tid"`
+	Role     string `json:"role,omitempty"`
+	Kind     Kind   `json:"typ"`
+	Family   string `json:"fam,omitempty"`
+	Operator bool   `json:"op,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -156,7 +161,7 @@ func (s *Service) Sign(c Claims) (string, Claims, error) {
 	if c.ID == "" {
 		c.ID = randomID()
 	}
-	w := wireClaims{Tenant: c.Tenant, Role: c.Role, Kind: c.Kind, Family: c.Family,
+	w := wireClaims{Tenant: c.Tenant, Role: c.Role, Kind: c.Kind, Family: c.Family, Operator: c.Operator,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer: Issuer, Subject: c.Subject, ID: c.ID,
 			IssuedAt: jwt.NewNumericDate(c.IssuedAt), ExpiresAt: jwt.NewNumericDate(c.ExpiresAt),
@@ -189,7 +194,7 @@ func (s *Service) Verify(raw string, want Kind) (Claims, error) {
 	if w.Subject == "" || w.Tenant == "" {
 		return Claims{}, fmt.Errorf("%w: subject or tenant missing", ErrInvalid)
 	}
-	c := Claims{Subject: w.Subject, Tenant: w.Tenant, Role: w.Role, Kind: w.Kind, Family: w.Family, ID: w.ID,
+	c := Claims{Subject: w.Subject, Tenant: w.Tenant, Role: w.Role, Kind: w.Kind, Family: w.Family, Operator: w.Operator, ID: w.ID,
 		ExpiresAt: w.ExpiresAt.Time}
 	if w.IssuedAt != nil {
 		c.IssuedAt = w.IssuedAt.Time

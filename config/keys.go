@@ -102,7 +102,7 @@ var Keys = []Key{
 	{Name: "mqtt.broker_url", Env: "MQTT_BROKER_URL", Kind: String, Default: "tcp://localhost:1883", Doc: "Broker URL: tcp://, ssl:// or tls://, ws:// or wss://. all-in-one points it at its embedded broker."},
 	{Name: "mqtt.username", Env: "MQTT_USERNAME", Aliases: []string{"EDGEPLAT_MQTT_USERNAME"}, Kind: String, Default: "", Doc: "Broker username."},
 	{Name: "mqtt.password", Env: "MQTT_PASSWORD", Aliases: []string{"EDGEPLAT_MQTT_PASSWORD"}, Kind: String, Default: "", Secret: true, Doc: "Broker password."},
-	{Name: "mqtt.client_id", Env: "MQTT_CLIENT_ID", Aliases: []string{"EDGEPLAT_MQTT_CLIENT_ID"}, Kind: String, Default: "", Doc: "Client id; empty derives a stable one so the persistent session survives restarts: serve-api's from the installation id in its database and the host name, other roles' from the host name."},
+	{Name: "mqtt.client_id", Env: "MQTT_CLIENT_ID", Aliases: []string{"EDGEPLAT_MQTT_CLIENT_ID"}, Kind: String, Default: "", Doc: "Client id; empty derives a stable one so the persistent session survives restarts: serve-api's from the installation id in its database and the host name (a database in use before installation ids keeps the host-name id), other roles' from the host name."},
 	{Name: "mqtt.qos", Env: "MQTT_QOS", Kind: Int, Default: 1, Doc: "QoS for subscriptions and publishes: 0, 1 or 2."},
 	{Name: "mqtt.shared_subscription_group", Env: "MQTT_SHARED_SUBSCRIPTION_GROUP", Kind: String, Default: "", Doc: "Subscribe through $share/<group>/ so API replicas split the telemetry load."},
 	{Name: "mqtt.max_reconnect_attempts", Env: "MQTT_MAX_RECONNECT_ATTEMPTS", Kind: Int, Default: 20, Doc: "Consecutive failed reconnects before the client turns fatal; 0 is unlimited."},

@@ -29,9 +29,13 @@ func TestInstallationIDIntegration(t *testing.T) {
 			idOf := func(cfg config.DB) string {
 				t.Helper()
 				d := dbtest.Open(t, cfg)
-				id, err := d.InstallationID(ctx)
+				in, err := d.Installation(ctx)
 				if err != nil {
 					t.Fatal(err)
+				}
+				id := in.ID
+				if in.LegacyClientID {
+					t.Errorf("a fresh database is marked legacy")
 				}
 				if len(id) != 32 {
 					t.Fatalf("installation id %q, want 32 hex digits", id)

@@ -168,7 +168,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 // alone let a fresh installation on a host where another had run resume
 // that one's persistent session and write its queued messages into the
 // wrong database. The host part keeps replicas of one installation on
-// different hosts apart, as before.
+// different hosts apart, as before. A database in use before the
+// installation id existed keeps "edgeplat-api-<host>" (see
+// db.Installation).
 func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, "")
 	if mo.ClientID == "" {
@@ -176,11 +178,16 @@ func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
 			if r.DB == nil {
 				return "", errors.New("no database to read the installation id from; set mqtt.client_id (EDGEPLAT_MQTT_CLIENT_ID)")
 			}
-			id, err := r.DB.InstallationID(ctx)
+			in, err := r.DB.Installation(ctx)
 			if err != nil {
 				return "", fmt.Errorf("default from the installation id (or set mqtt.client_id, EDGEPLAT_MQTT_CLIENT_ID): %w", err)
 			}
-			return mqttx.DefaultClientID("edgeplat-api-" + id[:min(len(id), 12)]), nil
+			if in.LegacyClientID {
+				// Its broker session holds what was queued while it was
+				// upgraded; a new id would strand that.
+				return mqttx.DefaultClientID("edgeplat-api"), nil
+			}
+			return mqttx.DefaultClientID("edgeplat-api-" + in.ID[:min(len(in.ID), 12)]), nil
 		}
 	}
 	return mo

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 )
 
@@ -61,6 +62,17 @@ func TestDefaultClientIDFromInstallationIntegration(t *testing.T) {
 			}
 			if again := clientID(t, a); again != idA {
 				t.Errorf("client id changed across a restart: %q then %q", idA, again)
+			}
+
+			// A database in use before installation ids keeps the
+			// host-name id its broker session is queued under.
+			d := dbtest.Open(t, b)
+			if _, err := d.SQL().ExecContext(ctx, `UPDATE installation_identity SET legacy_client_id = $1`, true); err != nil {
+				t.Fatal(err)
+			}
+			d.Close()
+			if legacy := clientID(t, b); legacy != mqttx.DefaultClientID("edgeplat-api") {
+				t.Errorf("legacy database: client id %q, want the host-name one %q", legacy, mqttx.DefaultClientID("edgeplat-api"))
 			}
 		})
 	}

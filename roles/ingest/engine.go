@@ -128,6 +128,9 @@ func (e *engine) Start(ctx context.Context) error {
 		panic("BUG: ingest started before the backends")
 	}
 	e.store, e.db = e.rt.Streams, e.rt.DB
+	// Entries wait in the stream until they are rows: a Redis that keeps
+	// nothing over a restart loses a backlog serve-api already acknowledged.
+	streamstore.CheckPersistence(ctx, e.store, e.log)
 	e.w = newWriter(e.db, e.cfg.InsertMode, e.cfg.CopyMinRows, e.cfg.RealtimeRowsPerInsert)
 	if e.spoolOp != nil {
 		sp, err := spool.Open(*e.spoolOp)

@@ -3,24 +3,13 @@
 package agent
 
 import (
-	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
-
-	"github.com/edgeplat/edgeplat/config"
-	"github.com/edgeplat/edgeplat/core/coretest"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/lifecycle"
-	"github.com/edgeplat/edgeplat/core/metrics"
-	"github.com/edgeplat/edgeplat/core/rt"
 )
 
 // nobody is the uid and gid the permission test runs the agent as when
@@ -84,33 +73,4 @@ func TestPermissionDeniedEndsTheAgent(t *testing.T) {
 	if strings.Contains(out, "still running") {
 		t.Errorf("the agent kept retrying:\n%s", out)
 	}
-}
-
-// runAgentOn runs the agent role on dataDir until it ends, for at most
-// 20 s.
-func runAgentOn(t *testing.T, dataDir string) error {
-	cfg := &config.Config{}
-	cfg.Agent = config.Agent{Port: coretest.FreePort(t), SecurityMode: "LOCALHOST_ONLY", DataDir: dataDir}
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	svcs, err := New(cfg, r, Options{})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = lifecycle.Run(ctx, lifecycle.Options{GracePeriod: 5 * time.Second}, svcs...)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return err
-}
-
-func errString(err error) string {
-	switch {
-	case err == nil:
-		return "no error"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "still running after 20 s"
-	}
-	return err.Error()
 }

@@ -68,7 +68,7 @@ type Agent struct {
 	runner *runner.Runner
 	out    *output
 	pub    *publisher
-	sync   *syncMetrics
+	cloudM *syncMetrics
 	server interface{ Addr() string }
 
 	sampler *sysinfo.Sampler
@@ -127,7 +127,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
 	a.pub = newPublisher(log, a.sampler.CPUPercent)
 	a.out = newOutput(log, a.pub)
-	a.sync = newMetrics(r.Metrics, a.pub)
+	a.cloudM = newMetrics(r.Metrics, a.pub)
 	a.runner = runner.New(drivers, a.out, log.With("component", "endpoints"), r.Metrics)
 	def := defaultSettings()
 	a.settings.Store(&def)
@@ -270,7 +270,9 @@ func (a *Agent) runPhase(ctx context.Context, name string) error {
 		s, err := store.Open(ctx, a.cfg.DataDir, a.log)
 		if err != nil {
 			if isAccessError(err) {
-				return &fatalError{err: err}
+				// checkDataDir passed, so this is rare (a file changed
+				// hands in between), but no more retryable.
+				return dataDirError(a.cfg.DataDir, "holds a store this user cannot open", err)
 			}
 			return err
 		}

@@ -52,17 +52,8 @@ func TestUnusableDataDirEndsTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(file, "agent")
-	cfg := &config.Config{}
-	cfg.Agent = config.Agent{Port: coretest.FreePort(t), SecurityMode: "LOCALHOST_ONLY", DataDir: dataDir}
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	svcs, err := New(cfg, r, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err = lifecycle.Run(ctx, lifecycle.Options{GracePeriod: 5 * time.Second}, svcs...)
-	if ctx.Err() != nil {
+	err := runAgentOn(t, dataDir)
+	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("the agent kept retrying an unusable data directory")
 	}
 	if err == nil {
@@ -95,4 +86,33 @@ func retriedDataDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// runAgentOn runs the agent role on dataDir until it ends, for at most
+// 20 s.
+func runAgentOn(t *testing.T, dataDir string) error {
+	cfg := &config.Config{}
+	cfg.Agent = config.Agent{Port: coretest.FreePort(t), SecurityMode: "LOCALHOST_ONLY", DataDir: dataDir}
+	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	svcs, err := New(cfg, r, Options{})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = lifecycle.Run(ctx, lifecycle.Options{GracePeriod: 5 * time.Second}, svcs...)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+func errString(err error) string {
+	switch {
+	case err == nil:
+		return "no error"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "still running after 20 s"
+	}
+	return err.Error()
 }

@@ -56,16 +56,16 @@ func (a *Agent) pull(ctx context.Context) (pullResult, error) {
 	}
 	etag, _ := st.Meta(ctx, metaTargetETag)
 	a.cloud.lastPull.Store(time.Now().UnixMilli())
-	a.sync.attempts.Inc()
+	a.cloudM.attempts.Inc()
 	ts, newETag, changed, err := client.TargetState(ctx, *cr, etag)
 	if err != nil {
-		a.sync.failures.Inc()
+		a.cloudM.failures.Inc()
 		if a.cloud.online.Swap(false) {
 			a.log.Warn("cloud unreachable; running on the cached target state", "err", err)
 		}
 		return pullResult{}, err
 	}
-	a.sync.lastSuccess.SetToCurrentTime()
+	a.cloudM.lastSuccess.SetToCurrentTime()
 	if !a.cloud.online.Swap(true) {
 		a.log.Info("cloud reachable")
 	}

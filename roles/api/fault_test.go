@@ -133,13 +133,13 @@ func TestSpoolFullDiskFaultIntegration(t *testing.T) {
 	if pipe.breaker.Allow() {
 		t.Error("breaker closed while the store is down and the spool full")
 	}
-	spooledAtFull := counter(t, r, "api_telemetry_spooled_total")
+	spooledAtFull := counter(t, r, "edgeplat_api_telemetry_spooled_total")
 
 	// Redis returns first: the replayer works on a disk with no room for
 	// its position file.
 	srv.Start()
 	coretest.Eventually(t, 30*time.Second, "the replay to pass the first spooled batch", func() bool {
-		return counter(t, r, "api_telemetry_replayed_total") > 100
+		return counter(t, r, "edgeplat_api_telemetry_replayed_total") > 100
 	})
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestSpoolFullDiskFaultIntegration(t *testing.T) {
 	if n, _ := store.Len(ctx, telemetry.IngestionStream(tenant)); n != want {
 		t.Fatalf("stream has %d entries, want exactly %d (%d messages x 2 devices)", n, want, sent)
 	}
-	spooled, replayed := counter(t, r, "api_telemetry_spooled_total"), counter(t, r, "api_telemetry_replayed_total")
+	spooled, replayed := counter(t, r, "edgeplat_api_telemetry_spooled_total"), counter(t, r, "edgeplat_api_telemetry_replayed_total")
 	if replayed != spooled {
 		t.Errorf("replayed %g spool lines, spooled %g: each line must be replayed exactly once", replayed, spooled)
 	}
@@ -165,7 +165,7 @@ func TestSpoolFullDiskFaultIntegration(t *testing.T) {
 		t.Errorf("/health after recovery = %d %s, want the spool healthy", code, body)
 	}
 	t.Logf("%d messages; %g spooled (%g before the disk was full), %g replayed, %g duplicates, %g left unacknowledged",
-		sent, spooled, spooledAtFull, replayed, counter(t, r, "api_telemetry_duplicates_total"), counter(t, r, "api_telemetry_unacknowledged_total"))
+		sent, spooled, spooledAtFull, replayed, counter(t, r, "edgeplat_api_telemetry_duplicates_total"), counter(t, r, "edgeplat_api_telemetry_unacknowledged_total"))
 }
 
 // TestRedisAOFKillFaultIntegration SIGKILLs a private Redis (appendonly yes,
@@ -246,7 +246,7 @@ func TestRedisAOFKillFaultIntegration(t *testing.T) {
 	for n, _ := store.Len(ctx, stream); n < want; n, _ = store.Len(ctx, stream) {
 		if time.Now().After(deadline) {
 			t.Fatalf("10 s after Redis came back the stream has %d of %d entries (%g held retries, %g unacknowledged)",
-				n, want, counter(t, pipe.rt, "api_telemetry_held_retries_total"), counter(t, pipe.rt, "api_telemetry_unacknowledged_total"))
+				n, want, counter(t, pipe.rt, "edgeplat_api_telemetry_held_retries_total"), counter(t, pipe.rt, "edgeplat_api_telemetry_unacknowledged_total"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -262,8 +262,8 @@ func TestRedisAOFKillFaultIntegration(t *testing.T) {
 		t.Errorf("stream holds %d distinct device messages, want %d", len(seen), want)
 	}
 	t.Logf("%d messages (%d before the kill); every one in the stream %s after Redis came back; %g held retries, %g unacknowledged, %g duplicates",
-		sent, killedAt, converged.Round(10*time.Millisecond), counter(t, pipe.rt, "api_telemetry_held_retries_total"),
-		counter(t, pipe.rt, "api_telemetry_unacknowledged_total"), counter(t, pipe.rt, "api_telemetry_duplicates_total"))
+		sent, killedAt, converged.Round(10*time.Millisecond), counter(t, pipe.rt, "edgeplat_api_telemetry_held_retries_total"),
+		counter(t, pipe.rt, "edgeplat_api_telemetry_unacknowledged_total"), counter(t, pipe.rt, "edgeplat_api_telemetry_duplicates_total"))
 }
 
 // streamMessages counts the entries of stream by "agent/msgId/device".

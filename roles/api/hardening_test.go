@@ -161,7 +161,7 @@ func TestClientClosedRequestIntegration(t *testing.T) {
 		}
 		counted := map[string]string{}
 		for _, mf := range mfs {
-			if mf.GetName() != "http_request_duration_seconds" {
+			if mf.GetName() != "edgeplat_http_request_duration_seconds" {
 				continue
 			}
 			for _, m := range mf.GetMetric() {

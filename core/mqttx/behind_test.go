@@ -25,8 +25,13 @@ func TestWarnsWhenFallingBehind(t *testing.T) {
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	c := newClient(t, o)
 	release := make(chan struct{})
+	got := make(chan struct{}, 1)
 	topic := uniqueID("behind")
 	if err := c.Subscribe(topic, 1, func(ctx context.Context, _ Message) error {
+		select {
+		case got <- struct{}{}:
+		default:
+		}
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -40,8 +45,22 @@ func TestWarnsWhenFallingBehind(t *testing.T) {
 	pub := newClient(t, testOptions(t, b.url()))
 	start(t, pub)
 	waitState(t, pub, StateConnected)
-	for i := range 4 { // one in the handler, one in the buffer, one waiting
-		if err := pub.Publish(t.Context(), topic, 1, false, []byte{byte(i)}); err != nil {
+	// The subscription is made once the connection is up, so a message
+	// published at once may find no subscriber: publish until the handler
+	// holds one.
+	coretest.Eventually(t, waitFor, "the handler to hold a message", func() bool {
+		if err := pub.Publish(t.Context(), topic, 1, false, []byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	})
+	for i := range 3 { // one in the buffer, one waiting, one more
+		if err := pub.Publish(t.Context(), topic, 1, false, []byte{byte(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}

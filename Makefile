@@ -94,6 +94,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzBuffer$$' -fuzztime=$(FUZZEXECS) ./roles/agent/framing
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeStrictNUL$$' -fuzztime=$(FUZZEXECS) ./core/httpx
+	$(GO) test -run='^$$' -fuzz='^FuzzLineProtocol$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
 
 # The agent's footprint benchmark: 10 Modbus devices x 100 registers polled
 # every second for 5 minutes against Debian's python3-pymodbus server.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -899,14 +900,9 @@ func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) 
 // peakRSS returns VmHWM in bytes, or getrusage's lifetime peak where /proc
 // is missing.
 func peakRSS() int64 {
-	if data, err := os.ReadFile("/proc/self/status"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				if err == nil {
-					return kb << 10
-				}
-			}
+	if p, err := procfs.Self(); err == nil {
+		if st, err := p.NewStatus(); err == nil && st.VmHWM > 0 {
+			return int64(st.VmHWM) // procfs converts kB to bytes
 		}
 	}
 	var ru syscall.Rusage

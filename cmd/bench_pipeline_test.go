@@ -14,11 +14,9 @@ func TestBenchPipelineIntegration(t *testing.T) {
 	}
 	clearEnv(t)
 	dbc := coretest.Postgres(t)
-	redisAddr := coretest.RedisAddr(t)
+	redisAddr := coretest.PrivateRedis(t).Addr()
 	mqttAddr := coretest.MQTTAddr(t)
 	benchEnv(t, dbc, redisAddr)
-	// Away from the ingest bench's database and other packages' engines.
-	t.Setenv("STREAMSTORE_DB", "11")
 	t.Setenv("MQTT_BROKER_URL", "tcp://"+mqttAddr)
 
 	code, out, errOut := run(t, "bench", "pipeline", "--publishers", "2", "--messages", "20", "--readings", "5", "--json")

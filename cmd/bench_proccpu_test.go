@@ -6,45 +6,24 @@ import (
 	"runtime"
 	"testing"
 	"time"
-)
 
-func TestParseProcStat(t *testing.T) {
-	tests := []struct {
-		name, line string
-		wantName   string
-		wantTicks  uint64
-		wantOK     bool
-	}{
-		{"postgres backend", "4242 (postgres) S 900 900 900 0 -1 4194560 1000 0 0 0 170 35 0 0 20 0 1 0 123 1 1 18446744073709551615", "postgres", 205, true},
-		{"name with spaces and parentheses", "7 (a) b (c)) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 1 1 1", "a) b (c)", 7, true},
-		{"truncated line", "7 (redis-server) S 1 7 7 0 -1 0 0 0 0 0 3", "", 0, false},
-		{"no name", "7 redis-server S 1", "", 0, false},
-		{"times not numbers", "7 (mosquitto) S 1 7 7 0 -1 0 0 0 0 0 x y 0", "", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			name, ticks, ok := parseProcStat([]byte(tt.line))
-			if name != tt.wantName || ticks != tt.wantTicks || ok != tt.wantOK {
-				t.Fatalf("parseProcStat = %q, %d, %v; want %q, %d, %v", name, ticks, ok, tt.wantName, tt.wantTicks, tt.wantOK)
-			}
-		})
-	}
-}
+	"github.com/prometheus/procfs"
+)
 
 func TestCPUSecondsSince(t *testing.T) {
 	before := procSample{
-		10: {"postgres", 100},
-		11: {"postgres", 50},
-		12: {"redis-server", 400},
-		13: {"mosquitto", 90}, // exits before the second sample
-		14: {"postgres", 500}, // its pid is reused by a new process
+		10: {"postgres", 1.00},
+		11: {"postgres", 0.50},
+		12: {"redis-server", 4.00},
+		13: {"mosquitto", 0.90}, // exits before the second sample
+		14: {"postgres", 5.00},  // its pid is reused by a new process
 	}
 	after := procSample{
-		10: {"postgres", 130},     // +30
-		11: {"postgres", 50},      // +0
-		12: {"redis-server", 425}, // +25
-		14: {"mosquitto", 7},      // a new process: all 7
-		15: {"postgres", 20},      // started meanwhile: all 20
+		10: {"postgres", 1.30},     // +0.30
+		11: {"postgres", 0.50},     // +0
+		12: {"redis-server", 4.25}, // +0.25
+		14: {"mosquitto", 0.07},    // a new process: all 0.07
+		15: {"postgres", 0.20},     // started meanwhile: all 0.20
 	}
 	got := after.cpuSecondsSince(before)
 	want := map[string]float64{"postgres": 0.5, "redis-server": 0.25, "mosquitto": 0.07}
@@ -94,11 +73,15 @@ func TestSampleProcsSeesABusyProcess(t *testing.T) {
 	if err := os.WriteFile(busy, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	selfStat, err := os.ReadFile("/proc/self/stat")
+	me, err := procfs.Self()
 	if err != nil {
 		t.Fatal(err)
 	}
-	self, _, _ := parseProcStat(selfStat)
+	st, err := me.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := st.Comm
 	names := []string{"epbusyloop", self}
 	before := sampleProcs(names)
 	cmd := exec.Command(busy, "-c", "while :; do :; done")

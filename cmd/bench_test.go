@@ -20,12 +20,10 @@ import (
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
-// benchRedisDB keeps the bench test off Redis database 0, where other
-// packages' integration tests run ingest engines that discover every
-// tenant's ingestion stream and would take the bench's entries.
-const benchRedisDB = 9
-
 // benchEnv points the bench at the test's PostgreSQL database and Redis.
+// The Redis must be private (coretest.PrivateRedis): other tests' and other
+// runs' ingest engines discover every tenant's ingestion stream on a shared
+// one and would take the bench's entries.
 func benchEnv(t *testing.T, dbc config.DB, redisAddr string) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(redisAddr)
@@ -35,7 +33,7 @@ func benchEnv(t *testing.T, dbc config.DB, redisAddr string) {
 	for k, v := range map[string]string{
 		"DB_HOST": dbc.Host, "DB_PORT": strconv.Itoa(dbc.Port), "DB_NAME": dbc.Name, "DB_USER": dbc.User,
 		"DB_PASSWORD": dbc.Password.Reveal(), "DB_SSL": "disable",
-		"STREAMSTORE_HOST": host, "STREAMSTORE_PORT": port, "STREAMSTORE_DB": strconv.Itoa(benchRedisDB),
+		"STREAMSTORE_HOST": host, "STREAMSTORE_PORT": port,
 	} {
 		t.Setenv(k, v)
 	}
@@ -47,7 +45,7 @@ func TestBenchIngestIntegration(t *testing.T) {
 	}
 	clearEnv(t)
 	dbc := coretest.Postgres(t)
-	redisAddr := coretest.RedisAddr(t)
+	redisAddr := coretest.PrivateRedis(t).Addr()
 	benchEnv(t, dbc, redisAddr)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
@@ -143,7 +141,7 @@ func assertBenchCleanedUp(t *testing.T, dbc config.DB, redisAddr string, results
 	if rows != 0 || tables != 0 {
 		t.Errorf("left behind: %d readings rows, %d ceiling tables", rows, tables)
 	}
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}, DB: benchRedisDB})
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
-// killTestRedisDB keeps this test's ingest processes, which ingest every
-// tenant stream they find, away from other tests' streams in the shared
-// Redis.
-const killTestRedisDB = 13
-
 // TestIngestSurvivesSIGKILLIntegration kills an `edgeplat ingest` process
 // with SIGKILL in the middle of its work, starts a new one, and checks that
 // every message became rows exactly once.
@@ -33,12 +28,14 @@ func TestIngestSurvivesSIGKILLIntegration(t *testing.T) {
 		t.Skip("integration test; -short given")
 	}
 	dbc := coretest.Postgres(t)
-	redisAddr := coretest.RedisAddr(t)
+	// Private: this test's ingest processes ingest every tenant stream
+	// they find, other tests' and other runs' included.
+	redisAddr := coretest.PrivateRedis(t).Addr()
 	bin := buildBinary(t)
 	ctx := context.Background()
 
 	host, port, _ := net.SplitHostPort(redisAddr)
-	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}, DB: killTestRedisDB})
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +67,7 @@ func TestIngestSurvivesSIGKILLIntegration(t *testing.T) {
 
 	env := append(os.Environ(),
 		"DB_HOST="+dbc.Host, "DB_PORT="+strconv.Itoa(dbc.Port), "DB_NAME="+dbc.Name, "DB_USER="+dbc.User, "DB_SSL=disable",
-		"STREAMSTORE_HOST="+host, "STREAMSTORE_PORT="+port, "STREAMSTORE_DB="+strconv.Itoa(killTestRedisDB),
+		"STREAMSTORE_HOST="+host, "STREAMSTORE_PORT="+port,
 		"INGESTION_PROFILE=streaming", "WORKER_COUNT=2", "BATCH_SIZE=50", "RECLAIM_IDLE_MS=1000",
 		"DISK_SPOOL_ENABLED=false", "EDGEPLAT_LOG_FORMAT=json")
 	start := func(logName string) *exec.Cmd {

@@ -17,17 +17,12 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 )
-
-// e2eRedisDB keeps this test's ingest process away from other tests'
-// streams in the shared Redis.
-const e2eRedisDB = 12
 
 // pymodbusScript is the Modbus adapter's test server: register i of unit u
 // holds u*1000+i.
@@ -271,7 +266,10 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 		coretest.Unavailable(t, "python3-pymodbus", systemPython, err)
 	}
 	dbc := coretest.Postgres(t)
-	redisAddr := coretest.RedisAddr(t)
+	// A private Redis: this test's ingest takes every tenant stream it
+	// finds, so on a shared server it would take (and another run's would
+	// take) streams that are not its own.
+	redisAddr := coretest.PrivateRedis(t).Addr()
 	cloudBroker := coretest.PrivateMosquitto(t)
 	witnessBroker := coretest.PrivateMosquitto(t)
 	bin := buildBinary(t)
@@ -282,8 +280,6 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 	mb.Ready = func() error { return coretest.Dialable(net.JoinHostPort("127.0.0.1", strconv.Itoa(modbusPort))) }
 	mb.Start()
 
-	// Flush what an earlier run left in this test's Redis database.
-	flushRedisDB(t, redisAddr, e2eRedisDB)
 	host, port, _ := net.SplitHostPort(redisAddr)
 	apiPort := coretest.FreePort(t)
 	// Registrations need a licence: the self-signed one all-in-one uses.
@@ -293,7 +289,7 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 	}
 	cloudEnv := append(os.Environ(), "LICENSE_KEY="+lic.Key, "LICENSE_PUBLIC_KEY="+lic.PublicKey,
 		"DB_HOST="+dbc.Host, "DB_PORT="+strconv.Itoa(dbc.Port), "DB_NAME="+dbc.Name, "DB_USER="+dbc.User, "DB_SSL=disable",
-		"STREAMSTORE_HOST="+host, "STREAMSTORE_PORT="+port, "STREAMSTORE_DB="+strconv.Itoa(e2eRedisDB),
+		"STREAMSTORE_HOST="+host, "STREAMSTORE_PORT="+port,
 		"MQTT_BROKER_URL="+cloudBroker.URL(), "JWT_SECRET=e2e-test-secret-of-at-least-32-bytes-long",
 		"EDGEPLAT_LOG_FORMAT=json", "RECLAIM_IDLE_MS=1000")
 	startProc(t, bin, "serve-api", append(cloudEnv, "PORT="+strconv.Itoa(apiPort)), "serve-api")
@@ -452,15 +448,6 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 // systemPython is Debian's interpreter, which has python3-pymodbus; the
 // python3 first on PATH may be another one.
 const systemPython = "/usr/bin/python3"
-
-// flushRedisDB empties one logical database of the shared Redis.
-func flushRedisDB(t *testing.T, addr string, n int) {
-	c := redis.NewClient(&redis.Options{Addr: addr, DB: n})
-	defer c.Close()
-	if err := c.FlushDB(t.Context()).Err(); err != nil {
-		t.Fatalf("flush redis db %d: %v", n, err)
-	}
-}
 
 // TestPublishEndToEndAllInOneIntegration is the README walk-through as a
 // test, on all-in-one's embedded defaults: it provisions its own agent,

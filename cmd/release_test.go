@@ -6,10 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
 // goreleaserBuilds is the part of .goreleaser.yaml that decides targets.
@@ -235,5 +238,168 @@ func TestManPages(t *testing.T) {
 	}
 	if code, _, errOut := run(t, "man"); code != exitUsage || !strings.Contains(errOut, "--dir") {
 		t.Errorf("man without --dir = %d %q, want %d naming --dir", code, errOut, exitUsage)
+	}
+}
+
+// goreleaserBrew is the Homebrew formula section of .goreleaser.yaml.
+type goreleaserBrew struct {
+	Brews []struct {
+		Name        string `yaml:"name"`
+		Goarm       string `yaml:"goarm"`
+		Description string `yaml:"description"`
+		Install     string `yaml:"install"`
+		PostInstall string `yaml:"post_install"`
+		Service     string `yaml:"service"`
+		Test        string `yaml:"test"`
+		Caveats     string `yaml:"caveats"`
+	} `yaml:"brews"`
+	HomebrewCasks []any `yaml:"homebrew_casks"`
+}
+
+// TestHomebrewFormula checks the Ruby that .goreleaser.yaml contributes to
+// the formula (install, post_install, service, test), which GoReleaser
+// pastes verbatim into its template: the earlier cask was invalid Ruby and
+// used formula-only helpers. The snippets are placed the way GoReleaser's
+// formula template places them and checked with `ruby -c`. When
+// goreleaser has rendered the whole formula (`make release-snapshot`), that
+// file is checked too.
+func TestHomebrewFormula(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg goreleaserBrew
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.HomebrewCasks) != 0 {
+		t.Error("homebrew_casks is back: casks cannot carry the service brew services needs")
+	}
+	if len(cfg.Brews) != 1 {
+		t.Fatalf("want one brews entry, got %d", len(cfg.Brews))
+	}
+	b := cfg.Brews[0]
+	if b.Goarm != "7" {
+		t.Errorf("brews goarm = %q: the formula must pick the armv7 build for 32-bit ARM Linux", b.Goarm)
+	}
+	if !strings.Contains(b.Service, `run [opt_bin/"edgeplat", "agent"]`) {
+		t.Errorf("service does not run the agent:\n%s", b.Service)
+	}
+	if len(b.Description) > 80 {
+		t.Errorf("description has %d characters; brew audit allows 80", len(b.Description))
+	}
+
+	ruby, err := exec.LookPath("ruby")
+	if err != nil {
+		coretest.Unavailable(t, "ruby", "PATH", err)
+	}
+	indent := func(s, pad string) string {
+		var out []string
+		for l := range strings.Lines(strings.TrimRight(s, "\n")) {
+			out = append(out, pad+strings.TrimRight(l, "\n"))
+		}
+		return strings.Join(out, "\n")
+	}
+	formula := "class Edgeplat < Formula\n" +
+		"  desc " + strconv.Quote(b.Description) + "\n" +
+		"  on_linux do\n    if Hardware::CPU.arm? && !Hardware::CPU.is_64_bit?\n" +
+		"      url \"https://example.invalid/edgeplat_linux_armv7.tar.gz\"\n" +
+		"      define_method(:install) do\n" + indent(b.Install, "        ") + "\n      end\n    end\n  end\n" +
+		"  def post_install\n" + indent(b.PostInstall, "    ") + "\n  end\n" +
+		"  def caveats\n    <<~EOS\n" + indent(b.Caveats, "      ") + "\n    EOS\n  end\n" +
+		"  service do\n" + indent(b.Service, "    ") + "\n  end\n" +
+		"  test do\n" + indent(b.Test, "    ") + "\n  end\n" +
+		"end\n"
+	checkRuby(t, ruby, "assembled formula", formula)
+
+	rendered := filepath.Join("..", "build", "release", "homebrew", "Formula", "edgeplat.rb")
+	if data, err := os.ReadFile(rendered); err == nil {
+		s := string(data)
+		checkRuby(t, ruby, rendered, s)
+		for _, want := range []string{"class Edgeplat < Formula", "service do", "def post_install",
+			"if Hardware::CPU.arm? && !Hardware::CPU.is_64_bit?", "linux_armv7.tar.gz"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s lacks %q", rendered, want)
+			}
+		}
+	}
+}
+
+// checkRuby fails the test when ruby -c finds a syntax error in src.
+func checkRuby(t *testing.T, ruby, name, src string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "formula.rb")
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ruby, "-c", f).CombinedOutput(); err != nil {
+		t.Errorf("ruby -c %s: %v\n%s\n%s", name, err, out, src)
+	}
+}
+
+// TestPackageShipsDocs: lintian's no-changelog error and no-manual-page
+// warning, and completions that only `edgeplat completion` could produce,
+// were what the .deb lacked. The nfpm contents must install each, from the
+// files dist/package-docs.sh writes.
+func TestPackageShipsDocs(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Before struct {
+			Hooks []string `yaml:"hooks"`
+		} `yaml:"before"`
+		NFPMs []struct {
+			Contents []struct {
+				Src, Dst, Packager string
+			} `yaml:"contents"`
+		} `yaml:"nfpms"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(cfg.Before.Hooks, func(h string) bool { return strings.Contains(h, "dist/package-docs.sh") }) {
+		t.Errorf("no before hook runs dist/package-docs.sh: %v", cfg.Before.Hooks)
+	}
+	if len(cfg.NFPMs) != 1 {
+		t.Fatalf("want one nfpms entry, got %d", len(cfg.NFPMs))
+	}
+	installed := map[string]string{}
+	for _, c := range cfg.NFPMs[0].Contents {
+		if c.Packager == "" || c.Packager == "deb" {
+			installed[c.Dst] = c.Src
+		}
+	}
+	for dst, src := range map[string]string{
+		"/usr/share/doc/edgeplat/changelog.gz":               "build/package/changelog.gz",
+		"/usr/share/man/man1/":                               "build/package/man/*.1.gz",
+		"/usr/share/bash-completion/completions/edgeplat":    "build/package/completions/edgeplat.bash",
+		"/usr/share/zsh/vendor-completions/_edgeplat":        "build/package/completions/_edgeplat",
+		"/usr/share/fish/vendor_completions.d/edgeplat.fish": "build/package/completions/edgeplat.fish",
+	} {
+		if got, ok := installed[dst]; !ok || got != src {
+			t.Errorf("the .deb installs %s from %q, want %q", dst, got, src)
+		}
+	}
+
+	script, err := os.ReadFile(filepath.Join("..", "dist", "package-docs.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"man --dir", "completion bash", "completion zsh", "completion fish", "gzip -9n", "dist/debian/changelog"} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("dist/package-docs.sh lacks %q", want)
+		}
+	}
+	// A Debian changelog entry starts "name (version) dist; urgency=..."
+	// and ends with the maintainer line; lintian parses it.
+	cl, err := os.ReadFile(filepath.Join("..", "dist", "debian", "changelog"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^edgeplat \([0-9][^)]*\) [a-z]+; urgency=[a-z]+\n`).Match(cl) ||
+		!regexp.MustCompile(`(?m)^ -- .+ <.+@.+>  [A-Z][a-z]{2}, \d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d [+-]\d{4}$`).Match(cl) {
+		t.Errorf("dist/debian/changelog is not in Debian changelog format:\n%s", cl)
 	}
 }

@@ -47,10 +47,15 @@ func TestSMTPMailerIntegration(t *testing.T) {
 	if err := m.Send(ctx, "ops@example.com", "Reset your edgeplat password", "Open https://edgeplat.example/reset-password?token=abc\n"); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the SMTP server printed:\n%s", out.String())
+		}
+	})
 	coretest.Eventually(t, 5*time.Second, "the server to print the mail", func() bool {
 		s := out.String()
 		return strings.Contains(s, "Subject: Reset your edgeplat password") && strings.Contains(s, "reset-password?token=abc") &&
-			strings.Contains(s, "To: ops@example.com")
+			strings.Contains(s, "To: <ops@example.com>")
 	})
 	if err := m.Send(ctx, "ops@example.com\r\nBcc: x@example.com", "s", "b"); err == nil {
 		t.Error("a recipient with a header break was sent")

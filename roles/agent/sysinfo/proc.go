@@ -1,55 +1,44 @@
 package sysinfo
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
-// cpuTimes holds the aggregate "cpu" line of /proc/stat in clock ticks.
-type cpuTimes struct {
-	busy  uint64
-	total uint64
+// procfs parses the files; what is left here is what the dashboard makes
+// of them.
+
+// guard runs one procfs read and turns a panic into an error. procfs
+// indexes fields without checking how many a line has: a malformed line
+// in /proc/meminfo (v0.16.1 up to v0.22) or /proc/net/dev (still in
+// v0.23.0) panics, as FuzzParsers found. A kernel writes no such line, but
+// a truncated read or an odd /proc must cost the dashboard a figure, not
+// the agent its process.
+func guard[T any](read func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed content (procfs: %v)", r)
+		}
+	}()
+	return read()
 }
 
-// parseCPUStat reads the aggregate "cpu" line of /proc/stat. Idle and
-// iowait count as not busy: a device waiting on a slow SD card is not
-// using its CPU. guest and guest_nice are left out of the total because
-// the kernel already counts them inside user and nice.
-func parseCPUStat(data []byte) (cpuTimes, error) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 || fields[0] != "cpu" {
-			continue
-		}
-		// Kernels before 2.6.11 have fewer columns; user..idle are always there.
-		if len(fields) < 5 {
-			return cpuTimes{}, fmt.Errorf("cpu line has %d fields, want at least 5", len(fields))
-		}
-		var vals [8]uint64
-		for i := 1; i < len(fields) && i <= len(vals); i++ {
-			v, err := strconv.ParseUint(fields[i], 10, 64)
-			if err != nil {
-				return cpuTimes{}, fmt.Errorf("cpu field %d: %w", i, err)
-			}
-			vals[i-1] = v
-		}
-		var t cpuTimes
-		for _, v := range vals {
-			t.total += v
-		}
-		idle := vals[3] + vals[4]
-		t.busy = t.total - idle
-		return t, nil
-	}
-	if err := sc.Err(); err != nil {
-		return cpuTimes{}, err
-	}
-	return cpuTimes{}, errors.New("no aggregate cpu line")
+// cpuTimes holds the aggregate CPU times of /proc/stat, in seconds.
+type cpuTimes struct {
+	busy  float64
+	total float64
+}
+
+// cpuTimesOf: idle and iowait count as not busy (a device waiting on a
+// slow SD card is not using its CPU); guest and guest_nice are left out of
+// the total because the kernel already counts them inside user and nice.
+func cpuTimesOf(c procfs.CPUStat) cpuTimes {
+	total := c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	return cpuTimes{total: total, busy: total - c.Idle - c.Iowait}
 }
 
 // meminfo holds the /proc/meminfo figures the dashboard needs, in bytes.
@@ -58,44 +47,22 @@ type meminfo struct {
 	available uint64
 }
 
-// parseMeminfo reads MemTotal and MemAvailable. Kernels before 3.14 lack
+// meminfoOf takes MemTotal and MemAvailable. Kernels before 3.14 lack
 // MemAvailable; for them MemFree+Buffers+Cached is the usual estimate.
-func parseMeminfo(data []byte) (meminfo, error) {
-	vals := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		switch key {
-		case "MemTotal", "MemAvailable", "MemFree", "Buffers", "Cached":
-		default:
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return meminfo{}, fmt.Errorf("%s: no value", key)
-		}
-		v, err := strconv.ParseUint(fields[0], 10, 64)
-		if err != nil {
-			return meminfo{}, fmt.Errorf("%s: %w", key, err)
-		}
-		if len(fields) > 1 && fields[1] == "kB" {
-			v *= 1024
-		}
-		vals[key] = v
-	}
-	if err := sc.Err(); err != nil {
-		return meminfo{}, err
-	}
-	total, ok := vals["MemTotal"]
-	if !ok {
+func meminfoOf(m procfs.Meminfo) (meminfo, error) {
+	if m.MemTotalBytes == nil {
 		return meminfo{}, errors.New("no MemTotal")
 	}
-	avail, ok := vals["MemAvailable"]
-	if !ok {
-		avail = vals["MemFree"] + vals["Buffers"] + vals["Cached"]
+	total := *m.MemTotalBytes
+	var avail uint64
+	if m.MemAvailableBytes != nil {
+		avail = *m.MemAvailableBytes
+	} else {
+		for _, v := range []*uint64{m.MemFreeBytes, m.BuffersBytes, m.CachedBytes} {
+			if v != nil {
+				avail += *v
+			}
+		}
 	}
 	// Guards the subtraction used = total - available against odd kernels.
 	avail = min(avail, total)
@@ -105,42 +72,21 @@ func parseMeminfo(data []byte) (meminfo, error) {
 // netCounters maps interface name to cumulative rx and tx bytes.
 type netCounters map[string][2]uint64
 
-// parseNetDev reads /proc/net/dev, skipping the loopback interface so
-// local API traffic does not show up as network throughput.
-func parseNetDev(data []byte) (netCounters, error) {
+// netCountersOf skips the loopback interface so local API traffic does not
+// show up as network throughput.
+func netCountersOf(nd procfs.NetDev) netCounters {
 	out := netCounters{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		// Header lines contain '|'; interface names cannot contain ':'.
-		name, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.Contains(name, "|") {
-			continue
-		}
-		name = strings.TrimSpace(name)
+	for name, l := range nd {
 		if name == "lo" {
 			continue
 		}
-		fields := strings.Fields(rest)
-		if len(fields) < 9 {
-			return nil, fmt.Errorf("interface %s: %d fields, want at least 9", name, len(fields))
-		}
-		rx, err := strconv.ParseUint(fields[0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("interface %s rx bytes: %w", name, err)
-		}
-		tx, err := strconv.ParseUint(fields[8], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("interface %s tx bytes: %w", name, err)
-		}
-		out[name] = [2]uint64{rx, tx}
+		out[name] = [2]uint64{l.RxBytes, l.TxBytes}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out
 }
 
-// parseUptime returns the first figure of /proc/uptime in whole seconds.
+// parseUptime returns the first figure of /proc/uptime in whole seconds
+// (procfs has no reader for this file).
 func parseUptime(data []byte) (int64, error) {
 	fields := strings.Fields(string(data))
 	if len(fields) == 0 {
@@ -154,41 +100,4 @@ func parseUptime(data []byte) (int64, error) {
 		return 0, fmt.Errorf("negative uptime %q", fields[0])
 	}
 	return int64(v), nil
-}
-
-// parsePidStat returns utime and stime (clock ticks) from /proc/<pid>/stat.
-// The command name sits in parentheses and may itself contain spaces and
-// parentheses, so the fixed fields start after the LAST ')'.
-func parsePidStat(data []byte) (utime, stime uint64, err error) {
-	end := bytes.LastIndexByte(data, ')')
-	if end < 0 {
-		return 0, 0, errors.New("no ')' closing the command name")
-	}
-	// fields[0] is field 3 (state) in proc(5) numbering; utime is 14, stime 15.
-	fields := strings.Fields(string(data[end+1:]))
-	if len(fields) < 13 {
-		return 0, 0, fmt.Errorf("%d fields after the command name, want at least 13", len(fields))
-	}
-	utime, err = strconv.ParseUint(fields[11], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("utime: %w", err)
-	}
-	stime, err = strconv.ParseUint(fields[12], 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("stime: %w", err)
-	}
-	return utime, stime, nil
-}
-
-// parseStatm returns the resident set size in pages (second field).
-func parseStatm(data []byte) (uint64, error) {
-	fields := strings.Fields(string(data))
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("%d fields, want at least 2", len(fields))
-	}
-	v, err := strconv.ParseUint(fields[1], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("resident: %w", err)
-	}
-	return v, nil
 }

@@ -1,7 +1,9 @@
 // Package sysinfo reads the host and process figures behind the edge
 // agent's dashboard (GET /v1/dashboard/stats) and memory diagnostics
-// (GET /v1/memory), straight from /proc and statfs so it stays cheap on
-// small devices. It is Linux only.
+// (GET /v1/memory), from /proc (read with github.com/prometheus/procfs) and
+// statfs so it stays cheap on small devices. The figures exist on Linux
+// only; elsewhere (macOS builds of the binary) the readers return errors
+// and the dashboard says so, while the package still compiles.
 package sysinfo
 
 import (
@@ -13,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Dashboard is the dashboard stats object of edge-agent.md §2.
@@ -143,7 +147,7 @@ func (s *Sampler) rates(ctx context.Context) (float64, Network, error) {
 func computeRates(prev, cur counters) (float64, Network) {
 	var cpu float64
 	if cur.cpu.total > prev.cpu.total && cur.cpu.busy >= prev.cpu.busy {
-		cpu = percent(cur.cpu.busy-prev.cpu.busy, cur.cpu.total-prev.cpu.total)
+		cpu = round2((cur.cpu.busy - prev.cpu.busy) / (cur.cpu.total - prev.cpu.total) * 100)
 		cpu = math.Min(cpu, 100)
 	}
 	var n Network
@@ -169,33 +173,39 @@ func computeRates(prev, cur counters) (float64, Network) {
 	return cpu, n
 }
 
+// readCounters reads /proc/stat and /proc/net/dev through procfs. Errors
+// name the file, since a fixture root or a locked-down /proc is the usual
+// cause.
 func (s *Sampler) readCounters() (counters, error) {
 	c := counters{at: s.now()}
-	path := filepath.Join(s.procRoot, "stat")
-	data, err := os.ReadFile(path)
+	fs, err := procfs.NewFS(s.procRoot)
 	if err != nil {
 		return c, fmt.Errorf("sysinfo: %w", err)
 	}
-	if c.cpu, err = parseCPUStat(data); err != nil {
-		return c, fmt.Errorf("sysinfo: parse %s: %w", path, err)
+	st, err := guard(fs.Stat)
+	if err != nil {
+		return c, fmt.Errorf("sysinfo: read %s: %w", filepath.Join(s.procRoot, "stat"), err)
 	}
-	path = filepath.Join(s.procRoot, "net", "dev")
-	if data, err = os.ReadFile(path); err != nil {
-		return c, fmt.Errorf("sysinfo: %w", err)
+	c.cpu = cpuTimesOf(st.CPUTotal)
+	nd, err := guard(fs.NetDev)
+	if err != nil {
+		return c, fmt.Errorf("sysinfo: read %s: %w", filepath.Join(s.procRoot, "net", "dev"), err)
 	}
-	if c.net, err = parseNetDev(data); err != nil {
-		return c, fmt.Errorf("sysinfo: parse %s: %w", path, err)
-	}
+	c.net = netCountersOf(nd)
 	return c, nil
 }
 
 func (s *Sampler) readMeminfo() (meminfo, error) {
-	path := filepath.Join(s.procRoot, "meminfo")
-	data, err := os.ReadFile(path)
+	fs, err := procfs.NewFS(s.procRoot)
 	if err != nil {
 		return meminfo{}, fmt.Errorf("sysinfo: %w", err)
 	}
-	m, err := parseMeminfo(data)
+	path := filepath.Join(s.procRoot, "meminfo")
+	mi, err := guard(fs.Meminfo)
+	if err != nil {
+		return meminfo{}, fmt.Errorf("sysinfo: read %s: %w", path, err)
+	}
+	m, err := meminfoOf(mi)
 	if err != nil {
 		return meminfo{}, fmt.Errorf("sysinfo: parse %s: %w", path, err)
 	}

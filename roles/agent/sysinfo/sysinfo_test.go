@@ -61,6 +61,14 @@ func copyFixture(t *testing.T, src, dst string) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
+		if d.Type()&os.ModeSymlink != 0 { // self -> <pid>
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			_ = os.Remove(filepath.Join(dst, rel))
+			return os.Symlink(target, filepath.Join(dst, rel))
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
@@ -264,9 +272,6 @@ func TestLiveProc(t *testing.T) {
 	byPid, err := ReadProcess("/proc", os.Getpid())
 	if err != nil || byPid.RSSBytes == 0 || byPid.CPUSeconds < cpu {
 		t.Errorf("ReadProcess(own pid) = %+v, %v (self cpu %v)", byPid, err, cpu)
-	}
-	if hz := clockTicks(); hz == 0 {
-		t.Error("clock ticks 0")
 	}
 }
 

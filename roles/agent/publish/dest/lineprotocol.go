@@ -1,7 +1,6 @@
 package dest
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
@@ -34,7 +35,9 @@ const (
 //
 // Only GOOD readings are written: line protocol has no null, and a failed
 // read carries no value. Readings whose value line protocol cannot carry
-// (NaN, infinities) are skipped as well; a composite value is written as
+// (NaN, infinities) are skipped as well, and so are lines whose time it
+// cannot carry (outside int64 nanoseconds: before 1677 or after 2262,
+// which InfluxDB refuses too); a composite value is written as
 // its JSON text. Integers that fit int64 get the "i" suffix, larger
 // unsigned ones "u". When one line receives a metric twice, the later
 // reading wins, as the database would keep it.
@@ -42,7 +45,8 @@ const (
 // Line protocol cannot carry every string: newlines, carriage returns and
 // tabs become spaces, invalid UTF-8 becomes U+FFFD, and in names (the
 // measurement, tag keys and values, field keys) backslashes become '/',
-// because line protocol cannot escape a backslash there. A field named
+// because line protocol cannot escape a backslash there, and other control
+// characters become spaces, because the encoder refuses them. A field named
 // "time", which InfluxDB refuses, is written as "time_". An empty metric
 // name is written as "value".
 func LineProtocol(b batch.Batch) []byte {
@@ -51,7 +55,7 @@ func LineProtocol(b batch.Batch) []byte {
 		ms      int64
 		hasTime bool
 	}
-	points := map[key]map[string][]byte{}
+	points := map[key]map[string]lineprotocol.Value{}
 	var order []key
 	for _, m := range b.Messages {
 		for _, r := range m.Readings {
@@ -68,7 +72,7 @@ func LineProtocol(b batch.Batch) []byte {
 			}
 			fs, seen := points[k]
 			if !seen {
-				fs = map[string][]byte{}
+				fs = map[string]lineprotocol.Value{}
 				points[k] = fs
 				order = append(order, k)
 			}
@@ -83,14 +87,16 @@ func LineProtocol(b batch.Batch) []byte {
 	if measurement == "" {
 		measurement = DefaultMeasurement
 	}
-	var out bytes.Buffer
+	var enc lineprotocol.Encoder
+	enc.SetPrecision(lineprotocol.Millisecond)
 	for _, k := range order {
-		out.WriteString(escape(measurement, ", "))
+		enc.StartLine(measurement)
+		// The encoder wants tag keys in lexical order: device < device_id.
 		if k.dev != "" {
-			out.WriteString("," + TagDevice + "=" + escape(k.dev, ",= "))
+			enc.AddTag(TagDevice, k.dev)
 		}
 		if k.id != "" {
-			out.WriteString("," + TagDeviceID + "=" + escape(k.id, ",= "))
+			enc.AddTag(TagDeviceID, k.id)
 		}
 		fs := points[k]
 		names := make([]string, 0, len(fs))
@@ -98,23 +104,20 @@ func LineProtocol(b batch.Batch) []byte {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		for i, n := range names {
-			if i == 0 {
-				out.WriteByte(' ')
-			} else {
-				out.WriteByte(',')
-			}
-			out.WriteString(escape(n, ",= "))
-			out.WriteByte('=')
-			out.Write(fs[n])
+		for _, n := range names {
+			enc.AddField(n, fs[n])
 		}
+		var at time.Time
 		if k.hasTime {
-			out.WriteByte(' ')
-			out.WriteString(strconv.FormatInt(k.ms, 10))
+			at = time.UnixMilli(k.ms)
 		}
-		out.WriteByte('\n')
+		enc.EndLine(at)
+		// name and fieldValue already made every part encodable, so an
+		// error here is a time out of line protocol's range: the encoder
+		// has dropped that line, and the rest of the batch still goes.
+		enc.ClearErr()
 	}
-	return out.Bytes()
+	return enc.Bytes()
 }
 
 func boolCmp(a, b bool) int {
@@ -160,8 +163,19 @@ func text(s string) string {
 	}, s)
 }
 
-// name is text for names, where a backslash cannot be escaped.
-func name(s string) string { return strings.ReplaceAll(text(s), `\`, "/") }
+// name is text for names, where a backslash cannot be escaped and the
+// encoder refuses every control character.
+func name(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\\':
+			return '/'
+		case r < 0x20 || r == 0x7f:
+			return ' '
+		}
+		return r
+	}, text(s))
+}
 
 func fieldKey(metric string) string {
 	k := name(metric)
@@ -174,100 +188,69 @@ func fieldKey(metric string) string {
 	return k
 }
 
-// escape puts a backslash before every byte of s that is in special.
-func escape(s, special string) string {
-	if !strings.ContainsAny(s, special) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(special, s[i]) >= 0 {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// fieldValue encodes a reading's value as a line protocol field value.
-func fieldValue(v any) ([]byte, bool) {
+// fieldValue converts a reading's value to a line protocol field value.
+func fieldValue(v any) (lineprotocol.Value, bool) {
 	switch x := v.(type) {
 	case nil:
-		return nil, false
+		return lineprotocol.Value{}, false
 	case bool:
-		return strconv.AppendBool(nil, x), true
+		return lineprotocol.BoolValue(x), true
 	case string:
-		return quoted(x), true
+		return stringValue(x)
 	case int:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case int8:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case int16:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case int32:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case int64:
-		return intValue(x), true
+		return lineprotocol.IntValue(x), true
 	case uint:
 		return uintValue(uint64(x)), true
 	case uint8:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case uint16:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case uint32:
-		return intValue(int64(x)), true
+		return lineprotocol.IntValue(int64(x)), true
 	case uint64:
 		return uintValue(x), true
 	case float32:
-		return floatValue(float64(x), 32)
+		// The encoder formats float64s; going through the float32's own
+		// shortest decimal keeps a float32 0.1 written as 0.1, not as
+		// 0.10000000149011612.
+		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+		return lineprotocol.FloatValue(f)
 	case float64:
-		return floatValue(x, 64)
+		return lineprotocol.FloatValue(x)
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
-			return intValue(i), true
+			return lineprotocol.IntValue(i), true
 		}
 		if u, err := strconv.ParseUint(x.String(), 10, 64); err == nil {
 			return uintValue(u), true
 		}
 		if f, err := x.Float64(); err == nil {
-			return floatValue(f, 64)
+			return lineprotocol.FloatValue(f)
 		}
-		return quoted(x.String()), true
+		return stringValue(x.String())
 	}
 	j, err := json.Marshal(v)
 	if err != nil {
-		return nil, false
+		return lineprotocol.Value{}, false
 	}
-	return quoted(string(j)), true
+	return stringValue(string(j))
 }
 
-func intValue(i int64) []byte { return append(strconv.AppendInt(nil, i, 10), 'i') }
-
-func uintValue(u uint64) []byte {
+// uintValue writes integers that fit int64 with the "i" suffix, which
+// every InfluxDB-compatible server reads; "u" only where it must.
+func uintValue(u uint64) lineprotocol.Value {
 	if u <= math.MaxInt64 {
-		return intValue(int64(u))
+		return lineprotocol.IntValue(int64(u))
 	}
-	return append(strconv.AppendUint(nil, u, 10), 'u')
+	return lineprotocol.UintValue(u)
 }
 
-// floatValue writes the shortest decimal that reads back as the value in
-// its own precision; a float32 0.1 stays 0.1.
-func floatValue(f float64, bits int) ([]byte, bool) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, false
-	}
-	return strconv.AppendFloat(nil, f, 'g', -1, bits), true
-}
-
-func quoted(s string) []byte {
-	s = text(s)
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
-}
+func stringValue(s string) (lineprotocol.Value, bool) { return lineprotocol.StringValue(text(s)) }

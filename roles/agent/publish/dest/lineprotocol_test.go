@@ -233,6 +233,12 @@ func FuzzLineProtocol(f *testing.F) {
 			{DeviceName: dev, Metric: metric, Value: nil, Quality: adapters.Bad, Timestamp: at},
 		}}}}
 		out := string(LineProtocol(b))
+		if at.Before(time.Unix(0, math.MinInt64)) || at.After(time.Unix(0, math.MaxInt64)) {
+			if out != "" {
+				t.Fatalf("a time line protocol cannot carry (%s) was written: %q", at, out)
+			}
+			return
+		}
 		if out != "" && !strings.HasSuffix(out, "\n") {
 			t.Fatalf("output does not end with a newline: %q", out)
 		}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -402,4 +403,46 @@ func TestPackageShipsDocs(t *testing.T) {
 		!regexp.MustCompile(`(?m)^ -- .+ <.+@.+>  [A-Z][a-z]{2}, \d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d [+-]\d{4}$`).Match(cl) {
 		t.Errorf("dist/debian/changelog is not in Debian changelog format:\n%s", cl)
 	}
+}
+
+// TestQuicGoPastAdvisories: gin links quic-go into the binary, and gin's
+// own requirement (v0.54.0) has published advisories; a go.mod merge must
+// not take it back below the version that fixes them (docs/packaging.md).
+func TestQuicGoPastAdvisories(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := quicGoProblem(data); p != "" {
+		t.Fatal(p)
+	}
+	for _, tt := range []struct {
+		gomod string
+		bad   bool
+	}{
+		{"\tgithub.com/quic-go/quic-go v0.54.0 // indirect\n", true},
+		{"\tgithub.com/quic-go/quic-go v0.59.0 // indirect\n", true},
+		{"\tgithub.com/quic-go/quic-go v0.59.1 // indirect\n", false},
+		{"\tgithub.com/quic-go/quic-go v0.65.0\n", false},
+		{"module x\n", false},
+	} {
+		if got := quicGoProblem([]byte(tt.gomod)) != ""; got != tt.bad {
+			t.Errorf("%q: refused %v, want %v", tt.gomod, got, tt.bad)
+		}
+	}
+}
+
+// quicGoProblem says what is wrong with go.mod's quic-go requirement, if
+// anything.
+func quicGoProblem(gomod []byte) string {
+	m := regexp.MustCompile(`(?m)^\s*github\.com/quic-go/quic-go v0\.(\d+)\.(\d+)`).FindSubmatch(gomod)
+	if m == nil {
+		return "" // no longer in the module graph
+	}
+	minor, _ := strconv.Atoi(string(m[1]))
+	patch, _ := strconv.Atoi(string(m[2]))
+	if minor < 59 || minor == 59 && patch < 1 {
+		return fmt.Sprintf("go.mod has quic-go v0.%d.%d; v0.59.1 or later fixes CVE-2025-59530, CVE-2025-64702 and CVE-2026-40898", minor, patch)
+	}
+	return ""
 }

@@ -72,6 +72,66 @@ func TestReadingsOwnershipFromRegistryIntegration(t *testing.T) {
 	})
 }
 
+// TestClaimedRowsDecideNoViewIntegration: readings another tenant wrote to
+// an agent before writes were checked against the registry (here put into
+// the table directly, under a metric name that sorts last, as the claimant
+// of the report did) no longer decide whose agent it is in the tenant-wide
+// views: the registry does. The owner still sees its readings, and the
+// claimant sees neither the agent nor its metric names.
+func TestClaimedRowsDecideNoViewIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		e, _ := fullEngine(t, d, testLicence(t, 0))
+		tokB := admin(t, e)
+		tokA := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "a@example.com", "password": "correct horse battery"}).str("accessToken")
+		created := call(t, e, "POST", "/api/v1/agents", tokA, map[string]any{"name": "a-agent"})
+		if created.status != http.StatusCreated {
+			t.Fatalf("create agent: %d %s", created.status, created.raw)
+		}
+		agentA := created.str("uuid")
+		if r := call(t, e, "POST", "/api/v1/readings", tokA, map[string]any{"agentUuid": agentA, "metricName": "boiler.temp", "value": 1, "time": "2024-03-11T00:00:00Z"}); r.status != http.StatusCreated {
+			t.Fatalf("A writes: %d %s", r.status, r.raw)
+		}
+		var tenantB string
+		if err := d.SQL().QueryRowContext(t.Context(), `SELECT tenant_uuid FROM users WHERE email <> $1`, "a@example.com").Scan(&tenantB); err != nil {
+			t.Fatal(err)
+		}
+		keyB, err := codec.IDFromUUID(tenantB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO readings (time, agent_uuid, metric_name, value, protocol, unit, quality, device_name, tenant_id)
+			VALUES ($1, $2, $3, $4, '', '', 'GOOD', '', $5)`, d.Dialect().TimeArg(time.Date(2024, 3, 12, 0, 0, 0, 0, time.UTC)), agentA, "zzz.claim", 2.0, keyB); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name, tok, path string
+			want, not       []string
+		}{
+			{"owner's latest", tokA, "/api/v1/readings/latest", []string{"boiler.temp", agentA}, []string{"zzz.claim"}},
+			{"owner's metric names", tokA, "/api/v1/metrics", []string{"boiler.temp"}, []string{"zzz.claim"}},
+			{"owner's catalog", tokA, "/api/v1/readings/catalog", []string{"boiler.temp"}, []string{"zzz.claim"}},
+			{"claimant's latest", tokB, "/api/v1/readings/latest", nil, []string{agentA, "boiler.temp", "zzz.claim"}},
+			{"claimant's metric names", tokB, "/api/v1/metrics", nil, []string{"boiler.temp", "zzz.claim"}},
+		} {
+			r := call(t, e, "GET", tc.path, tc.tok, nil)
+			if r.status != http.StatusOK {
+				t.Errorf("%s: %d %s", tc.name, r.status, r.raw)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.raw, w) {
+					t.Errorf("%s: %s lacks %q", tc.name, r.raw, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(r.raw, n) {
+					t.Errorf("%s: %s shows %q", tc.name, r.raw, n)
+				}
+			}
+		}
+	})
+}
+
 // TestNULInputsIntegration: a NUL character in any string input, in a body
 // at any depth, in a query parameter or in a path parameter, is a 400
 // naming the field; it was a 500 on PostgreSQL, which cannot store it.

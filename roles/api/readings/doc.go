@@ -48,8 +48,9 @@
 // of the ingest hot path. So the tenant-wide endpoints do not filter rows
 // by tenant; they walk the primary key instead (a loose index scan, written
 // as a recursive CTE that runs on both engines): from each agent to the
-// next with one index probe, keep the agents whose newest reading is the
-// tenant's, from each of their metrics to the next, and then read only
+// next with one index probe, keep the agents the registry gives the
+// tenant (or, for an agent it does not know, whose newest reading is the
+// tenant's), from each of their metrics to the next, and then read only
 // those series: their newest row for /readings/latest, their rows in
 // [start, end] for the statistics. The cost is a few index probes per
 // agent and per series of the tenant plus the rows asked for, instead of

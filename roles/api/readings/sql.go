@@ -1,6 +1,7 @@
 package readings
 
 import (
+	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
@@ -34,27 +35,34 @@ type seriesFilter struct {
 // primary key (see "Access path" in the package doc). tenant must already
 // be argument $1. Rows with m NULL are walk bookkeeping; callers filter
 // them out.
-func (s *sqlBuilder) walkSeries(f seriesFilter) {
+func (s *sqlBuilder) walkSeries(tenant string, f seriesFilter) {
 	s.Write("WITH RECURSIVE\n")
 	if f.agent != "" {
-		s.Write("agents(a) AS (\n",
+		s.Write("walk(a) AS (\n",
 			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.Arg(f.agent), " ORDER BY r.agent_uuid LIMIT 1)\n",
 			"),\n")
 	} else {
-		s.Write("agents(a) AS (\n",
+		s.Write("walk(a) AS (\n",
 			"  SELECT (SELECT r.agent_uuid FROM readings r ORDER BY r.agent_uuid LIMIT 1)\n",
 			"  UNION ALL\n",
-			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid > agents.a ORDER BY r.agent_uuid LIMIT 1)\n",
-			"  FROM agents WHERE agents.a IS NOT NULL\n",
+			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid > walk.a ORDER BY r.agent_uuid LIMIT 1)\n",
+			"  FROM walk WHERE walk.a IS NOT NULL\n",
 			"),\n")
 	}
-	// An agent belongs to the tenant of its newest row of its last metric:
-	// one index probe, where checking every row would read the agent's
-	// whole history when it belongs to someone else.
+	// A registered agent belongs to the tenant the registry names, whatever
+	// rows another tenant wrote to it before writes were checked against
+	// the registry. Only an agent the registry does not know (readings of
+	// a deleted agent, or loaded by other means) belongs to the tenant of
+	// its newest row of its last metric: one index probe, where checking
+	// every row would read the agent's whole history when it belongs to
+	// someone else. A tenant id that is no key owns no registered agent.
+	tenantUUID, _ := codec.UUIDFromID(tenant)
 	s.Write("owned(a) AS (\n",
-		"  SELECT a FROM agents\n",
+		"  SELECT a FROM walk\n",
 		"  WHERE a IS NOT NULL\n",
-		"    AND (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = agents.a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1\n",
+		"    AND COALESCE(\n",
+		"      (SELECT CAST(g.tenant_uuid AS TEXT) = ", s.Arg(tenantUUID), " FROM agents g WHERE g.uuid = walk.a),\n",
+		"      (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = walk.a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1)\n",
 		"),\n")
 	if f.metric != "" {
 		s.Write("series(a, m) AS (\n",
@@ -86,7 +94,7 @@ func (s *sqlBuilder) walkLatest() {
 func latestSQL(d db.Dialect, tenant string, f seriesFilter, withStats bool, limit int64) (string, []any) {
 	s := &sqlBuilder{}
 	s.Arg(tenant)
-	s.walkSeries(f)
+	s.walkSeries(tenant, f)
 	s.walkLatest()
 	s.Write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality")
 	if withStats {
@@ -113,7 +121,7 @@ func latestSQL(d db.Dialect, tenant string, f seriesFilter, withStats bool, limi
 func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 	s := &sqlBuilder{}
 	s.Arg(tenant)
-	s.walkSeries(seriesFilter{})
+	s.walkSeries(tenant, seriesFilter{})
 	// GROUP BY rather than DISTINCT: PostgreSQL lets DISTINCT order only
 	// by the selected expression, and m COLLATE "C" is another one.
 	s.Write("\nSELECT m FROM series WHERE m IS NOT NULL",
@@ -130,7 +138,7 @@ func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, hi any, limit int64) (string, []any) {
 	s := &sqlBuilder{}
 	s.Arg(tenant)
-	s.walkSeries(f)
+	s.walkSeries(tenant, f)
 	s.Write("\nSELECT r.agent_uuid, r.metric_name, ", bucket, " AS b,",
 		"\n  COUNT(r.value), SUM(r.value), MIN(r.value), MAX(r.value)",
 		"\nFROM series s CROSS JOIN readings r",

@@ -37,13 +37,7 @@ func TestSecurityHeaders(t *testing.T) {
 func TestReadingsOwnershipFromRegistryIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
 		e, _ := fullEngine(t, d, testLicence(t, 0))
-		tokB := admin(t, e)
-		tokA := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "a@example.com", "password": "correct horse battery"}).str("accessToken")
-		created := call(t, e, "POST", "/api/v1/agents", tokA, map[string]any{"name": "a-agent"})
-		if created.status != http.StatusCreated {
-			t.Fatalf("create agent: %d %s", created.status, created.raw)
-		}
-		agentA := created.str("uuid")
+		tokA, tokB, agentA := twoTenants(t, e)
 		reading := func(agent, metric string) map[string]any {
 			return map[string]any{"agentUuid": agent, "metricName": metric, "value": 1, "time": "2024-03-11T00:00:00Z"}
 		}
@@ -72,6 +66,19 @@ func TestReadingsOwnershipFromRegistryIntegration(t *testing.T) {
 	})
 }
 
+// twoTenants makes the first admin (tenant B) and a user of a second
+// tenant (A) with an agent of its own, named a-agent.
+func twoTenants(t *testing.T, e http.Handler) (tokA, tokB, agentA string) {
+	t.Helper()
+	tokB = admin(t, e)
+	tokA = call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "a@example.com", "password": "correct horse battery"}).str("accessToken")
+	created := call(t, e, "POST", "/api/v1/agents", tokA, map[string]any{"name": "a-agent"})
+	if created.status != http.StatusCreated {
+		t.Fatalf("create agent: %d %s", created.status, created.raw)
+	}
+	return tokA, tokB, created.str("uuid")
+}
+
 // TestClaimedRowsDecideNoViewIntegration: readings another tenant wrote to
 // an agent before writes were checked against the registry (here put into
 // the table directly, under a metric name that sorts last, as the claimant
@@ -81,13 +88,7 @@ func TestReadingsOwnershipFromRegistryIntegration(t *testing.T) {
 func TestClaimedRowsDecideNoViewIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
 		e, _ := fullEngine(t, d, testLicence(t, 0))
-		tokB := admin(t, e)
-		tokA := call(t, e, "POST", "/api/v1/auth/register", "", map[string]string{"email": "a@example.com", "password": "correct horse battery"}).str("accessToken")
-		created := call(t, e, "POST", "/api/v1/agents", tokA, map[string]any{"name": "a-agent"})
-		if created.status != http.StatusCreated {
-			t.Fatalf("create agent: %d %s", created.status, created.raw)
-		}
-		agentA := created.str("uuid")
+		tokA, tokB, agentA := twoTenants(t, e)
 		if r := call(t, e, "POST", "/api/v1/readings", tokA, map[string]any{"agentUuid": agentA, "metricName": "boiler.temp", "value": 1, "time": "2024-03-11T00:00:00Z"}); r.status != http.StatusCreated {
 			t.Fatalf("A writes: %d %s", r.status, r.raw)
 		}

@@ -223,6 +223,13 @@ func (h *harness) rowCount() int64 {
 	return n
 }
 
+// logRows counts the tenant's agent_logs rows.
+func (h *harness) logRows() int {
+	var n int
+	_ = h.db.SQL().QueryRowContext(context.Background(), `SELECT count(*) FROM agent_logs WHERE tenant_id = $1`, h.tenant).Scan(&n)
+	return n
+}
+
 func (h *harness) value(metric string, ts time.Time) float64 {
 	h.t.Helper()
 	var v float64

@@ -244,16 +244,11 @@ func TestAgentLogsIntegration(t *testing.T) {
 		add(`{"logs":"not a batch"}`)
 		h.start()
 		defer h.stop()
-		count := func() int {
-			var n int
-			_ = h.db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM agent_logs WHERE tenant_id = $1`, h.tenant).Scan(&n)
-			return n
-		}
 		deadline := time.Now().Add(15 * time.Second)
-		for (count() < 3 || len(h.dlq()) < 1) && time.Now().Before(deadline) {
+		for (h.logRows() < 3 || len(h.dlq()) < 1) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if n := count(); n != 3 {
+		if n := h.logRows(); n != 3 {
 			t.Errorf("agent_logs rows = %d, want 3", n)
 		}
 		if d := h.dlq(); len(d) != 1 || !strings.Contains(d[0].Values["reason"], "agent log batch") {

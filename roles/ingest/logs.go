@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
@@ -84,12 +85,19 @@ func (e *engine) logsStream(ctx context.Context, stream, consumer string) bool {
 			for _, b := range batches {
 				agent, _ := telemetry.ParseAgentUUID(b.b.AgentUUID)
 				for i, l := range b.b.Logs {
+					// A device's log text may hold NUL, which PostgreSQL
+					// refuses: a line that can never be written would
+					// stay pending forever and hold up the rest.
 					var extra any
 					if len(l.Extra) > 0 {
-						extra = string(l.Extra)
+						raw, err := db.StorableJSON(l.Extra)
+						if err != nil {
+							return fmt.Errorf("log line %s/%d: %w", b.id, i, err)
+						}
+						extra = string(raw)
 					}
-					if _, err := stmt.ExecContext(pctx, tenant, agent.String(), e.db.Dialect().TimeArg(l.Timestamp.Time), l.Level, l.Message,
-						nullable(l.Component), nullable(l.Source), extra, b.id, i); err != nil {
+					if _, err := stmt.ExecContext(pctx, tenant, agent.String(), e.db.Dialect().TimeArg(l.Timestamp.Time), l.Level, db.StorableText(l.Message),
+						nullable(db.StorableText(l.Component)), nullable(db.StorableText(l.Source)), extra, b.id, i); err != nil {
 						return fmt.Errorf("insert log line %s/%d: %w", b.id, i, err)
 					}
 				}

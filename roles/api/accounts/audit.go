@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
@@ -58,10 +57,10 @@ func (s *Store) Record(ctx context.Context, e Event) error {
 	}
 	// Events describe refused input too: what the client sent must not be
 	// what stops the record from being written.
-	e.Actor, e.Target = storable(e.Actor), storable(e.Target)
+	e.Actor, e.Target = db.StorableText(e.Actor), db.StorableText(e.Target)
 	for k, v := range e.Detail {
 		if s, ok := v.(string); ok {
-			e.Detail[k] = storable(s)
+			e.Detail[k] = db.StorableText(s)
 		}
 	}
 	var detail any
@@ -143,10 +142,4 @@ func (s *Store) Events(ctx context.Context, tenant string, f EventFilter) ([]Eve
 		next = events[len(events)-1].ID
 	}
 	return events, next, nil
-}
-
-// storable makes s fit a PostgreSQL text or jsonb value: valid UTF-8
-// without NUL (jsonb refuses \u0000 as well).
-func storable(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

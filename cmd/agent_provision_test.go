@@ -96,8 +96,8 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 			t.Fatalf("the cloud has no state report of %s: %d %s %v", uuid, code, body, err)
 		}
 	}
-	if !strings.Contains(state, "line-1") {
-		t.Errorf("state report: %s", state)
+	if !strings.Contains(state, "line-1") || !strings.Contains(state, `"unhealthySubsystems":[]`) || !strings.Contains(state, `"name":"store"`) {
+		t.Errorf("state report without the line or the agent's health: %s", state)
 	}
 	// The target state: unchanged since provisioning (304 from the cloud),
 	// then changed by an operator, then unchanged again.

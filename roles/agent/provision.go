@@ -144,8 +144,13 @@ func (a *Agent) provision(c *gin.Context) {
 		a.internal(c, "store target state", err)
 		return
 	}
+	// The cloud sees the agent's health with its state, so a store found
+	// corrupt or a full disk is not known to the device alone.
+	_, _, subs, unhealthy, critical := a.check(ctx)
 	report := map[string]any{"uuid": cr.AgentUUID, "name": name, "deviceType": in.DeviceType, "version": a.version(),
-		"state": "provisioned", "targetVersion": ts.Version}
+		"state": "provisioned", "targetVersion": ts.Version,
+		"health": map[string]any{"overall": len(unhealthy) == 0 && len(critical) == 0, "subsystems": subs,
+			"unhealthySubsystems": unhealthy, "criticalFailures": critical}}
 	if in.ApplicationID != nil {
 		report["applicationId"] = *in.ApplicationID
 	}

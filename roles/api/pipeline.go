@@ -418,15 +418,23 @@ func (p *pipeline) spoolBatch(source string, b envelope.Batch, cause error) erro
 		return fmt.Errorf("encode spool entry: %w", err)
 	}
 	if err := p.spool.Append(spool.Entry{Source: source, Data: data}); err != nil {
-		if spool.IsNoSpace(err) && p.breaker.Allow() {
+		if spool.IsNoSpace(err) && storeFailed(cause) {
 			// The spool was the fallback for a store that just failed; with
 			// it full too, direct writes stop until recover has drained it.
+			// A refusal of one message (a copy in flight, one tenant's full
+			// stream) says nothing of the store: the others still go direct.
 			p.breaker.Trip()
 		}
 		return fmt.Errorf("spool after %v: %w", cause, err)
 	}
 	p.m.spooled.Inc()
 	return nil
+}
+
+// storeFailed reports whether err is a failure of the stream store itself,
+// rather than its refusal of one message.
+func storeFailed(err error) bool {
+	return !errors.Is(err, streamstore.ErrCopyInFlight) && !errors.Is(err, streamstore.ErrStreamFull)
 }
 
 // recover closes the breaker once the store answers and the spool is

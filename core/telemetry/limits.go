@@ -21,3 +21,10 @@ const MaxEntryExpansion = 16
 // lower bound of its own once dead-lettered valid 60,000-reading messages.
 // The bound still keeps one entry's decoding memory finite.
 const MaxMessageBytes = MaxEntryExpansion * MaxPayloadBytes
+
+// MaxLogBatchBytes bounds one agent logs stream entry's JSON. Log uploads
+// are cut into entries of at most half a megabyte, with one line never
+// over half of this, so the telemetry bound, sized for the largest
+// telemetry payload, would let one log line grow far past what a log
+// line needs.
+const MaxLogBatchBytes = 1 << 20

@@ -53,8 +53,8 @@ var logLevels = map[string]bool{"debug": true, "info": true, "warn": true, "erro
 // ParseLogBatch decodes and checks one logs stream entry value.
 func ParseLogBatch(data []byte) (LogBatch, error) {
 	var b LogBatch
-	if len(data) > MaxMessageBytes {
-		return b, fmt.Errorf("%w: %d bytes exceed %d", ErrInvalid, len(data), MaxMessageBytes)
+	if len(data) > MaxLogBatchBytes {
+		return b, fmt.Errorf("%w: %d bytes exceed %d", ErrInvalid, len(data), MaxLogBatchBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&b); err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,6 +176,7 @@ func TestParseLogBatch(t *testing.T) {
 		`{"agentUuid":"` + agent + `","logs":[{"level":"loud","message":"m","timestamp":1}]}`,
 		`{"agentUuid":"` + agent + `","logs":[{"level":"info","message":"m"}]}`,
 		`[]`,
+		`{"agentUuid":"` + agent + `","logs":[{"level":"info","message":"` + strings.Repeat("m", MaxLogBatchBytes) + `","timestamp":1}]}`,
 	} {
 		if _, err := ParseLogBatch([]byte(bad)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ParseLogBatch(%s) = %v, want ErrInvalid", bad, err)

@@ -40,7 +40,7 @@ const (
 	MaxUploadBytes   = 1 << 20
 	MaxInflatedBytes = 16 << 20
 	MaxLines         = 20000
-	// batchBytes keeps each stream entry well under telemetry.MaxMessageBytes.
+	// batchBytes keeps each stream entry well under telemetry.MaxLogBatchBytes.
 	batchBytes = 512 << 10
 )
 
@@ -274,7 +274,7 @@ func isZlib(b []byte) bool {
 func parseLines(plain []byte) ([]json.RawMessage, int, error) {
 	var out []json.RawMessage
 	sc := bufio.NewScanner(bytes.NewReader(plain))
-	sc.Buffer(make([]byte, 0, 64<<10), telemetry.MaxMessageBytes/2)
+	sc.Buffer(make([]byte, 0, 64<<10), telemetry.MaxLogBatchBytes/2)
 	n := 0
 	for sc.Scan() {
 		n++

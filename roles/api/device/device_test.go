@@ -106,6 +106,9 @@ func TestParseLinesAndBatches(t *testing.T) {
 		{"", "no log lines"},
 		{"{}\nnot json\n", "line 2"},
 		{`{"level":"info","message":"x"}` + "\n", "timestamp"},
+		// One line longer than half a log entry's bound: log lines do not
+		// take the telemetry entry bound, which is sized for payloads.
+		{`{"level":"info","message":"` + strings.Repeat("m", telemetry.MaxLogBatchBytes/2) + `","timestamp":1}` + "\n", "line 1"},
 	} {
 		lines, _, err := parseLines([]byte(tt.body))
 		if err == nil {

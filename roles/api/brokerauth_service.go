@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -125,21 +124,12 @@ func (b *BrokerAuth) Stop(ctx context.Context) error {
 
 func (b *BrokerAuth) record(ctx context.Context, e brokerauth.DenyEvent) {
 	err := b.store.Record(ctx, accounts.Event{
-		Tenant: e.TenantUUID, Kind: AuditBrokerDenied, Actor: e.UserFingerprint, ActorKind: "mqtt", Target: auditText(e.Topic),
-		Outcome: "failure", Detail: map[string]any{"check": string(e.Check), "reason": e.Reason, "clientId": auditText(e.ClientID), "agentUuid": e.AgentUUID},
+		Tenant: e.TenantUUID, Kind: AuditBrokerDenied, Actor: e.UserFingerprint, ActorKind: "mqtt", Target: e.Topic,
+		Outcome: "failure", Detail: map[string]any{"check": string(e.Check), "reason": e.Reason, "clientId": e.ClientID, "agentUuid": e.AgentUUID},
 	})
 	if err != nil {
 		b.log.Error("broker refusal not audited", "reason", e.Reason, "err", err)
 	}
-}
-
-// auditText makes a client-chosen string storable. PostgreSQL refuses NUL
-// in text and in jsonb (\u0000), and invalid UTF-8 (a topic clipped inside
-// a character, or bytes a client sent): such a refusal was lost from the
-// audit log exactly when it was most suspicious. NUL becomes the four
-// characters \x00.
-func auditText(s string) string {
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", `\x00`)
 }
 
 // AuditBrokerDenied is the audit kind of a broker refusal.

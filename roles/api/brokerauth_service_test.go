@@ -26,7 +26,7 @@ func TestBrokerRefusalWithNULIsAuditedIntegration(t *testing.T) {
 				topic, client     string
 				wantTopic, wantID string
 			}{
-				{"i/t/a/x\x00y/endpoints", "dev\x00ice", `i/t/a/x\x00y/endpoints`, `dev\x00ice`},
+				{"i/t/a/x\x00y/endpoints", "dev\x00ice", "i/t/a/x\uFFFDy/endpoints", "dev\uFFFDice"},
 				{"i/t/a/\xff\xfe/endpoints", "c\xe2\x82", "i/t/a/\uFFFD/endpoints", "c\uFFFD"},
 				{"i/t/a/plain", "plain", "i/t/a/plain", "plain"},
 			}

@@ -62,10 +62,11 @@ func TestBenchPipelineStallFaultIntegration(t *testing.T) {
 	}
 	clearEnv(t)
 	dbc := coretest.Postgres(t)
-	redisAddr := coretest.RedisAddr(t)
+	// The bench clears what it wrote, so it gets a Redis of its own
+	// (bench_test.go says why).
+	redisAddr := coretest.PrivateRedis(t).Addr()
 	broker := coretest.PrivateMosquittoWith(t, "max_queued_messages 10\nmax_inflight_messages 2\nsys_interval 1\n")
 	benchEnv(t, dbc, redisAddr)
-	t.Setenv("STREAMSTORE_DB", "11") // as TestBenchPipelineIntegration; the bench's keys are its tenants'
 	t.Setenv("MQTT_BROKER_URL", broker.URL())
 
 	code, _, errOut := run(t, "bench", "pipeline", "--publishers", "2", "--messages", "2000", "--readings", "5",

@@ -2,13 +2,12 @@ package cmd
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 )
 
@@ -17,23 +16,20 @@ import (
 // do apply: no admin exists yet, or they are the existing admin's. The
 // variables only create the first admin, and a newcomer who sets them on
 // a second start would otherwise be left wondering why the login fails.
-func adminKept(ctx context.Context, d *sql.DB, email, password string) (string, error) {
-	var admins int
-	if err := d.QueryRowContext(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&admins); err != nil {
-		return "", fmt.Errorf("count admins: %w", err)
+// The accounts store looks the admin up, so the e-mail is normalised and
+// the password checked as a login would.
+func adminKept(ctx context.Context, st *accounts.Store, email, password string) (string, error) {
+	has, err := st.HasAdmin(ctx)
+	if err != nil || !has {
+		return "", err
 	}
-	if admins == 0 {
-		return "", nil
-	}
-	var hash string
-	err := d.QueryRowContext(ctx, `SELECT password_hash FROM users WHERE email = $1 AND role = 'admin'`,
-		strings.ToLower(strings.TrimSpace(email))).Scan(&hash)
+	u, err := st.UserByEmail(ctx, email)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, accounts.ErrNotFound) || err == nil && u.Role != accounts.RoleAdmin:
 		return fmt.Sprintf("no admin of this data directory has the e-mail %s", email), nil
 	case err != nil:
 		return "", fmt.Errorf("find admin: %w", err)
-	case password != "" && !accounts.VerifyPassword(hash, password):
+	case password != "" && !u.PasswordMatches(password):
 		return fmt.Sprintf("the password is not that of the existing admin %s", email), nil
 	}
 	return "", nil
@@ -41,13 +37,14 @@ func adminKept(ctx context.Context, d *sql.DB, email, password string) (string, 
 
 // warnAdminKept logs one warning when the operator set the admin
 // credentials and the data directory's existing admin keeps its own.
-func warnAdminKept(ctx context.Context, log *slog.Logger, cfg *config.Config, d *sql.DB) {
+func warnAdminKept(ctx context.Context, log *slog.Logger, cfg *config.Config, d *db.DB) {
 	emailSet := cfg.SourceOf("all_in_one.admin_email").Layer != "default"
 	passwordSet := cfg.SourceOf("all_in_one.admin_password").Layer != "default"
 	if !emailSet && !passwordSet {
 		return
 	}
-	reason, err := adminKept(ctx, d, cfg.AllInOne.AdminEmail, cfg.AllInOne.AdminPassword.Reveal())
+	st := accounts.NewStore(func() *db.DB { return d })
+	reason, err := adminKept(ctx, st, cfg.AllInOne.AdminEmail, cfg.AllInOne.AdminPassword.Reveal())
 	if err != nil {
 		log.Debug("cannot compare the configured admin with the existing one", "err", err)
 		return

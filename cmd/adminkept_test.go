@@ -29,7 +29,7 @@ func dbWithAdmin(t *testing.T) *db.DB {
 	if _, err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reason, err := adminKept(ctx, d.ReadSQL(), "ops@example.com", "anything at all"); err != nil || reason != "" {
+	if reason, err := adminKept(ctx, accounts.NewStore(func() *db.DB { return d }), "ops@example.com", "anything at all"); err != nil || reason != "" {
 		t.Fatalf("without an admin: %q, %v; want nothing to warn about", reason, err)
 	}
 	store := accounts.NewStore(func() *db.DB { return d })
@@ -42,6 +42,14 @@ func dbWithAdmin(t *testing.T) *db.DB {
 func TestAdminKept(t *testing.T) {
 	ctx := t.Context()
 	d := dbWithAdmin(t)
+	st := accounts.NewStore(func() *db.DB { return d })
+	admin, err := st.UserByEmail(ctx, "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateUser(ctx, admin.TenantUUID, accounts.NewUser{Email: "member@example.com", Password: "member password", Role: accounts.RoleMember}); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, email, password string
 		want                  string // "" or a part of the reason
@@ -51,10 +59,11 @@ func TestAdminKept(t *testing.T) {
 		{name: "e-mail alone", email: "ops@example.com"},
 		{name: "other password", email: "ops@example.com", password: "another password", want: "the password is not that of the existing admin ops@example.com"},
 		{name: "other e-mail", email: "me@example.com", password: "correct horse battery", want: "no admin of this data directory has the e-mail me@example.com"},
+		{name: "a member's e-mail", email: "member@example.com", password: "member password", want: "no admin of this data directory has the e-mail member@example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, err := adminKept(ctx, d.ReadSQL(), tt.email, tt.password)
+			reason, err := adminKept(ctx, st, tt.email, tt.password)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +134,7 @@ func TestWarnAdminKeptOnlyWhenConfigured(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			warnAdminKept(ctx, slog.New(slog.NewJSONHandler(&buf, nil)), cfg, d.ReadSQL())
+			warnAdminKept(ctx, slog.New(slog.NewJSONHandler(&buf, nil)), cfg, d)
 			if got := strings.Contains(buf.String(), `"level":"WARN"`); got != tt.warn {
 				t.Errorf("warned %v, want %v:\n%s", got, tt.warn, buf.String())
 			}

@@ -77,7 +77,7 @@ func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoP
 	p.healthy = func(ctx context.Context) bool { return r.Health.Report(ctx).Healthy }
 	p.adminKept = func(ctx context.Context) {
 		if r.DB != nil {
-			warnAdminKept(ctx, p.log, cfg, r.DB.ReadSQL())
+			warnAdminKept(ctx, p.log, cfg, r.DB)
 		}
 	}
 	// The API shows a tenant by its id only; the name is what an operator

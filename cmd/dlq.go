@@ -112,13 +112,7 @@ func parseTenant(s string) (string, error) {
 	if s == "" {
 		return "", errors.New("--tenant is required: the tenant's UUID or 22-character id")
 	}
-	var u codec.UUID
-	var err error
-	if len(s) == codec.IDLen {
-		u, err = codec.DecodeID(s)
-	} else {
-		u, err = codec.ParseUUID(s)
-	}
+	u, err := codec.ParseIDOrUUID(s)
 	if err != nil {
 		return "", fmt.Errorf("--tenant must be a tenant UUID or 22-character id, got %q", s)
 	}

@@ -68,6 +68,16 @@ func DecodeID(s string) (UUID, error) {
 	return u, nil
 }
 
+// ParseIDOrUUID parses either text form of a UUID: the 22-character
+// topic form or the hyphenated one. Commands and messages take both, as
+// operators copy whichever one they see.
+func ParseIDOrUUID(s string) (UUID, error) {
+	if len(s) == IDLen {
+		return DecodeID(s)
+	}
+	return ParseUUID(s)
+}
+
 // IDFromUUID converts a hyphenated UUID to its 22-character form.
 func IDFromUUID(s string) (string, error) {
 	u, err := ParseUUID(s)

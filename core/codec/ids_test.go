@@ -188,3 +188,36 @@ func TestNewUUID(t *testing.T) {
 		}
 	}
 }
+
+func TestParseIDOrUUID(t *testing.T) {
+	const canon, short = "0f8fad5b-d9cb-469f-a165-70867728950e", "D4-tW9nLRp-hZXCGdyiVDg"
+	want, err := ParseUUID(canon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in      string
+		wantErr bool
+	}{
+		{canon, false},
+		{"0F8FAD5B-D9CB-469F-A165-70867728950E", false},
+		{short, false},
+		{"", true},
+		{"D4-tW9nLRp-hZXCGdyiVD!", true}, // 22 characters, not Base64
+		{"0f8fad5bd9cb469fa16570867728950e", true}, // no hyphens
+		{"{0f8fad5b-d9cb-469f-a165-70867728950e}", true},
+	}
+	for _, tt := range tests {
+		got, err := ParseIDOrUUID(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParseIDOrUUID(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err != nil && !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ParseIDOrUUID(%q) error = %v, want ErrInvalidID", tt.in, err)
+		}
+		if err == nil && got != want {
+			t.Errorf("ParseIDOrUUID(%q) = %v, want %v", tt.in, got, want)
+		}
+	}
+}

@@ -150,12 +150,7 @@ func (m *Message) Validate() error {
 
 // ParseAgentUUID accepts an agent id in either the hyphenated UUID form or
 // the 22-character topic form.
-func ParseAgentUUID(s string) (codec.UUID, error) {
-	if len(s) == codec.IDLen {
-		return codec.DecodeID(s)
-	}
-	return codec.ParseUUID(s)
-}
+func ParseAgentUUID(s string) (codec.UUID, error) { return codec.ParseIDOrUUID(s) }
 
 func truncate(s string) string {
 	if len(s) > 40 {

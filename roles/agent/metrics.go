@@ -40,19 +40,13 @@ func (c publishingCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c publishingCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	c.p.mu.Lock()
-	runs := make([]*destRun, 0, len(c.p.dests))
-	for _, r := range c.p.dests {
-		runs = append(runs, r)
-	}
-	c.p.mu.Unlock()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, r := range runs {
+	for _, r := range c.p.running() {
 		name, typ := r.row.Name, r.row.Type
 		m, ws := r.w.Metrics()
 		counter(descPublished, ws.Delivered, name, typ, "direct")

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -524,14 +526,17 @@ type destinationStatus struct {
 	Worker    outbound.Status `json:"publish"`
 }
 
+// running returns the running destinations, so callers read their
+// workers without holding p.mu.
+func (p *publisher) running() []*destRun {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Collect(maps.Values(p.dests))
+}
+
 // statuses reports every running destination.
 func (p *publisher) statuses(ctx context.Context) ([]destinationStatus, error) {
-	p.mu.Lock()
-	runs := make([]*destRun, 0, len(p.dests))
-	for _, r := range p.dests {
-		runs = append(runs, r)
-	}
-	p.mu.Unlock()
+	runs := p.running()
 	out := make([]destinationStatus, 0, len(runs))
 	for _, r := range runs {
 		ws, err := r.w.Status(ctx)

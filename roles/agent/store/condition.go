@@ -66,6 +66,36 @@ type condition struct {
 
 	checking  atomic.Bool
 	onCorrupt atomic.Pointer[func(reason string)]
+
+	// The background quick check runs under ctx, which Close cancels
+	// before it waits on checks: a check must not outlive the store or run
+	// against a closed database. closed (under mu) stops new checks, so
+	// no Add races Close's Wait.
+	ctx    context.Context
+	cancel context.CancelFunc
+	checks sync.WaitGroup
+	closed bool
+	// check replaces the quick check in tests; nil runs quickCheck.
+	check func(context.Context) (string, error)
+}
+
+// quickCheckTimeout bounds the check that confirms a corruption; a large
+// store on a slow SD card may need it all.
+const quickCheckTimeout = time.Minute
+
+func newCondition(log *slog.Logger) condition {
+	ctx, cancel := context.WithCancel(context.Background())
+	return condition{log: log, ctx: ctx, cancel: cancel}
+}
+
+// stopChecks cancels a running quick check and waits for it; no check
+// starts afterwards.
+func (c *condition) stopChecks() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.checks.Wait()
 }
 
 // observe notes what a failed statement says about the store: a full disk
@@ -79,10 +109,24 @@ func (s *Store) observe(errp *error) {
 	case IsFull(err):
 		s.noteFull(err)
 	case IsCorrupt(err):
-		if s.cond.checking.CompareAndSwap(false, true) {
-			go s.confirmCorruption(err)
-		}
+		s.startCheck(err)
 	}
+}
+
+// startCheck confirms a corruption in the background, one check at a
+// time, unless the store is closing.
+func (s *Store) startCheck(cause error) {
+	c := &s.cond
+	if !c.checking.CompareAndSwap(false, true) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		c.checking.Store(false)
+		return
+	}
+	c.checks.Go(func() { s.confirmCorruption(cause) })
 }
 
 func (s *Store) noteFull(err error) {
@@ -120,16 +164,29 @@ func (s *Store) wrote() {
 }
 
 // confirmCorruption runs a quick check after a statement reported
-// corruption; a failed check marks the store corrupt and calls the
-// corruption handler, which reopens the store (Open moves the file aside
-// and salvages it).
+// corruption. Only a verdict other than "ok", or the check itself failing
+// with corruption, marks the store corrupt and calls the corruption
+// handler, which reopens the store (Open moves the file aside and
+// salvages it): that costs a soft reboot, so a check that could not run
+// (the store closed under it, its timeout on a slow card, an I/O error)
+// proves nothing and only leaves a warning; the next corruption error
+// checks again.
 func (s *Store) confirmCorruption(cause error) {
 	defer s.cond.checking.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(s.cond.ctx, quickCheckTimeout)
 	defer cancel()
-	verdict, err := s.quickCheck(ctx)
-	if err == nil && verdict == "ok" {
+	check := s.cond.check
+	if check == nil {
+		check = s.quickCheck
+	}
+	verdict, err := check(ctx)
+	switch {
+	case err == nil && verdict == "ok":
 		s.cond.log.Warn("agent store reported corruption but its quick check passed", "path", s.path, "err", cause)
+		return
+	case err != nil && !IsCorrupt(err):
+		s.cond.log.Warn("agent store reported corruption but its quick check could not run; not treated as corrupt",
+			"path", s.path, "err", cause, "check_err", err)
 		return
 	}
 	reason := fmt.Sprintf("corrupt: %v (quick_check: %s)", cause, firstLine(verdict, err))
@@ -144,7 +201,8 @@ func (s *Store) confirmCorruption(cause error) {
 
 // OnCorruption sets what the store calls, once per detection, when a
 // statement failed with corruption and a quick check confirmed it. The
-// agent reopens its store then.
+// agent reopens its store then. fn runs on the check's goroutine, which
+// Close waits for, so fn must not call Close itself.
 func (s *Store) OnCorruption(fn func(reason string)) { s.cond.onCorrupt.Store(&fn) }
 
 func (s *Store) quickCheck(ctx context.Context) (string, error) {

@@ -92,7 +92,7 @@ func openChecked(ctx context.Context, path string, log *slog.Logger) (*Store, er
 		}
 		return nil, fmt.Errorf("open agent store: %w", err)
 	}
-	s := &Store{db: d, path: path, cond: condition{log: log}}
+	s := &Store{db: d, path: path, cond: newCondition(log)}
 	// quick_check reads every page but skips the index cross-checks of
 	// integrity_check: 10,000 queued records take milliseconds, and a
 	// damaged file is found before the agent trusts it.
@@ -109,7 +109,7 @@ func openChecked(ctx context.Context, path string, log *slog.Logger) (*Store, er
 	}
 	if err != nil {
 		// A damaged file may fail its closing checkpoint too.
-		_ = d.Close()
+		_ = s.Close()
 		var ce *corruptError
 		if errors.As(err, &ce) {
 			return nil, err
@@ -132,8 +132,12 @@ func openFresh(ctx context.Context, path string, log *slog.Logger) (*Store, erro
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// Close checkpoints the WAL into the main file and closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops a running corruption check and waits for it, then
+// checkpoints the WAL into the main file and closes the database.
+func (s *Store) Close() error {
+	s.cond.stopChecks()
+	return s.db.Close()
+}
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) (err error) {

@@ -188,12 +188,28 @@ type Metrics struct {
 	FlushDelivered, FlushEmpty, FlushFailed int64
 }
 
-// Metrics returns the worker's counters with the totals Status has.
+// Metrics returns the worker's counters with the totals Status has, less
+// the transport's and the queue's parts, so a scrape reads no store.
 func (w *Worker) Metrics() (Metrics, Status) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.c.m, Status{Name: w.o.Name, Mode: w.mode, Delivered: w.c.delivered, Replayed: w.c.replayed,
-		Buffered: w.c.buffered, EphemeralDropped: w.c.ephemeralDropped, Refused: w.c.refused}
+	return w.c.m, w.statusLocked()
+}
+
+// statusLocked is the part of Status the worker keeps itself; w.mu held.
+func (w *Worker) statusLocked() Status {
+	return Status{
+		Name:             w.o.Name,
+		Mode:             w.mode,
+		LastFlushAttempt: w.c.lastAttempt,
+		LastFlushSuccess: w.c.lastSuccess,
+		Delivered:        w.c.delivered,
+		Replayed:         w.c.replayed,
+		Buffered:         w.c.buffered,
+		EphemeralDropped: w.c.ephemeralDropped,
+		Refused:          w.c.refused,
+		LastError:        w.lastErr,
+	}
 }
 
 // New checks o and builds a Worker. It does no I/O.
@@ -261,21 +277,9 @@ func (w *Worker) Status(ctx context.Context) (Status, error) {
 	qs, err := w.o.Queue.Stats(ctx, w.o.Destination)
 	connected := w.o.Transport.Connected()
 	w.mu.Lock()
-	st := Status{
-		Name:             w.o.Name,
-		Mode:             w.mode,
-		Connected:        connected,
-		LastFlushAttempt: w.c.lastAttempt,
-		LastFlushSuccess: w.c.lastSuccess,
-		Delivered:        w.c.delivered,
-		Replayed:         w.c.replayed,
-		Buffered:         w.c.buffered,
-		EphemeralDropped: w.c.ephemeralDropped,
-		Refused:          w.c.refused,
-		LastError:        w.lastErr,
-		QueueStats:       qs,
-	}
+	st := w.statusLocked()
 	w.mu.Unlock()
+	st.Connected, st.QueueStats = connected, qs
 	if err != nil {
 		return st, fmt.Errorf("status of %s: %w", w.o.Name, err)
 	}

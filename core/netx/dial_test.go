@@ -19,6 +19,8 @@ func TestDialCause(t *testing.T) {
 	}{
 		{"refused", refused, syscall.ECONNREFUSED.Error(), true},
 		{"wrapped", fmt.Errorf("ping: %w", refused), syscall.ECONNREFUSED.Error(), true},
+		{"syscall error wrapped in the dial error", &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("proxy: %w", os.NewSyscallError("connect", syscall.ECONNREFUSED))},
+			syscall.ECONNREFUSED.Error(), true},
 		{"unknown host", &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "db.invalid"}}, "lookup db.invalid: no such host", true},
 		{"read, not dial", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, "", false},
 		{"not a network error", errors.New("password authentication failed"), "", false},

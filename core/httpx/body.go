@@ -12,9 +12,22 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// ReadBody reads the request body up to max bytes, or answers 413 or 400
-// through write and returns false.
+// ReadBody reads the request body up to max bytes, or answers 413, 408
+// (the body timeout, closing the connection) or 400 through write and
+// returns false. An empty body is refused.
 func ReadBody(c *gin.Context, max int64, write ErrorWriter) ([]byte, bool) {
+	body, ok := ReadBodyAllowEmpty(c, max, write)
+	if ok && len(bytes.TrimSpace(body)) == 0 {
+		write(c, http.StatusBadRequest, "invalid_body", "the request body is empty; send a JSON document")
+		return nil, false
+	}
+	return body, ok
+}
+
+// ReadBodyAllowEmpty is ReadBody for routes whose body is optional, or not
+// JSON: it answers the same 413, 408 and 400 for a body too large, too
+// slow or unreadable, and returns an empty body as it is.
+func ReadBodyAllowEmpty(c *gin.Context, max int64, write ErrorWriter) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
 	switch {
 	case IsBodyTooLarge(err):
@@ -26,9 +39,6 @@ func ReadBody(c *gin.Context, max int64, write ErrorWriter) ([]byte, bool) {
 		return nil, false
 	case err != nil:
 		write(c, http.StatusBadRequest, "invalid_body", "cannot read the request body")
-		return nil, false
-	case len(bytes.TrimSpace(body)) == 0:
-		write(c, http.StatusBadRequest, "invalid_body", "the request body is empty; send a JSON document")
 		return nil, false
 	}
 	return body, true

@@ -1,12 +1,9 @@
 package httpx
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
 func TestSecurityHeadersOnEveryAnswer(t *testing.T) {
@@ -132,39 +131,8 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 			c.String(http.StatusOK, string(b))
 		}
 	})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	const size = 600 // at 100 ms a byte, a minute
-	if _, err := fmt.Fprintf(conn, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	trickled := make(chan struct{})
-	go func() {
-		defer close(trickled)
-		for range size {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			if _, err := conn.Write([]byte("x")); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-trickled }()
-	// Far more than the timeout, far less than the trickle.
-	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer while the body trickled: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "request_timeout") {
+	resp, body := coretest.TrickleBody(t, addr, "/echo")
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(body, "request_timeout") {
 		t.Fatalf("trickled body = %d %s, want 408 request_timeout", resp.StatusCode, body)
 	}
 	if got := resp.Header.Get("X-Frame-Options"); got != "DENY" {

@@ -238,14 +238,18 @@ func (a *access) agentGuard(param string) gin.HandlerFunc {
 	}
 }
 
-// agentRegistered reports whether agent is in the registry of the caller's
-// tenant: readings.Deps.AgentRegistered.
-func (a *access) agentRegistered(c *gin.Context, agent string) (bool, error) {
+// agentRegistered returns which of agents are in the registry of the
+// caller's tenant, in one query: readings.Deps.AgentRegistered.
+func (a *access) agentRegistered(c *gin.Context, agents []string) (map[string]bool, error) {
 	p, ok := principal(c)
 	if !ok {
-		return false, nil
+		return map[string]bool{}, nil
 	}
-	return a.registered(c.Request.Context(), p, agent)
+	owned, err := a.agents.Owned(c.Request.Context(), p.TenantUUID, agents)
+	if err != nil {
+		return nil, fmt.Errorf("look up %d agents: %w", len(agents), err)
+	}
+	return owned, nil
 }
 
 func (a *access) registered(ctx context.Context, p Principal, agent string) (bool, error) {

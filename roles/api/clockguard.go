@@ -50,7 +50,7 @@ func newClockGuard(cfg config.API, reg prometheus.Registerer) *clockGuard {
 		now:    time.Now,
 		skewed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "edgeplat_api_readings_clock_skew_total",
-			Help: "Readings whose time lay outside the acceptance window around their receive time, by source (mqtt, http) and direction: future (beyond api.clock_max_future, refused) or past (older than api.clock_max_past, accepted).",
+			Help: "Readings whose time lay outside the acceptance window around their receive time, by source (mqtt, http) and direction: future (beyond api.clock_max_future, refused) or past (older than api.clock_max_past, accepted). On http, past readings count once stored; on mqtt a redelivered message (QoS 1) is counted again.",
 		}, []string{"source", "direction"}),
 		agents: map[clockKey]*agentClock{},
 	}

@@ -265,6 +265,13 @@ func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.R
 // can hand MQTT messages.
 func fullRole(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Runtime, *pipeline) {
 	t.Helper()
+	return fullRoleWith(t, d, lic, nil)
+}
+
+// fullRoleWith is fullRole with tune, when not nil, applied to the
+// configuration before the role is built.
+func fullRoleWith(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline) {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +280,9 @@ func fullRole(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Run
 	cfg.Licence = lic
 	cfg.Auth.RateLimitAuth = 0
 	cfg.Auth.AllowRegistration = true
+	if tune != nil {
+		tune(cfg)
+	}
 	streams, err := memstore.New(memstore.Options{})
 	if err != nil {
 		t.Fatal(err)

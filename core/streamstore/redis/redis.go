@@ -38,7 +38,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +46,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/netx"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 )
 
@@ -104,13 +104,7 @@ func OptionsFromConfig(c config.StreamStore) Options {
 		}
 		addrs = append(addrs, h)
 	}
-	var settings []string
-	for _, key := range []string{"streamstore.host", "streamstore.port"} {
-		if k, ok := config.KeyByName(key); ok {
-			settings = append(settings, k.Env)
-		}
-	}
-	return Options{Addrs: addrs, Password: c.Password.Reveal(), DB: c.DB, TLS: c.TLS, Settings: strings.Join(settings, ", ")}
+	return Options{Addrs: addrs, Password: c.Password.Reveal(), DB: c.DB, TLS: c.TLS, Settings: config.EnvNames("streamstore.host", "streamstore.port")}
 }
 
 const deadlineMargin = 100 * time.Millisecond
@@ -258,37 +252,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if cause, ok := dialCause(err); ok && ctx.Err() == nil {
+	if cause, ok := netx.DialCause(err); ok && ctx.Err() == nil {
 		msg := "cannot reach Redis at " + strings.Join(s.opts.Addrs, ", ")
 		if s.opts.Settings != "" {
 			msg += " (" + s.opts.Settings + ")"
 		}
-		return &unreachableError{msg: msg + ": " + cause, err: err}
+		return &netx.SettingsError{Msg: msg + ": " + cause, Err: err}
 	}
 	return s.wrap(ctx, "ping", "", err)
-}
-
-// unreachableError keeps the dial error in the chain under a message
-// written for the operator.
-type unreachableError struct {
-	msg string
-	err error
-}
-
-func (e *unreachableError) Error() string { return e.msg }
-func (e *unreachableError) Unwrap() error { return e.err }
-
-// dialCause reports whether err is a failed dial (refused, unreachable,
-// unknown host, timed out) and its cause without the address.
-func dialCause(err error) (string, bool) {
-	var op *net.OpError
-	if !errors.As(err, &op) || op.Op != "dial" {
-		return "", false
-	}
-	if sc, ok := op.Err.(*os.SyscallError); ok {
-		return sc.Err.Error(), true
-	}
-	return op.Err.Error(), true
 }
 
 // Memory reports INFO memory's used_memory and maxmemory (0: unlimited).

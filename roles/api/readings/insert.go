@@ -101,7 +101,8 @@ func (h *handler) insert(c *gin.Context) {
 	if !h.registered(c, rows, single) {
 		return
 	}
-	if !h.inClockWindow(c, tenant, rows, single, now) {
+	skews, ok := h.inClockWindow(c, tenant, rows, single, now)
+	if !ok {
 		return
 	}
 	inserted, err := write(c.Request.Context(), d, tenant, rows)
@@ -109,6 +110,9 @@ func (h *handler) insert(c *gin.Context) {
 		h.fail(c, "insert", err)
 		return
 	}
+	// Counted only once stored: a client retrying a failed insert would
+	// otherwise count the same past readings once per attempt.
+	h.reportSkew(tenant, skews, now)
 	c.JSON(http.StatusCreated, gin.H{"inserted": inserted, "ignored": len(rows) - inserted})
 }
 
@@ -173,35 +177,40 @@ func checkReading(prefix string, r *newReading, now time.Time) (row, error) {
 // nobody registered get the same answer, as on the routes that name an
 // agent, so the refusal tells nothing about other tenants.
 func (h *handler) registered(c *gin.Context, rows []row, single bool) bool {
-	checked := map[string]bool{}
+	agents := make([]string, 0, len(rows))
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.agent] {
+			seen[r.agent] = true
+			agents = append(agents, r.agent)
+		}
+	}
+	owned, err := h.AgentRegistered(c, agents)
+	if err != nil {
+		h.fail(c, "check agent registry", fmt.Errorf("agent registry: %w", err))
+		return false
+	}
 	for i, r := range rows {
-		if checked[r.agent] {
+		if owned[r.agent] {
 			continue
 		}
-		checked[r.agent] = true
-		ok, err := h.AgentRegistered(c, r.agent)
-		if err != nil {
-			h.fail(c, "check agent registry", fmt.Errorf("agent registry: %w", err))
-			return false
+		name := "agentUuid"
+		if !single {
+			name = fmt.Sprintf("readings[%d].agentUuid", i)
 		}
-		if !ok {
-			name := "agentUuid"
-			if !single {
-				name = fmt.Sprintf("readings[%d].agentUuid", i)
-			}
-			h.WriteError(c, http.StatusNotFound, "not_found", name+" "+quote(r.agent)+" is not an agent of this tenant; register it first")
-			return false
-		}
+		h.WriteError(c, http.StatusNotFound, "not_found", name+" "+quote(r.agent)+" is not an agent of this tenant; register it first")
+		return false
 	}
 	return true
 }
 
 // inClockWindow holds the readings' times to Deps.Clock around now, their
-// receive time: it answers 422 naming the first reading too far ahead and
-// returns false, and reports every agent's skewed readings, refused or
-// accepted, to Deps.ClockSkew. A reading without a time was given now and
+// receive time. It answers 422 naming the first reading too far ahead,
+// reports the refused future readings to Deps.ClockSkew and returns false;
+// otherwise it returns the past readings by agent, for the caller to
+// report once they are stored. A reading without a time was given now and
 // cannot be skewed.
-func (h *handler) inClockWindow(c *gin.Context, tenant string, rows []row, single bool, now time.Time) bool {
+func (h *handler) inClockWindow(c *gin.Context, tenant string, rows []row, single bool, now time.Time) (map[string]*envelope.Skew, bool) {
 	skews := map[string]*envelope.Skew{}
 	first := -1
 	for i, r := range rows {
@@ -225,14 +234,15 @@ func (h *handler) inClockWindow(c *gin.Context, tenant string, rows []row, singl
 			s.Behind = max(s.Behind, now.Sub(r.time))
 		}
 	}
-	if h.ClockSkew != nil {
-		for agent, s := range skews {
-			h.ClockSkew(tenant, agent, *s, now)
-		}
-	}
 	if first < 0 {
-		return true
+		return skews, true
 	}
+	// The whole body is refused: its past readings were not accepted and
+	// are not counted as such.
+	for _, s := range skews {
+		s.Past, s.Behind = 0, 0
+	}
+	h.reportSkew(tenant, skews, now)
 	name := "time"
 	if !single {
 		name = fmt.Sprintf("readings[%d].time", first)
@@ -240,7 +250,19 @@ func (h *handler) inClockWindow(c *gin.Context, tenant string, rows []row, singl
 	h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", fmt.Sprintf(
 		"%s %s is %s ahead of the server's clock, more than the %s accepted (api.clock_max_future); check the agent's clock",
 		name, formatTime(rows[first].time), formatSpan(rows[first].time.Sub(now).Round(time.Second)), formatSpan(h.Clock.MaxFuture)))
-	return false
+	return nil, false
+}
+
+// reportSkew passes each agent's skewed readings to Deps.ClockSkew.
+func (h *handler) reportSkew(tenant string, skews map[string]*envelope.Skew, now time.Time) {
+	if h.ClockSkew == nil {
+		return
+	}
+	for agent, s := range skews {
+		if s.Any() {
+			h.ClockSkew(tenant, agent, *s, now)
+		}
+	}
 }
 
 // write inserts rows in one transaction and returns how many were new.

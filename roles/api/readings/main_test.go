@@ -69,10 +69,16 @@ type registry map[string][]string
 // B1 to tenant B. agentC is nobody's.
 var testRegistry = registry{tenantA: {agentA1, agentA2, agentA3}, tenantB: {agentB1}}
 
-func (r registry) registered(c *gin.Context, agent string) (bool, error) {
+func (r registry) registered(c *gin.Context, agents []string) (map[string]bool, error) {
 	t, _ := c.Get("tenant")
 	tenant, _ := t.(string)
-	return slices.Contains(r[tenant], agent), nil
+	owned := map[string]bool{}
+	for _, a := range agents {
+		if slices.Contains(r[tenant], a) {
+			owned[a] = true
+		}
+	}
+	return owned, nil
 }
 
 // integrationDB opens and migrates a fresh database of the given engine.

@@ -34,11 +34,14 @@ type Deps struct {
 	Now func() time.Time
 	// Log receives database failures; discarded when nil.
 	Log *slog.Logger
-	// AgentRegistered reports whether agent (a canonical lowercase UUID) is
-	// in the agent registry of the caller's tenant. POST /readings writes
-	// only for such agents: ownership comes from the registry, never from
-	// the readings already stored, which anyone could have written first.
-	AgentRegistered func(c *gin.Context, agent string) (bool, error)
+	// AgentRegistered returns which of agents (canonical lowercase UUIDs,
+	// each once) are in the agent registry of the caller's tenant, the
+	// others being absent or false. POST /readings writes only for such
+	// agents: ownership comes from the registry, never from the readings
+	// already stored, which anyone could have written first. It is called
+	// once per request with every agent of the body, so that a batch of
+	// many agents costs one lookup, not one per agent.
+	AgentRegistered func(c *gin.Context, agents []string) (map[string]bool, error)
 	// Clock is the acceptance window of the times of POST /readings:
 	// readings beyond Clock.MaxFuture after now are refused, those older
 	// than Clock.MaxPast accepted; both are reported to ClockSkew, when

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -402,15 +401,13 @@ func (h *handler) createKey(c *gin.Context) {
 		// ExpiresIn is a lifetime in seconds.
 		ExpiresIn *int64 `json:"expiresIn"`
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
-	switch {
-	case httpx.IsBodyTooLarge(err):
-		h.WriteError(c, http.StatusRequestEntityTooLarge, "body_too_large", "request body too large")
+	// The body is optional, but a slow one must still get the body
+	// timeout's 408.
+	body, ok := httpx.ReadBodyAllowEmpty(c, maxBody, h.WriteError)
+	if !ok {
 		return
-	case err != nil:
-		h.WriteError(c, http.StatusBadRequest, "invalid_body", "cannot read the request body")
-		return
-	case len(bytes.TrimSpace(body)) > 0:
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
 		if err := httpx.DecodeStrict(body, &in); err != nil {
 			h.WriteError(c, http.StatusBadRequest, "invalid_body", err.Error())
 			return

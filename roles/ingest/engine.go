@@ -84,6 +84,8 @@ type engine struct {
 	// excused counts, per pending entry, the deliveries that ended in a
 	// backend failure, which do not count towards the delivery limit.
 	excused excuses
+	// holding lists the entries this process's workers hold for a retry.
+	holding held
 }
 
 func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, error) {
@@ -396,7 +398,7 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData 
 		}
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
-		e.m.insertDuration.observe(time.Since(t0))
+		e.m.insertDuration.Observe(time.Since(t0).Seconds())
 		e.releaseWrite()
 		if err == nil || db.IsDataError(err) {
 			e.breaker.Record(nil)
@@ -404,6 +406,9 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData 
 			e.breaker.Record(err)
 		}
 		if err == nil {
+			// The database takes rows, so the spool is not needed: an
+			// append failure from an outage that is over says nothing now.
+			e.spoolFailing.Store(false)
 			e.m.inserted.Add(float64(n))
 			return nil
 		}

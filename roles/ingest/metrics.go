@@ -1,8 +1,6 @@
 package ingest
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,8 +19,8 @@ type ingestMetrics struct {
 	lag            prometheus.Gauge
 	workers        prometheus.Gauge
 	breakerOpen    prometheus.Gauge
-	batchDuration  durations
-	insertDuration durations
+	batchDuration  prometheus.Histogram
+	insertDuration prometheus.Histogram
 	insertRetries  prometheus.Counter
 }
 
@@ -48,19 +46,14 @@ func newMetrics(reg prometheus.Registerer) *ingestMetrics {
 			Help: "Active ingestion workers."}),
 		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgeplat_ingestion_circuit_breaker_open",
 			Help: "1 while the insert circuit breaker is open."}),
-		batchDuration: durations{prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edgeplat_ingestion_batch_duration_seconds",
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edgeplat_ingestion_batch_duration_seconds",
 			Help:    "Time from reading a batch from the stream to acknowledging it.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}})},
-		insertDuration: durations{prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edgeplat_ingestion_db_insert_duration_seconds",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+		insertDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "edgeplat_ingestion_db_insert_duration_seconds",
 			Help:    "Time of one insert of a batch's rows into the readings table.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})},
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}),
 	}
 	reg.MustRegister(m.processed, m.inserted, m.dlqTotal, m.spooled, m.insertRetries, m.dlqLength, m.streamLength, m.lag, m.workers, m.breakerOpen,
-		m.batchDuration.h, m.insertDuration.h)
+		m.batchDuration, m.insertDuration)
 	return m
 }
-
-// durations is a histogram of durations in seconds.
-type durations struct{ h prometheus.Histogram }
-
-func (d durations) observe(t time.Duration) { d.h.Observe(t.Seconds()) }

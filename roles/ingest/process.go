@@ -151,13 +151,17 @@ func (e *engine) spoolMessages(stream string, msgs []parsed) error {
 // process handles one batch of one stream: decode and check, write,
 // dead-letter, then acknowledge what is done. It returns the entries it
 // could not write because the database (and the spool, if any) was
-// unavailable: they stay pending, and their delivery is excused. It never
-// fails for bad input.
+// unavailable: they stay pending, and the caller excuses their delivery
+// once (excuses). Entries left unwritten because the batch ran out of its
+// own time are not returned: a batch that outlasts its budget while the
+// backends answer may be what hangs every worker, so it stays pending, and
+// reclaim counts its deliveries. It never fails for bad input.
 func (e *engine) process(ctx context.Context, stream string, entries []streamstore.Entry) (held []streamstore.Entry) {
 	if len(entries) == 0 {
 		return nil
 	}
 	t0 := time.Now()
+	defer func() { e.m.batchDuration.Observe(time.Since(t0).Seconds()) }()
 	msgs, dead := decodeEntries(entries)
 	written, failed, dead2 := e.storeMessages(ctx, stream, msgs)
 	dead = append(dead, dead2...)
@@ -172,22 +176,23 @@ func (e *engine) process(ctx context.Context, stream string, entries []streamsto
 	}
 	done = append(done, e.toDLQ(ctx, stream, dead)...)
 	e.ack(ctx, stream, done)
-	if len(failed) > 0 {
-		ids := make(map[string]bool, len(failed))
-		for i := range failed {
-			ids[failed[i].id] = true
-		}
-		for _, en := range entries {
-			if ids[en.ID] {
-				held = append(held, en)
-			}
-		}
-		e.excused.add(stream, held)
-		if ctx.Err() == nil {
-			e.log.Warn("batch not written: database unavailable; it waits in the stream", "stream", stream, "entries", len(held))
+	if len(failed) == 0 {
+		return nil
+	}
+	if ctx.Err() != nil && e.breaker.Allow() {
+		e.log.Warn("batch ran past its time budget; it stays pending for reclaim", "stream", stream, "entries", len(failed), "err", ctx.Err())
+		return nil
+	}
+	ids := make(map[string]bool, len(failed))
+	for i := range failed {
+		ids[failed[i].id] = true
+	}
+	for _, en := range entries {
+		if ids[en.ID] {
+			held = append(held, en)
 		}
 	}
-	e.m.batchDuration.observe(time.Since(t0))
+	e.log.Warn("batch not written: database unavailable; it waits in the stream", "stream", stream, "entries", len(held))
 	return held
 }
 
@@ -201,9 +206,9 @@ func (e *engine) processBounded(ctx context.Context, stream string, entries []st
 }
 
 // processBudget is processTO for each MaxPayloadBytes of data in entries
-// (at least one). A batch that runs out of time stays pending and is tried
-// again, its delivery excused as an outage's, so a budget too small for a
-// valid batch would retry it forever: entries may hold up to
+// (at least one). A batch that runs out of time stays pending for reclaim,
+// which counts the delivery, so a budget too small for a valid batch would
+// send it to the dead-letter stream: entries may hold up to
 // MaxMessageBytes, far more than a usual batch's few MiB.
 func processBudget(processTO time.Duration, entries []streamstore.Entry) time.Duration {
 	n := 0
@@ -216,13 +221,19 @@ func processBudget(processTO time.Duration, entries []streamstore.Entry) time.Du
 // processDetached is a worker's processBounded: a batch the database could
 // not take waits behind the breaker and is written when the database is
 // back, still pending for this worker, rather than being read again and
-// again by reclaim. It gives up when ctx ends; the entries stay pending.
+// again by reclaim. Its delivery is excused once, however many times it is
+// tried, and reclaim leaves it alone while this worker holds it. It gives
+// up when ctx ends; the entries stay pending.
 func (e *engine) processDetached(ctx context.Context, stream string, entries []streamstore.Entry) {
-	for len(entries) > 0 {
-		entries = e.processBounded(ctx, stream, entries)
-		if len(entries) == 0 || !e.waitForBackend(ctx) {
-			return
-		}
+	held := e.processBounded(ctx, stream, entries)
+	if len(held) == 0 {
+		return
+	}
+	e.excused.add(stream, held)
+	e.holding.add(stream, held)
+	defer e.holding.remove(stream, held)
+	for len(held) > 0 && e.waitForBackend(ctx) {
+		held = e.processBounded(ctx, stream, held)
 	}
 }
 
@@ -280,6 +291,40 @@ func (x *excuses) get(stream, id string) int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.n[excuseKey(stream, id)]
+}
+
+// held is the set of pending entries a worker of this process holds for a
+// retry (processDetached). Reclaim leaves them to it: taking them over
+// would write them, and dead-letter their refused readings, twice.
+type held struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+func (h *held) add(stream string, entries []streamstore.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ids == nil {
+		h.ids = make(map[string]struct{})
+	}
+	for _, en := range entries {
+		h.ids[excuseKey(stream, en.ID)] = struct{}{}
+	}
+}
+
+func (h *held) remove(stream string, entries []streamstore.Entry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, en := range entries {
+		delete(h.ids, excuseKey(stream, en.ID))
+	}
+}
+
+func (h *held) has(stream, id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.ids[excuseKey(stream, id)]
+	return ok
 }
 
 func (x *excuses) forget(stream string, ids []string) {

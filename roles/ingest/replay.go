@@ -33,6 +33,9 @@ func (e *engine) replayLoop(ctx context.Context) {
 	if open {
 		e.breaker.Reset()
 	}
+	// Batches go to the database again: a spool append that failed during
+	// the outage no longer degrades health.
+	e.spoolFailing.Store(false)
 	if e.spool != nil && !e.spool.Empty() {
 		n, err := e.spool.Replay(ctx, 50, e.replayBatch)
 		if n > 0 || err != nil {
@@ -70,7 +73,7 @@ func (e *engine) replayBatch(ctx context.Context, entries []spool.Entry) error {
 		rows = telemetry.Normalize(rows)
 		t0 := time.Now()
 		n, err := e.w.Write(ctx, rows)
-		e.m.insertDuration.observe(time.Since(t0))
+		e.m.insertDuration.Observe(time.Since(t0).Seconds())
 		if err != nil {
 			if !db.IsDataError(err) {
 				return fmt.Errorf("replay %d rows: %w", len(rows), err)

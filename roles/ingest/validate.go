@@ -3,7 +3,6 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -41,13 +40,27 @@ func checkMessage(m *telemetry.Message) (bad []rejected, err error) {
 	if len(m.Readings) == 0 {
 		return nil, fmt.Errorf("%w: no readings", telemetry.ErrInvalid)
 	}
-	good := m.Readings[:0:0]
-	for i, r := range m.Readings {
+	// Most messages are valid: scan first, and copy the readings only for
+	// one that has a fault, so a valid message costs no allocation.
+	first := -1
+	for i := range m.Readings {
+		if readingFault(m.DeviceName, &m.Readings[i]) != "" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return nil, nil
+	}
+	good := make([]telemetry.Reading, first, len(m.Readings)-1)
+	copy(good, m.Readings[:first])
+	for i := first; i < len(m.Readings); i++ {
+		r := &m.Readings[i]
 		if reason := readingFault(m.DeviceName, r); reason != "" {
-			bad = append(bad, rejected{index: i, reading: r, reason: reason})
+			bad = append(bad, rejected{index: i, reading: *r, reason: reason})
 			continue
 		}
-		good = append(good, r)
+		good = append(good, *r)
 	}
 	if len(good) == 0 {
 		return nil, fmt.Errorf("%w: no valid reading; first: %s", telemetry.ErrInvalid, bad[0].reason)
@@ -63,8 +76,10 @@ type rejected struct {
 	reason  string
 }
 
-// readingFault says why r cannot be stored, or "" when it can.
-func readingFault(device string, r telemetry.Reading) string {
+// readingFault says why r cannot be stored, or "" when it can. A value is
+// always finite: the decoder accepts only JSON numbers within float64's
+// range.
+func readingFault(device string, r *telemetry.Reading) string {
 	switch {
 	case strings.TrimSpace(r.Name) == "":
 		return "reading has no name"
@@ -72,8 +87,6 @@ func readingFault(device string, r telemetry.Reading) string {
 		return fmt.Sprintf("reading name %q contains a NUL byte", clip(r.Name))
 	case len(device)+1+len(r.Name) > maxMetricNameBytes:
 		return fmt.Sprintf("metric name of %d bytes exceeds %d", len(device)+1+len(r.Name), maxMetricNameBytes)
-	case r.Value != nil && (math.IsNaN(*r.Value) || math.IsInf(*r.Value, 0)):
-		return fmt.Sprintf("reading %q is not a finite number", clip(r.Name))
 	case strings.IndexByte(r.Unit, 0) >= 0:
 		return fmt.Sprintf("unit of reading %q contains a NUL byte", clip(r.Name))
 	case strings.IndexByte(r.Quality, 0) >= 0:
@@ -140,12 +153,9 @@ func rejectedLetter(id string, m telemetry.Message, bad []rejected) *deadLetter 
 		part.Readings[i] = b.reading
 		reasons[i] = fmt.Sprintf("reading %d: %s", b.index, b.reason)
 	}
-	data, err := json.Marshal(part)
-	if err != nil {
-		// A non-finite value cannot be JSON: keep the reason, and the
-		// readings as Go prints them, for the operator.
-		data = fmt.Appendf(nil, "%+v", part)
-	}
+	// Cannot fail: the message was decoded from JSON, so every value is
+	// finite.
+	data, _ := json.Marshal(part)
 	return &deadLetter{id: id, payload: string(data),
 		reason: fmt.Sprintf("%d of %d readings invalid, the others were written: %s",
 			len(bad), len(bad)+len(m.Readings), strings.Join(reasons, "; "))}

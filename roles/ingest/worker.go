@@ -149,13 +149,16 @@ const reclaimBudget = 10 * time.Second
 // (it crashes or hangs every worker that takes it) goes to the dead-letter
 // stream; deliveries that ended in an unavailable database do not count.
 // Nothing is reclaimed while batches have nowhere to go: the entries wait
-// in the stream, and taking them would only add deliveries.
+// in the stream, and taking them would only add deliveries. It claims one
+// batch at a time, so that every entry it claims is tried (or its delivery
+// excused) before the next claim.
 func (e *engine) reclaim(ctx context.Context, s, group string) {
 	idle := config.Millis(e.cfg.ReclaimIdleMS)
-	count := max(e.cfg.BatchSize, streamstore.DefaultCount)
+	count := e.cfg.BatchSize
 	deadline := time.Now().Add(reclaimBudget)
+	cursor := "0-0"
 	for ctx.Err() == nil && e.canWrite() && time.Now().Before(deadline) {
-		pend, err := e.store.PendingEntries(ctx, s, group, count)
+		pend, err := e.store.PendingEntries(ctx, s, group, max(count, streamstore.DefaultCount))
 		if err != nil || len(pend) == 0 {
 			return
 		}
@@ -163,13 +166,25 @@ func (e *engine) reclaim(ctx context.Context, s, group string) {
 		for _, p := range pend {
 			deliveries[p.ID] = p.Deliveries
 		}
-		claimed, _, err := e.store.AutoClaim(ctx, s, group, e.prefix+"-reclaim", idle, "0-0", count)
-		if err != nil || len(claimed) == 0 {
+		claimed, next, err := e.store.AutoClaim(ctx, s, group, e.prefix+"-reclaim", idle, cursor, count)
+		if err != nil {
 			return
 		}
-		var retry []streamstore.Entry
+		cursor = next
+		if len(claimed) == 0 {
+			if next == "0-0" {
+				return
+			}
+			continue // the page held no idle entry; scan on
+		}
+		var retry, skipped []streamstore.Entry
 		var poison []deadLetter
 		for _, en := range claimed {
+			if e.holding.has(s, en.ID) {
+				// A worker of this process retries it; the claim was no try.
+				skipped = append(skipped, en)
+				continue
+			}
 			// Unknown deliveries (claimed past the listed page) count one.
 			n := max(deliveries[en.ID], 1) - e.excused.get(s, en.ID) + 1
 			if n > int64(e.cfg.MaxRetries)+1 {
@@ -179,14 +194,14 @@ func (e *engine) reclaim(ctx context.Context, s, group string) {
 			}
 			retry = append(retry, en)
 		}
-		e.log.Info("reclaimed pending entries", "stream", s, "entries", len(claimed), "dead_lettered", len(poison))
+		e.excused.add(s, skipped)
+		e.log.Info("reclaimed pending entries", "stream", s, "entries", len(claimed), "dead_lettered", len(poison), "held_by_workers", len(skipped))
 		e.ack(ctx, s, e.toDLQ(ctx, s, poison))
-		for start := 0; start < len(retry); start += e.cfg.BatchSize {
-			if held := e.processBounded(ctx, s, retry[start:min(start+e.cfg.BatchSize, len(retry))]); len(held) > 0 {
-				return
-			}
+		if held := e.processBounded(ctx, s, retry); len(held) > 0 {
+			e.excused.add(s, held)
+			return
 		}
-		if len(claimed) < count {
+		if next == "0-0" {
 			return
 		}
 	}

@@ -402,7 +402,13 @@ func (e *engine) writeOnce(ctx context.Context, rows []telemetry.Row, retryData 
 		e.releaseWrite()
 		if err == nil || db.IsDataError(err) {
 			e.breaker.Record(nil)
-		} else if ctx.Err() == nil {
+		} else if !errors.Is(ctx.Err(), context.Canceled) {
+			// A batch that ran out of its time on the database counts
+			// against it as a refused connection does: a database that
+			// hangs (a network that drops packets) must open the breaker,
+			// so batches wait behind it instead of being dead-lettered
+			// as batches that hang. One hanging batch among good ones
+			// does not open it, and goes to reclaim.
 			e.breaker.Record(err)
 		}
 		if err == nil {

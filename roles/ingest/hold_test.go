@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -218,6 +219,42 @@ func TestHealthOKAfterSpoolRecoversIntegration(t *testing.T) {
 		coretest.Eventually(t, 10*time.Second, "health ok after the database is back", func() bool { return healthStatus(h) == "ok" })
 		if _, ok := healthBody(h)["spool"]; ok {
 			t.Error("health still reports failing spool appends")
+		}
+	})
+}
+
+// TestHangingDatabaseOpensTheBreakerIntegration: a database that answers
+// nothing (a network that drops packets) makes every batch run out of its
+// time. That is an outage, not poison: the batches open the breaker and
+// wait behind it, and none is dead-lettered however long it lasts.
+func TestHangingDatabaseOpensTheBreakerIntegration(t *testing.T) {
+	forEachPair(t, func(t *testing.T, h *harness) {
+		h.every.processTO = 100 * time.Millisecond
+		h.cfg.Ingest.MaxRetries = 1
+		h.cfg.Ingest.ReclaimIdleMS = 1
+		var data []string
+		for i := range 8 {
+			data = append(data, h.message(fmt.Sprintf("dev-%d", i), 2, time.Now(), 1))
+		}
+		es := h.readPending("worker", data...)
+		eng := h.startedEngine()
+		eng.w = hangWriter{}
+
+		// The entries one after another, as busy workers would take them;
+		// a held batch waits until its context ends.
+		for i := range es {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			eng.processDetached(ctx, h.stream(), es[i:i+1])
+			cancel()
+		}
+		if eng.breaker.Allow() {
+			t.Fatal("every batch ran out of its time on the database, and the breaker is still closed")
+		}
+		for range 5 {
+			eng.reclaim(context.Background(), h.stream(), telemetry.WriterGroup(h.tenant))
+		}
+		if n := h.dlqLen(); n != 0 {
+			t.Errorf("%d entries dead-lettered while the database hung, want 0", n)
 		}
 	})
 }

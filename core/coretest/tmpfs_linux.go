@@ -1,6 +1,7 @@
 package coretest
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"syscall"
@@ -9,23 +10,35 @@ import (
 
 // SmallFS mounts a tmpfs of size bytes on a temporary directory and
 // unmounts it when the test ends, for tests that must fill a file system
-// without touching the machine's disks. It needs root (CAP_SYS_ADMIN); the
-// second result is false when the mount is refused, and the caller then
-// injects the failure another way or skips.
-func SmallFS(t testing.TB, size int64) (string, bool) {
+// without touching the machine's disks. It needs root (CAP_SYS_ADMIN);
+// without it the test is skipped, or failed under CI like a missing
+// service.
+func SmallFS(t testing.TB, size int64) string {
 	t.Helper()
 	dir := t.TempDir()
 	if os.Geteuid() != 0 {
-		return "", false
+		Unavailable(t, "tmpfs mount", dir, errors.New("mounting needs root"))
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10)+",mode=0700"); err != nil {
-		t.Logf("mount a %d-byte tmpfs on %s: %v", size, dir, err)
-		return "", false
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, tmpfsOptions(size)); err != nil {
+		Unavailable(t, "tmpfs mount", dir, err)
 	}
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 			t.Errorf("unmount tmpfs %s: %v", dir, err)
 		}
 	})
-	return dir, true
+	return dir
+}
+
+// ResizeFS gives the tmpfs SmallFS mounted on dir a new size, as space
+// returning to (or leaving) a full disk.
+func ResizeFS(t testing.TB, dir string, size int64) {
+	t.Helper()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, tmpfsOptions(size)); err != nil {
+		t.Fatalf("resize tmpfs %s to %d bytes: %v", dir, size, err)
+	}
+}
+
+func tmpfsOptions(size int64) string {
+	return "size=" + strconv.FormatInt(size, 10) + ",mode=0700"
 }

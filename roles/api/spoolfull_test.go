@@ -28,10 +28,7 @@ func TestFullSpoolTripsBreakerOnlyForStoreFailures(t *testing.T) {
 		{"stream full", streamstore.ErrStreamFull, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fs, ok := coretest.SmallFS(t, 256<<10)
-			if !ok {
-				t.Skip("small tmpfs unavailable (needs root on Linux); TestSpoolFullDiskFaultIntegration needs it too")
-			}
+			fs := coretest.SmallFS(t, 256<<10)
 			store, err := memory.New(memory.Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -3,34 +3,11 @@
 package ingest
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/coretest"
-	"syscall"
 )
-
-// smallTmpfs mounts a tmpfs of size (mount's syntax: "512k") on a new
-// directory and returns the directory and a function that resizes it. It
-// needs root; without it the test is skipped, or failed under CI.
-func smallTmpfs(t *testing.T, size string) (dir string, resize func(size string)) {
-	t.Helper()
-	dir = filepath.Join(t.TempDir(), "spool")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("edgeplat-test", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		coretest.Unavailable(t, "tmpfs mount (needs root)", dir, err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir, func(size string) {
-		if err := syscall.Mount("edgeplat-test", dir, "tmpfs", syscall.MS_REMOUNT, "size="+size+",mode=0700"); err != nil {
-			t.Fatalf("resize tmpfs: %v", err)
-		}
-	}
-}
 
 // TestSpoolDiskFullFault runs ingest with its spool on a 512 KiB tmpfs and
 // stops PostgreSQL under 200 msg/s until the spool's disk is full. When
@@ -41,7 +18,7 @@ func smallTmpfs(t *testing.T, size string) (dir string, resize func(size string)
 func TestSpoolDiskFullFault(t *testing.T) {
 	srv := coretest.PrivatePostgres(t)
 	h := faultHarness(t, srv.Config())
-	dir, resize := smallTmpfs(t, "512k")
+	dir := coretest.SmallFS(t, 512<<10)
 	h.cfg.Spool.Enabled = true
 	h.cfg.Spool.Path = dir
 	h.cfg.Spool.MaxSizeMB = 100 // the file system, not the budget, is what fills
@@ -66,7 +43,7 @@ func TestSpoolDiskFullFault(t *testing.T) {
 	if h.eng.spool.Empty() {
 		t.Error("the spool drained on a full disk; the test did not hold the fault")
 	}
-	resize("64m")
+	coretest.ResizeFS(t, dir, 64<<20)
 	time.Sleep(time.Second)
 	sent, valid, _ := l.end()
 

@@ -5,11 +5,11 @@ package store
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
 // TestFullTmpfsKeepsQueueAndRecovers (issue 16 item 10) fills a real
@@ -18,18 +18,7 @@ import (
 // root; elsewhere TestFullDiskKeepsQueueAndRecovers covers the same with
 // SQLite's page limit.
 func TestFullTmpfsKeepsQueueAndRecovers(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=512k,mode=0700"); err != nil {
-		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
-			t.Fatalf("mount tmpfs as root: %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs here (%v); the page-limit test covers SQLITE_FULL", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	dir := coretest.SmallFS(t, 512<<10)
 	ctx := context.Background()
 	logs := newLogCapture()
 	s, err := Open(ctx, dir, slog.New(logs))
@@ -72,9 +61,7 @@ func TestFullTmpfsKeepsQueueAndRecovers(t *testing.T) {
 	} else {
 		t.Logf("ack on the full tmpfs: %v", err)
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=8m,mode=0700"); err != nil {
-		t.Fatal(err)
-	}
+	coretest.ResizeFS(t, dir, 8<<20)
 	if c := s.Condition(ctx); !c.Healthy {
 		t.Fatalf("condition %+v once the disk grew, want healthy", c)
 	}

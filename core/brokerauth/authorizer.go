@@ -4,7 +4,7 @@
 // (roles/broker), and external brokers reach it through the HTTP callbacks
 // of roles/api/brokerauth.
 //
-// The rules (spec §2 "Agent MQTT connection", §5 rule 6):
+// The rules (docs/broker-auth.md, "The rules"):
 //
 //   - A device connects with its device API key as username, its MQTT
 //     password, and client id "agent-{agent uuid}". Anonymous clients,

@@ -28,8 +28,7 @@ type Identity struct {
 }
 
 // ClientIDPrefix starts every device's MQTT client id: a device connects as
-// "agent-{uuid}" with its canonical agent UUID (spec §2, Agent MQTT
-// connection).
+// "agent-{uuid}" with its canonical agent UUID (docs/broker-auth.md).
 const ClientIDPrefix = "agent-"
 
 // AgentClientID returns the only client id the agent agentUUID may use.

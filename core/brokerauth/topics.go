@@ -8,8 +8,8 @@ import (
 
 // CommandLevel is the topic level under an agent's prefix that carries
 // cloud-to-agent messages: desired-state updates and job dispatches are
-// published under i/{tenant}/a/{agent}/cmd/#. The spec leaves these topic
-// names open (§6, Cloud to agent); one fixed subtree lets the ACL give the
+// published under i/{tenant}/a/{agent}/cmd/#. Nothing outside fixes these
+// topic names; one fixed subtree lets the ACL give the
 // cloud, and only the cloud, the right to write there, and lets a device
 // subscribe to exactly its own commands.
 const CommandLevel = "cmd"

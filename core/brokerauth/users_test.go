@@ -34,7 +34,7 @@ func addBrokerUser(s *memStore, name, password string, id Identity) {
 }
 
 // matches is the MQTT matching of a topic name against a filter, written
-// from the specification (MQTT 5 §4.7) independently of covers: '+' is one
+// from the specification (MQTT 5 section 4.7) independently of covers: '+' is one
 // level, '#' its parent level and any number below.
 func matches(filter, topic string) bool {
 	fl := strings.Split(filter, "/")

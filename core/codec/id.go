@@ -8,7 +8,7 @@ import (
 )
 
 // Tenant and agent ids are UUIDs. MQTT topics carry them as 22 characters of
-// URL-safe Base64 without padding (RFC 4648 §5) rather than the 36-character
+// URL-safe Base64 without padding (RFC 4648 section 5) rather than the 36-character
 // hyphenated form, because topic length is paid on every publish. A topic
 // segment is compared as a string by the broker's ACLs, so each UUID must
 // have exactly one 22-character spelling: 16 bytes are 128 bits and 22

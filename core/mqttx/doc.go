@@ -1,7 +1,7 @@
 // Package mqttx is the MQTT client that the Cloud API (telemetry in; desired
 // state and job dispatch out) and the edge agent (telemetry out; commands in)
-// share. It wraps paho.mqtt.golang but keeps the parts the spec (§3, "MQTT
-// client" and "Pending publish queue rules"; §8) pins down in our hands:
+// share. It wraps paho.mqtt.golang but keeps in our hands the parts whose
+// behaviour the platform promises (docs/stream-contract.md, docs/agent.md):
 //
 //   - Reconnecting. paho's auto-reconnect and connect-retry are off; Run
 //     drives the states connecting → connected → reconnecting → fatal (plus

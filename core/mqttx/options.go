@@ -18,7 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Defaults of Options, from spec §3 and §8 where the spec gives them.
+// Defaults of Options; the configurable ones are listed with their keys
+// in docs/configuration.md.
 const (
 	DefaultQoS                   byte = 1
 	DefaultMaxReconnectAttempts       = 20

@@ -2,8 +2,7 @@ package mqttx
 
 import "time"
 
-// State is where the client's connection state machine is (spec §3, "MQTT
-// client" rows).
+// State is where the client's connection state machine is.
 type State int
 
 // Client states. The zero value is StateStopped: a client that was never

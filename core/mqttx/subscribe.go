@@ -150,7 +150,7 @@ func (c *Client) batchOf(topic string) *subscription {
 	return found
 }
 
-// validTopic checks a topic name for publishing (MQTT 3.1.1 §4.7).
+// validTopic checks a topic name for publishing (MQTT 3.1.1 section 4.7).
 func validTopic(topic string) error {
 	switch {
 	case topic == "":
@@ -165,7 +165,7 @@ func validTopic(topic string) error {
 	return nil
 }
 
-// validFilter checks a topic filter (MQTT 3.1.1 §4.7.1). $share/ prefixes
+// validFilter checks a topic filter (MQTT 3.1.1 section 4.7.1). $share/ prefixes
 // are refused: sharing is the SharedGroup option, so routing can match the
 // plain filter.
 func validFilter(filter string) error {
@@ -192,7 +192,7 @@ func validFilter(filter string) error {
 }
 
 // matchTopic reports whether topic matches filter. Wildcards at the first
-// level do not match topics starting with '$' (MQTT 3.1.1 §4.7.2).
+// level do not match topics starting with '$' (MQTT 3.1.1 section 4.7.2).
 func matchTopic(filter, topic string) bool {
 	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
 		return false

@@ -6,7 +6,7 @@ import (
 )
 
 // Stream and channel names shared by producers (Cloud API) and consumers
-// (ingestion workers); spec §2 "Streams and keys".
+// (ingestion workers); docs/stream-contract.md, "Keys".
 
 // IngestionStream is the stream a tenant's device telemetry is appended to.
 func IngestionStream(tenant string) string { return "tenant:" + tenant + ":agent:devices:ingestion" }

@@ -14,7 +14,8 @@ type LogBatch struct {
 	Logs      []LogEntry `json:"logs"`
 }
 
-// LogEntry is one agent log line (edge-agent spec §2 "Log entry").
+// LogEntry is one agent log line (docs/stream-contract.md, "Agent log
+// entries").
 // Timestamp is required; fields beyond these are kept in Extra.
 type LogEntry struct {
 	Level     string          `json:"level"`

@@ -218,7 +218,7 @@ func (c *keyCache) discover(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return "", fmt.Errorf("discover %s: decode: %w", c.discoveryURL, err)
 	}
-	// OpenID Connect Discovery §4.3: the document must name the issuer it
+	// OpenID Connect Discovery section 4.3: the document must name the issuer it
 	// was fetched for, or its keys belong to someone else.
 	if normaliseIssuer(doc.Issuer) != c.issuer {
 		return "", fmt.Errorf("discover %s: document is for issuer %q, not %q", c.discoveryURL, doc.Issuer, c.issuer)

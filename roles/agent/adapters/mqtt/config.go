@@ -239,7 +239,7 @@ func parseBroker(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// ValidateFilter checks an MQTT topic filter (MQTT 3.1.1 §4.7): non-empty
+// ValidateFilter checks an MQTT topic filter (MQTT 3.1.1 section 4.7): non-empty
 // UTF-8 without NUL, at most 65535 bytes, '+' only as a whole level, '#'
 // only as the whole last level. A shared subscription
 // "$share/<group>/<filter>" needs a group without wildcards.

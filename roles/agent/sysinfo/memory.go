@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// Memory is the memory diagnostics object of edge-agent.md §2.
+// Memory is the answer of GET /v1/memory (docs/agent.md, section
+// Settings, logs, diagnostics).
 type Memory struct {
 	Diagnostics   MemoryDiagnostics `json:"diagnostics"`
 	RestartPolicy RestartPolicy     `json:"restartPolicy"`

@@ -1,6 +1,6 @@
 // Package brokerauth serves the HTTP callbacks an external MQTT broker makes
 // to authenticate clients and check their topics: POST /broker-auth/user,
-// /broker-auth/superuser and /broker-auth/acl (spec §4 and §5 rule 6). The
+// /broker-auth/superuser and /broker-auth/acl (docs/broker-auth.md). The
 // decisions are core/brokerauth's; this package reads the two request
 // contracts in use and answers each in the form its broker reads:
 //

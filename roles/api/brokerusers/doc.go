@@ -1,7 +1,7 @@
 // Package brokerusers owns broker users: MQTT accounts a tenant's admins
 // create for integrations (a SCADA system, a dashboard bridge), each with a
 // server-generated password and ACL rules confined to the tenant's topic
-// space i/{tenant}/ (spec §4, Broker monitoring and broker users).
+// space i/{tenant}/ (docs/broker-auth.md, section Broker users).
 //
 // The store keeps them in the Cloud API's database (broker_users and
 // broker_acl) and answers the broker's credential check for them

@@ -1,7 +1,7 @@
 // Package idp verifies access tokens issued by an external OpenID Connect
 // identity provider (Auth0, Keycloak, Entra ID, ...), so that
 // POST /api/v1/auth/idp-exchange can turn one into a local session when
-// IDP_ENABLED is set (spec §4 Auth, §5 rule 5).
+// IDP_ENABLED is set (docs/idp.md).
 //
 // A token is accepted only when all of this holds:
 //
@@ -190,7 +190,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 			return nil, fmt.Errorf("issuer %q, want %q", c.Issuer, v.issuer)
 		}
 		if _, ok := t.Header["crit"]; ok {
-			// RFC 7515 §4.1.11: extensions listed in crit must be
+			// RFC 7515 section 4.1.11: extensions listed in crit must be
 			// understood, and this package understands none.
 			return nil, errors.New("crit header is not supported")
 		}

@@ -1,5 +1,5 @@
 // Package licence verifies and enforces the signed licence of the Cloud
-// API (spec §1 rule 6): how many agents may be registered and which
+// API (docs/licence.md): how many agents may be registered and which
 // premium features (multi-metric correlation rules, CSV/Parquet export,
 // the AI endpoints) are on.
 //

@@ -50,9 +50,10 @@ type QueueOptions struct {
 	CleanupIntervalMS     int        `json:"cleanupIntervalMs"`
 }
 
-// DefaultMaxBufferBytes is the byte limit of a queue. The spec gives only a
-// record limit; 64 MiB keeps 10,000 records of several KB each while
-// bounding the disk an unreachable destination can take on a small device.
+// DefaultMaxBufferBytes is the byte limit of a queue. maxBufferRecords
+// bounds only the record count; 64 MiB keeps 10,000 records of several KB
+// each while bounding the disk an unreachable destination can take on a
+// small device.
 const DefaultMaxBufferBytes = 64 << 20
 
 // DefaultQueueOptions returns the defaults docs/agent.md gives.

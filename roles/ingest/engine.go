@@ -26,7 +26,7 @@ import (
 type intervals struct {
 	discover  time.Duration // SCAN for new tenant streams
 	maintain  time.Duration // trim, reclaim idle pending entries
-	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
+	sample    time.Duration // lag, depth and pool signals; autoscaling (5 s)
 	replay    time.Duration // probe the database and drain the spool
 	processTO time.Duration // bound on one batch, per 4 MiB of its data (processBudget)
 	// pattern and logsPattern select the streams to ingest

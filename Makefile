@@ -40,7 +40,10 @@ tools:
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	fi
 
+# go.mod and go.sum must be what `go mod tidy` makes of them: -diff prints
+# the change it would make and fails, so a forgotten tidy fails CI here.
 lint: tools
+	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...

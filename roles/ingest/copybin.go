@@ -22,23 +22,32 @@ import (
 // having it. The format is PostgreSQL's documented binary COPY format.
 func copyBinary(ctx context.Context, pool *pgxpool.Pool, rows []telemetry.Row) (int64, error) {
 	buf := copyBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= 16<<20 { // do not pin a huge buffer forever
-			buf.Reset()
-			copyBufs.Put(buf)
-		}
-	}()
 	encodeCopy(buf, rows)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
+		recycleCopyBuf(buf)
 		return 0, fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
 	tag, err := conn.Conn().PgConn().CopyFrom(ctx, buf, copySQL)
 	if err != nil {
+		// When the connection fails mid-COPY, pgconn returns without
+		// waiting for its goroutine that reads buf, which may still be
+		// reading: buf is left to that goroutine and the collector, as a
+		// pooled buffer reused by the next batch would be a data race.
 		return 0, err
 	}
+	recycleCopyBuf(buf)
 	return tag.RowsAffected(), nil
+}
+
+// recycleCopyBuf returns buf to the pool unless it grew huge: a pooled
+// buffer lives as long as the process.
+func recycleCopyBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 16<<20 {
+		buf.Reset()
+		copyBufs.Put(buf)
+	}
 }
 
 var copyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

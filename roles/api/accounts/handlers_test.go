@@ -1,13 +1,10 @@
 package accounts
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -19,14 +16,10 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/roles/api/apitest"
 	"github.com/edgeplat/edgeplat/roles/api/idp"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 )
-
-// writeError is the API's error shape, as roles/api writes it.
-func writeError(c *gin.Context, status int, code, message string) {
-	c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": message}})
-}
 
 // sentMail is one message the handlers sent.
 type sentMail struct{ to, subject, body string }
@@ -100,7 +93,7 @@ func newHarness(t *testing.T, engine string, mod func(*Deps)) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, store: s, tokens: tokens, mail: make(mailbox, 4)}
-	e := httpx.NewEngine(httpx.EngineOptions{WriteError: writeError})
+	e := httpx.NewEngine(httpx.EngineOptions{WriteError: apitest.WriteError})
 	public := e.Group("/api/v1")
 	protected := e.Group("/api/v1", func(c *gin.Context) {
 		raw := strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")
@@ -118,7 +111,7 @@ func newHarness(t *testing.T, engine string, mod func(*Deps)) *harness {
 			}
 			return v.(Caller), true
 		},
-		WriteError: writeError,
+		WriteError: apitest.WriteError,
 		Mailer:     h.mail,
 		PublicURL:  "https://edge.example.com/",
 		ResetTTL:   time.Hour,
@@ -135,88 +128,18 @@ func newHarness(t *testing.T, engine string, mod func(*Deps)) *harness {
 	return h
 }
 
-type reply struct {
-	status int
-	body   map[string]any
-	raw    string
-}
-
-// str returns the string at path in the body.
-func (r reply) str(path ...string) string {
-	var v any = r.body
-	for _, p := range path {
-		m, _ := v.(map[string]any)
-		v = m[p]
-	}
-	s, _ := v.(string)
-	return s
-}
-
-// list returns the array under key.
-func (r reply) list(key string) []any {
-	l, _ := r.body[key].([]any)
-	return l
-}
-
-// errorCode returns the code of an error answer, checking its shape.
-func (r reply) errorCode(t *testing.T) string {
-	t.Helper()
-	e, ok := r.body["error"].(map[string]any)
-	if !ok || len(r.body) != 1 {
-		t.Fatalf("error body %s is not {\"error\": {...}}", r.raw)
-	}
-	if msg, _ := e["message"].(string); msg == "" {
-		t.Errorf("error body %s has no message", r.raw)
-	}
-	code, _ := e["code"].(string)
-	return code
-}
-
 // call sends a request with the bearer token (if any) and body (JSON
 // unless a string).
-func (h *harness) call(method, path, bearer string, body any) reply {
+func (h *harness) call(method, path, bearer string, body any) apitest.Reply {
 	h.t.Helper()
-	var raw []byte
-	switch b := body.(type) {
-	case nil:
-	case string:
-		raw = []byte(b)
-	default:
-		var err error
-		if raw, err = json.Marshal(b); err != nil {
-			h.t.Fatal(err)
-		}
-	}
-	req := httptest.NewRequest(method, path, bytes.NewReader(raw))
-	req.Header.Set("Content-Type", "application/json")
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	r := reply{status: rec.Code, raw: rec.Body.String()}
-	if rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &r.body); err != nil {
-			h.t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, r.raw, err)
-		}
-	}
-	return r
-}
-
-// expect fails the test unless r has status want.
-func (r reply) expect(t *testing.T, what string, want int) reply {
-	t.Helper()
-	if r.status != want {
-		t.Fatalf("%s: %d %s, want %d", what, r.status, r.raw, want)
-	}
-	return r
+	return apitest.Call(h.t, h.e, method, path, bearer, body)
 }
 
 // login signs in and returns the access and refresh tokens.
 func (h *harness) login(email, password string) (access, refresh string) {
 	h.t.Helper()
-	r := h.call("POST", "/api/v1/auth/login", "", map[string]any{"email": email, "password": password}).expect(h.t, "login "+email, http.StatusOK)
-	return r.str("accessToken"), r.str("refreshToken")
+	r := h.call("POST", "/api/v1/auth/login", "", map[string]any{"email": email, "password": password}).Expect(h.t, "login "+email, http.StatusOK)
+	return r.Str("accessToken"), r.Str("refreshToken")
 }
 
 // accessFor signs an access token for u, as a login would.
@@ -327,13 +250,7 @@ func TestHandlerErrorsIntegration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := h.call(tt.method, "/api/v1"+tt.path, tt.bearer, tt.body)
-			if r.status != tt.status {
-				t.Fatalf("status %d, want %d: %s", r.status, tt.status, r.raw)
-			}
-			if code := r.errorCode(t); code != tt.code {
-				t.Errorf("code %q, want %q", code, tt.code)
-			}
+			h.call(tt.method, "/api/v1"+tt.path, tt.bearer, tt.body).ExpectError(t, tt.status, tt.code)
 		})
 	}
 	// None of the refused requests changed an account.
@@ -358,83 +275,83 @@ func TestAuthHandlersIntegration(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, engine, nil)
 			r := h.call("POST", "/api/v1/auth/bootstrap-admin", "", map[string]any{"email": "Admin@Example.com", "password": testPassword}).
-				expect(t, "bootstrap", http.StatusCreated)
-			if r.str("tokenType") != "Bearer" || r.str("user", "role") != RoleAdmin || r.str("user", "email") != "admin@example.com" ||
-				r.body["expiresIn"] != float64(60) || strings.Contains(r.raw, "password") {
-				t.Errorf("bootstrap answer: %s", r.raw)
+				Expect(t, "bootstrap", http.StatusCreated)
+			if r.Str("tokenType") != "Bearer" || r.Str("user", "role") != RoleAdmin || r.Str("user", "email") != "admin@example.com" ||
+				r.Body["expiresIn"] != float64(60) || strings.Contains(r.Raw, "password") {
+				t.Errorf("bootstrap answer: %s", r.Raw)
 			}
-			tenant := r.str("user", "tenantId")
-			admin := r.str("accessToken")
-			r = h.call("GET", "/api/v1/auth/me", admin, nil).expect(t, "me", http.StatusOK)
-			if r.str("email") != "admin@example.com" || r.str("tenantId") != tenant {
-				t.Errorf("me: %s", r.raw)
+			tenant := r.Str("user", "tenantId")
+			admin := r.Str("accessToken")
+			r = h.call("GET", "/api/v1/auth/me", admin, nil).Expect(t, "me", http.StatusOK)
+			if r.Str("email") != "admin@example.com" || r.Str("tenantId") != tenant {
+				t.Errorf("me: %s", r.Raw)
 			}
 
 			// Refresh rotates; the rotated-away token replayed ends the
 			// session, and the replay is audited.
 			_, refresh := h.login("admin@example.com", testPassword)
-			r = h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).expect(t, "refresh", http.StatusOK)
-			next := r.str("refreshToken")
-			if next == "" || next == refresh || r.str("accessToken") == "" {
-				t.Fatalf("refresh answer: %s", r.raw)
+			r = h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).Expect(t, "refresh", http.StatusOK)
+			next := r.Str("refreshToken")
+			if next == "" || next == refresh || r.Str("accessToken") == "" {
+				t.Fatalf("refresh answer: %s", r.Raw)
 			}
-			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).expect(t, "replay", http.StatusUnauthorized)
-			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": next}).expect(t, "refresh after the replay", http.StatusUnauthorized)
+			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).Expect(t, "replay", http.StatusUnauthorized)
+			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": next}).Expect(t, "refresh after the replay", http.StatusUnauthorized)
 			if kinds := h.eventKinds(tenant); !slices.Contains(kinds, AuditRefreshReuse) {
 				t.Errorf("the replay was not audited: %v", kinds)
 			}
 
 			// Logout ends the session.
 			_, refresh = h.login("admin@example.com", testPassword)
-			h.call("POST", "/api/v1/auth/logout", "", map[string]any{"refreshToken": refresh}).expect(t, "logout", http.StatusNoContent)
-			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).expect(t, "refresh after logout", http.StatusUnauthorized)
+			h.call("POST", "/api/v1/auth/logout", "", map[string]any{"refreshToken": refresh}).Expect(t, "logout", http.StatusNoContent)
+			h.call("POST", "/api/v1/auth/refresh", "", map[string]any{"refreshToken": refresh}).Expect(t, "refresh after logout", http.StatusUnauthorized)
 
 			// Accounts of the tenant.
 			r = h.call("POST", "/api/v1/users", admin, map[string]any{"email": "op@example.com", "username": "op1", "password": testPassword}).
-				expect(t, "create user", http.StatusCreated)
-			memberID := r.str("id")
-			if r.str("role") != RoleMember || r.str("tenantId") != tenant || strings.Contains(r.raw, "password") {
-				t.Errorf("created user: %s", r.raw)
+				Expect(t, "create user", http.StatusCreated)
+			memberID := r.Str("id")
+			if r.Str("role") != RoleMember || r.Str("tenantId") != tenant || strings.Contains(r.Raw, "password") {
+				t.Errorf("created user: %s", r.Raw)
 			}
-			r = h.call("GET", "/api/v1/users", admin, nil).expect(t, "list users", http.StatusOK)
-			if len(r.list("users")) != 2 {
-				t.Errorf("users: %s", r.raw)
+			r = h.call("GET", "/api/v1/users", admin, nil).Expect(t, "list users", http.StatusOK)
+			if len(r.List("users")) != 2 {
+				t.Errorf("users: %s", r.Raw)
 			}
 			member, _ := h.login("op1", testPassword)
-			h.call("GET", "/api/v1/users/"+memberID, member, nil).expect(t, "member reads their own account", http.StatusOK)
-			r = h.call("PUT", "/api/v1/users/"+memberID, admin, map[string]any{"role": "admin", "username": "op-one"}).expect(t, "update", http.StatusOK)
-			if r.str("role") != RoleAdmin || r.str("username") != "op-one" {
-				t.Errorf("updated user: %s", r.raw)
+			h.call("GET", "/api/v1/users/"+memberID, member, nil).Expect(t, "member reads their own account", http.StatusOK)
+			r = h.call("PUT", "/api/v1/users/"+memberID, admin, map[string]any{"role": "admin", "username": "op-one"}).Expect(t, "update", http.StatusOK)
+			if r.Str("role") != RoleAdmin || r.Str("username") != "op-one" {
+				t.Errorf("updated user: %s", r.Raw)
 			}
 			h.call("POST", "/api/v1/auth/change-password", member, map[string]any{"currentPassword": testPassword, "newPassword": "another password"}).
-				expect(t, "change password", http.StatusNoContent)
+				Expect(t, "change password", http.StatusNoContent)
 			h.login("op-one", "another password")
-			h.call("DELETE", "/api/v1/users/"+memberID, admin, nil).expect(t, "delete", http.StatusNoContent)
-			h.call("GET", "/api/v1/users/"+memberID, admin, nil).expect(t, "get after delete", http.StatusNotFound)
+			h.call("DELETE", "/api/v1/users/"+memberID, admin, nil).Expect(t, "delete", http.StatusNoContent)
+			h.call("GET", "/api/v1/users/"+memberID, admin, nil).Expect(t, "get after delete", http.StatusNotFound)
 
 			// API keys: the plaintext once, then the listing without it.
-			r = h.call("POST", "/api/v1/api-keys", admin, map[string]any{"name": "exporter"}).expect(t, "create api key", http.StatusCreated)
-			key, keyID := r.str("key"), r.str("apiKey", "id")
+			r = h.call("POST", "/api/v1/api-keys", admin, map[string]any{"name": "exporter"}).Expect(t, "create api key", http.StatusCreated)
+			key, keyID := r.Str("key"), r.Str("apiKey", "id")
 			if !IsAPIKey(key) || keyID == "" {
-				t.Fatalf("api key answer: %s", r.raw)
+				t.Fatalf("api key answer: %s", r.Raw)
 			}
-			r = h.call("GET", "/api/v1/api-keys", admin, nil).expect(t, "list api keys", http.StatusOK)
-			if len(r.list("apiKeys")) != 1 || strings.Contains(r.raw, key) {
-				t.Errorf("api keys: %s", r.raw)
+			r = h.call("GET", "/api/v1/api-keys", admin, nil).Expect(t, "list api keys", http.StatusOK)
+			if len(r.List("apiKeys")) != 1 || strings.Contains(r.Raw, key) {
+				t.Errorf("api keys: %s", r.Raw)
 			}
-			h.call("DELETE", "/api/v1/api-keys/"+keyID, admin, nil).expect(t, "revoke api key", http.StatusNoContent)
-			h.call("DELETE", "/api/v1/api-keys/"+keyID, admin, nil).expect(t, "revoke twice", http.StatusNotFound)
+			h.call("DELETE", "/api/v1/api-keys/"+keyID, admin, nil).Expect(t, "revoke api key", http.StatusNoContent)
+			h.call("DELETE", "/api/v1/api-keys/"+keyID, admin, nil).Expect(t, "revoke twice", http.StatusNotFound)
 
 			// The audit log, in pages.
-			r = h.call("GET", "/api/v1/audit/events?limit=2", admin, nil).expect(t, "audit", http.StatusOK)
-			before, _ := r.body["nextBefore"].(float64)
-			if len(r.list("events")) != 2 || before == 0 {
-				t.Fatalf("first audit page: %s", r.raw)
+			r = h.call("GET", "/api/v1/audit/events?limit=2", admin, nil).Expect(t, "audit", http.StatusOK)
+			before, _ := r.Body["nextBefore"].(float64)
+			if len(r.List("events")) != 2 || before == 0 {
+				t.Fatalf("first audit page: %s", r.Raw)
 			}
 			r = h.call("GET", "/api/v1/audit/events?kind=auth.bootstrap_admin&before="+strconv.FormatInt(int64(before), 10), admin, nil).
-				expect(t, "audit, second page", http.StatusOK)
-			if events := r.list("events"); len(events) != 1 || r.body["nextBefore"] != nil {
-				t.Errorf("bootstrap event below the first page: %s", r.raw)
+				Expect(t, "audit, second page", http.StatusOK)
+			if events := r.List("events"); len(events) != 1 || r.Body["nextBefore"] != nil {
+				t.Errorf("bootstrap event below the first page: %s", r.Raw)
 			}
 			if h.gated == 0 {
 				t.Error("the admin gate never ran")
@@ -451,53 +368,53 @@ func TestMailedLinksIntegration(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, engine, func(d *Deps) { d.AllowRegistration = true })
 			r := h.call("POST", "/api/v1/auth/register", "", map[string]any{"email": "boss@example.com", "password": testPassword, "tenantName": "Plant"}).
-				expect(t, "register", http.StatusCreated)
-			admin := r.str("accessToken")
+				Expect(t, "register", http.StatusCreated)
+			admin := r.Str("accessToken")
 
-			r = h.call("POST", "/api/v1/invites", admin, map[string]any{"email": "New@Example.com", "role": "admin"}).expect(t, "invite", http.StatusCreated)
-			inviteID := r.str("id")
+			r = h.call("POST", "/api/v1/invites", admin, map[string]any{"email": "New@Example.com", "role": "admin"}).Expect(t, "invite", http.StatusCreated)
+			inviteID := r.Str("id")
 			msg := h.mail.next(t)
 			if msg.to != "new@example.com" || !strings.Contains(msg.body, "https://edge.example.com/accept-invite?token=") {
 				t.Errorf("invitation mail %+v", msg)
 			}
-			r = h.call("GET", "/api/v1/invites", admin, nil).expect(t, "list invites", http.StatusOK)
-			if l := r.list("invites"); len(l) != 1 || strings.Contains(r.raw, msg.token(t)) {
-				t.Errorf("invites: %s", r.raw)
+			r = h.call("GET", "/api/v1/invites", admin, nil).Expect(t, "list invites", http.StatusOK)
+			if l := r.List("invites"); len(l) != 1 || strings.Contains(r.Raw, msg.token(t)) {
+				t.Errorf("invites: %s", r.Raw)
 			}
 			r = h.call("POST", "/api/v1/invites/accept", "", map[string]any{"token": msg.token(t), "password": testPassword}).
-				expect(t, "accept", http.StatusCreated)
-			if r.str("user", "role") != RoleAdmin || r.str("accessToken") == "" {
-				t.Errorf("accept answer: %s", r.raw)
+				Expect(t, "accept", http.StatusCreated)
+			if r.Str("user", "role") != RoleAdmin || r.Str("accessToken") == "" {
+				t.Errorf("accept answer: %s", r.Raw)
 			}
 			h.call("POST", "/api/v1/invites/accept", "", map[string]any{"token": msg.token(t), "password": testPassword}).
-				expect(t, "accept twice", http.StatusUnauthorized)
-			h.call("DELETE", "/api/v1/invites/"+inviteID, admin, nil).expect(t, "cancel an accepted invite", http.StatusNotFound)
+				Expect(t, "accept twice", http.StatusUnauthorized)
+			h.call("DELETE", "/api/v1/invites/"+inviteID, admin, nil).Expect(t, "cancel an accepted invite", http.StatusNotFound)
 
 			// Reset by mail: 202 at once, the link comes after.
-			h.call("POST", "/api/v1/auth/password/reset", "", map[string]any{"email": "NEW@example.com"}).expect(t, "reset request", http.StatusAccepted)
+			h.call("POST", "/api/v1/auth/password/reset", "", map[string]any{"email": "NEW@example.com"}).Expect(t, "reset request", http.StatusAccepted)
 			msg = h.mail.next(t)
 			if msg.to != "new@example.com" || !strings.Contains(msg.body, "https://edge.example.com/reset-password?token=") {
 				t.Errorf("reset mail %+v", msg)
 			}
 			h.call("POST", "/api/v1/auth/password/reset/confirm", "", map[string]any{"token": msg.token(t), "newPassword": "a reset password"}).
-				expect(t, "confirm", http.StatusNoContent)
+				Expect(t, "confirm", http.StatusNoContent)
 			h.login("new@example.com", "a reset password")
 			h.call("POST", "/api/v1/auth/password/reset/confirm", "", map[string]any{"token": msg.token(t), "newPassword": "a third password"}).
-				expect(t, "confirm twice", http.StatusUnauthorized)
+				Expect(t, "confirm twice", http.StatusUnauthorized)
 
 			// An admin's reset of another account mails the link too.
-			r = h.call("GET", "/api/v1/users", admin, nil).expect(t, "list users", http.StatusOK)
-			newID := r.list("users")[1].(map[string]any)["id"].(string)
-			h.call("POST", "/api/v1/auth/reset-password", admin, map[string]any{"userId": newID}).expect(t, "admin reset", http.StatusAccepted)
+			r = h.call("GET", "/api/v1/users", admin, nil).Expect(t, "list users", http.StatusOK)
+			newID := r.List("users")[1].(map[string]any)["id"].(string)
+			h.call("POST", "/api/v1/auth/reset-password", admin, map[string]any{"userId": newID}).Expect(t, "admin reset", http.StatusAccepted)
 			if msg := h.mail.next(t); msg.to != "new@example.com" {
 				t.Errorf("admin reset mailed %+v", msg)
 			}
 
 			// A sign-in through the identity provider finds the account by
 			// its verified address.
-			r = h.call("POST", "/api/v1/auth/idp-exchange", "verified:new@example.com", nil).expect(t, "idp exchange", http.StatusOK)
-			if r.str("user", "id") != newID || r.str("refreshToken") == "" {
-				t.Errorf("idp exchange answer: %s", r.raw)
+			r = h.call("POST", "/api/v1/auth/idp-exchange", "verified:new@example.com", nil).Expect(t, "idp exchange", http.StatusOK)
+			if r.Str("user", "id") != newID || r.Str("refreshToken") == "" {
+				t.Errorf("idp exchange answer: %s", r.Raw)
 			}
 		})
 	}

@@ -40,7 +40,10 @@ tools:
 		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
 	fi
 
+# go.mod and go.sum must be what `go mod tidy` makes of them: -diff prints
+# the change it would make and fails, so a forgotten tidy fails CI here.
 lint: tools
+	$(GO) mod tidy -diff
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -60,6 +63,9 @@ cross:
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch GOARM=$$arm $(GO) vet ./...; \
 	done
 
+# Every Fuzz function of the repository, one run each (go test -fuzz takes
+# one target per run); cmd's TestMakeFuzzListsEveryFuzzTarget keeps this
+# list and the test files in step.
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZDECODE) ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMsgID$$' -fuzztime=$(FUZZEXECS) ./core/codec
@@ -95,6 +101,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeStrictNUL$$' -fuzztime=$(FUZZEXECS) ./core/httpx
 	$(GO) test -run='^$$' -fuzz='^FuzzLineProtocol$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
+	$(GO) test -run='^$$' -fuzz='^FuzzBuildRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/payload
 
 # The agent's footprint benchmark: 10 Modbus devices x 100 registers polled
 # every second for 5 minutes against Debian's python3-pymodbus server.

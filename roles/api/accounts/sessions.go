@@ -47,14 +47,19 @@ func (s *Store) Rotate(ctx context.Context, userID, family, jti, next string, ex
 		return User{}, fmt.Errorf("rotate: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		var revoked db.Timestamp
-		err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM refresh_families WHERE id = $1 AND user_id = $2`, family, userID).Scan(&revoked)
+		var revoked, expires db.Timestamp
+		err := tx.QueryRowContext(ctx, `SELECT revoked_at, expires_at FROM refresh_families WHERE id = $1 AND user_id = $2`,
+			family, userID).Scan(&revoked, &expires)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return User{}, ErrRevoked
 		case err != nil:
 			return User{}, fmt.Errorf("rotate: %w", err)
 		case !revoked.IsZero():
+			return User{}, ErrRevoked
+		case !expires.After(now):
+			// An ended session, not a replay: its current token may come
+			// just after the expiry, within token.Verify's clock leeway.
 			return User{}, ErrRevoked
 		}
 		// Live family, stale token: a replay. Revoke and commit that even

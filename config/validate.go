@@ -183,7 +183,6 @@ func (s StreamStore) validate(p *problems) {
 		p.between("streamstore.db", s.DB, 0, 1<<16)
 	}
 	p.between("streamstore.ingestion_stream_maxlen", s.IngestionStreamMaxLen, 1, 1<<30)
-	p.between("streamstore.pipeline_flush_interval_ms", s.PipelineFlushIntervalMS, 0, 60000)
 }
 
 func (m MQTT) validate(p *problems) {

@@ -1,11 +1,17 @@
 package agent
 
 import (
+	"log/slog"
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/rt"
 )
 
 // TestAgentSecuritySettings: API_SECURITY_MODE, API_KEY and ENABLE_AUTH
@@ -26,31 +32,39 @@ func TestAgentSecuritySettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var port int
-			r := startAgent(t, t.TempDir(), false, func(a *config.Agent) {
-				if tt.mutate != nil {
-					tt.mutate(a)
-				}
-				port = a.Port // DEVICE_API_PORT, a free one
-			})
-			host, p, err := net.SplitHostPort(r.agent.server.Addr())
+			// The bind, on a server of its own: the running agent's is
+			// bound by another goroutine.
+			cfg := &config.Config{}
+			cfg.Agent = config.Agent{Port: coretest.FreePort(t), SecurityMode: "LOCALHOST_ONLY", DataDir: t.TempDir()} // DEVICE_API_PORT
+			if tt.mutate != nil {
+				tt.mutate(&cfg.Agent)
+			}
+			r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+			svcs, err := New(cfg, r, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := coretest.Listen(t, svcs)
+			host, p, err := net.SplitHostPort(addr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Go reports a listener on 0.0.0.0 as [::]: compare the kind.
-			if ip := net.ParseIP(host); p != strconv.Itoa(port) || ip.IsLoopback() != (tt.bind == "127.0.0.1") || ip.IsUnspecified() != (tt.bind == "0.0.0.0") {
-				t.Errorf("listening on %s, want %s", r.agent.server.Addr(), net.JoinHostPort(tt.bind, strconv.Itoa(port)))
+			if ip := net.ParseIP(host); p != strconv.Itoa(cfg.Agent.Port) || ip.IsLoopback() != (tt.bind == "127.0.0.1") || ip.IsUnspecified() != (tt.bind == "0.0.0.0") {
+				t.Errorf("listening on %s, want %s", addr, net.JoinHostPort(tt.bind, strconv.Itoa(cfg.Agent.Port)))
 			}
-			r.key = ""
-			code, _ := r.do("GET", "/metrics", "", nil)
+
+			run := startAgent(t, t.TempDir(), false, tt.mutate)
+			run.key = ""
+			code, _ := run.do("GET", "/metrics", "", nil)
 			if got := code == 401; got != tt.needsKey {
 				t.Errorf("GET /metrics without a key = %d; key required: %v", code, tt.needsKey)
 			}
 			if tt.needsKey {
-				if code, _ := r.do("GET", "/metrics", "", map[string]string{"X-Api-Key": key}); code != 200 {
+				if code, _ := run.do("GET", "/metrics", "", map[string]string{"X-Api-Key": key}); code != 200 {
 					t.Errorf("GET /metrics with API_KEY = %d", code)
 				}
-				if code, _ := r.do("GET", "/metrics", "", map[string]string{"X-Api-Key": key + "x"}); code != 401 {
+				if code, _ := run.do("GET", "/metrics", "", map[string]string{"X-Api-Key": key + "x"}); code != 401 {
 					t.Errorf("GET /metrics with another key = %d", code)
 				}
 			}

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +32,8 @@ func loadAllInOne(t *testing.T, env map[string]string) config.AllInOne {
 }
 
 // TestBrokerLimitSettings: each all_in_one.mqtt_* limit, set away from its
-// default, reaches the embedded broker's limits.
+// default, reaches the embedded broker's limits, which the broker takes.
+// What each limit does to a connection is limits_test.go's subject.
 func TestBrokerLimitSettings(t *testing.T) {
 	tests := []struct {
 		env, val string
@@ -59,34 +59,6 @@ func TestBrokerLimitSettings(t *testing.T) {
 			}
 			// The broker takes the value (startBroker fails the test if not).
 			startBroker(t, Options{Limits: l})
-		})
-	}
-}
-
-// TestBrokerConnectionLimitSettings: with
-// EDGEPLAT_ALL_IN_ONE_MQTT_CONNECT_TIMEOUT_SECONDS=1 a connection that sends
-// nothing is closed, and with EDGEPLAT_ALL_IN_ONE_MQTT_MAX_PACKET_BYTES
-// lowered a CONNECT announcing more than that is.
-func TestBrokerConnectionLimitSettings(t *testing.T) {
-	for _, tt := range []struct {
-		env, val string
-		send     []byte
-	}{
-		{"EDGEPLAT_ALL_IN_ONE_MQTT_CONNECT_TIMEOUT_SECONDS", "1", nil},
-		// A CONNECT header announcing 4096 bytes of body.
-		{"EDGEPLAT_ALL_IN_ONE_MQTT_MAX_PACKET_BYTES", "2048", append([]byte{0x10}, remainingLength(4096)...)},
-	} {
-		t.Run(tt.env, func(t *testing.T) {
-			b := startBroker(t, Options{Limits: LimitsFromConfig(loadAllInOne(t, map[string]string{tt.env: tt.val}))})
-			c, err := net.Dial("tcp", b.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Write(tt.send); err != nil {
-				t.Fatal(err)
-			}
-			closedByPeer(t, c, tt.env)
 		})
 	}
 }

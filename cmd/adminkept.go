@@ -53,7 +53,7 @@ func warnAdminKept(ctx context.Context, log *slog.Logger, cfg *config.Config, d 
 		return
 	}
 	dir := cfg.AllInOne.DataDir
-	log.Warn("EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD only create the first admin; this data directory has one, and it is kept",
+	log.Warn(config.EnvNames("all_in_one.admin_email")+" and "+config.EnvNames("all_in_one.admin_password")+" only create the first admin; this data directory has one, and it is kept",
 		"reason", reason, "data_dir", dir,
 		"start_fresh", "stop all-in-one and remove "+dir+", or start with --data-dir elsewhere",
 		"keep_data", "log in as the existing admin and use POST /api/v1/auth/change-password or /auth/password/reset (docs/access.md)")

@@ -26,7 +26,7 @@ func newAgentCmd() *cobra.Command {
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(agentGCPercent)
 			}
-			return agent.New(cfg, r, agent.Options{PortHint: "--port or DEVICE_API_PORT", ReleaseStartupPages: true})
+			return agent.New(cfg, r, agent.Options{PortHint: "--port or " + config.EnvNames("agent.port"), ReleaseStartupPages: true})
 		},
 	}
 	return roleCommand("agent", "Run the edge agent (local API on 127.0.0.1:48484)",

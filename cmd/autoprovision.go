@@ -245,8 +245,8 @@ func (p *autoProvisioner) login(ctx context.Context) (token, tenant string, err 
 		}
 	case code == http.StatusConflict && generated:
 		return "", "", fmt.Errorf("%w: the Cloud API has an admin already, and auto-provisioning needs its password to log in: "+
-			"set EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD (all_in_one.admin_email, all_in_one.admin_password), "+
-			"or set EDGEPLAT_ALL_IN_ONE_AUTO_PROVISION=false", errGiveUp)
+			"set %s and %s, or set %s=false", errGiveUp,
+			config.Label("all_in_one.admin_email"), config.Label("all_in_one.admin_password"), config.EnvNames("all_in_one.auto_provision"))
 	case code == http.StatusConflict:
 		// An admin exists; the configured credentials may well be its.
 	case code == http.StatusUnprocessableEntity:
@@ -268,7 +268,7 @@ func (p *autoProvisioner) login(ctx context.Context) (token, tenant string, err 
 	case code == http.StatusUnauthorized:
 		// Another try would count as one more failed login against the
 		// account, and the answer will not change.
-		return "", "", fmt.Errorf("%w: cannot log in to the Cloud API as %s: check EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD", errGiveUp, p.email)
+		return "", "", fmt.Errorf("%w: cannot log in to the Cloud API as %s: check %s and %s", errGiveUp, p.email, config.EnvNames("all_in_one.admin_email"), config.EnvNames("all_in_one.admin_password"))
 	case code != http.StatusOK:
 		return "", "", fmt.Errorf("log in: %d %s", code, apiMessage(body))
 	}
@@ -326,7 +326,7 @@ func (p *autoProvisioner) showPassword(password string) {
 		"Cloud API admin: " + p.email,
 		"password: " + password + " (shown once)",
 		"log in: POST " + p.apiURL + "/api/v1/auth/login",
-		"set EDGEPLAT_ADMIN_PASSWORD to choose your own on a new data directory",
+		"set " + config.EnvNames("all_in_one.admin_password") + " to choose your own on a new data directory",
 	}
 	width := 0
 	for _, l := range lines {

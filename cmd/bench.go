@@ -212,9 +212,9 @@ func benchConfig(cmd *cobra.Command, profile string) (*config.Config, error) {
 	}
 	switch {
 	case cfg.DB.Driver != "postgres":
-		return nil, &usageError{fmt.Errorf("bench ingest needs PostgreSQL, but db.driver (EDGEPLAT_DB_DRIVER) is %q", cfg.DB.Driver)}
+		return nil, &usageError{fmt.Errorf("bench ingest needs PostgreSQL, but %s is %q", config.Label("db.driver"), cfg.DB.Driver)}
 	case cfg.StreamStore.Driver != "redis":
-		return nil, &usageError{fmt.Errorf("bench ingest needs Redis, but streamstore.driver (EDGEPLAT_STREAMSTORE_DRIVER) is %q", cfg.StreamStore.Driver)}
+		return nil, &usageError{fmt.Errorf("bench ingest needs Redis, but %s is %q", config.Label("streamstore.driver"), cfg.StreamStore.Driver)}
 	}
 	return cfg, nil
 }
@@ -392,9 +392,9 @@ func (b *bench) open(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
-			return fmt.Errorf("cannot open PostgreSQL database %q at %s as user %q (DB_NAME/DB_USER/DB_PASSWORD): %s", cfg.DB.Name, pgAddr, cfg.DB.User, benchOneLine(err))
+			return fmt.Errorf("cannot open PostgreSQL database %q at %s as user %q (%s): %s", cfg.DB.Name, pgAddr, cfg.DB.User, config.EnvNames("db.name", "db.user", "db.password"), benchOneLine(err))
 		}
-		return fmt.Errorf("cannot reach PostgreSQL at %s (DB_HOST/DB_PORT): %s", pgAddr, benchOneLine(err))
+		return fmt.Errorf("cannot reach PostgreSQL at %s (%s): %s", pgAddr, config.EnvNames("db.host", "db.port"), benchOneLine(err))
 	}
 	if _, err := d.Migrate(octx); err != nil {
 		_ = d.Close()
@@ -404,12 +404,12 @@ func (b *bench) open(ctx context.Context, cfg *config.Config) error {
 	store, err := redisstore.New(ropts)
 	if err != nil {
 		_ = d.Close()
-		return &usageError{fmt.Errorf("stream store settings (STREAMSTORE_HOST/STREAMSTORE_PORT): %w", err)}
+		return &usageError{fmt.Errorf("stream store settings (%s): %w", ropts.Settings, err)}
 	}
 	if err := store.Ping(octx); err != nil {
 		_ = store.Close()
 		_ = d.Close()
-		return fmt.Errorf("cannot reach Redis at %s (STREAMSTORE_HOST/STREAMSTORE_PORT): %s", strings.Join(ropts.Addrs, ","), benchOneLine(err))
+		return fmt.Errorf("cannot reach Redis at %s (%s): %s", strings.Join(ropts.Addrs, ","), ropts.Settings, benchOneLine(err))
 	}
 	b.db, b.store = d, store
 	var version string
@@ -425,7 +425,7 @@ func (b *bench) open(ctx context.Context, cfg *config.Config) error {
 		Redis: strings.Join(ropts.Addrs, ","), RedisDatabase: ropts.DB, ReadingsMB: float64(readingsBytes) / (1 << 20), ReadingsRows: readingsRows,
 	}
 	if others, err := store.Streams(octx, telemetry.IngestionStreamPattern); err == nil && len(others) > 0 {
-		fmt.Fprintf(b.progress, "note: %d other tenants' ingestion streams in this Redis database; an ingest service running on it would compete for the bench's entries (pick an unused STREAMSTORE_DB)\n", len(others))
+		fmt.Fprintf(b.progress, "note: %d other tenants' ingestion streams in this Redis database; an ingest service running on it would compete for the bench's entries (pick an unused %s)\n", len(others), config.EnvNames("streamstore.db"))
 	}
 	return nil
 }

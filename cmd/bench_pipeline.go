@@ -436,7 +436,7 @@ func pipelineConnect(m config.MQTT, clientID string, clean bool) (paho.Client, e
 		if err == nil {
 			err = errors.New("timed out")
 		}
-		return nil, fmt.Errorf("cannot connect to the MQTT broker at %s (MQTT_BROKER_URL): %s", m.BrokerURL, benchOneLine(err))
+		return nil, fmt.Errorf("cannot connect to the MQTT broker at %s (%s): %s", m.BrokerURL, config.EnvNames("mqtt.broker_url"), benchOneLine(err))
 	}
 	return c, nil
 }

@@ -114,7 +114,7 @@ func TestBenchIngestIntegration(t *testing.T) {
 		port := coretest.FreePort(t)
 		t.Setenv("STREAMSTORE_PORT", strconv.Itoa(port))
 		code, _, errOut := run(t, "bench", "ingest", "--messages", "1")
-		want := fmt.Sprintf("cannot reach Redis at 127.0.0.1:%d (STREAMSTORE_HOST/STREAMSTORE_PORT): ", port)
+		want := fmt.Sprintf("cannot reach Redis at 127.0.0.1:%d (STREAMSTORE_HOST, STREAMSTORE_PORT): ", port)
 		if code != exitFailure || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("exit %d, stderr %q; want exit %d and one line with %q", code, errOut, exitFailure, want)
 		}
@@ -171,7 +171,7 @@ func TestBenchIngestBadInput(t *testing.T) {
 		{name: "both profile flags", args: []string{"--profile", "hp", "--profiles", "all"}, code: exitUsage, want: "give --profile or --profiles, not both"},
 		{name: "unknown --profile", args: []string{"--profile", "turbo"}, code: exitUsage, want: "ingest.profile (INGESTION_PROFILE) must be one of"},
 		{name: "postgres unreachable", env: map[string]string{"DB_HOST": "127.0.0.1", "DB_PORT": strconv.Itoa(closed)}, code: exitFailure,
-			want: fmt.Sprintf("edgeplat: cannot reach PostgreSQL at 127.0.0.1:%d (DB_HOST/DB_PORT): ", closed)},
+			want: fmt.Sprintf("edgeplat: cannot reach PostgreSQL at 127.0.0.1:%d (DB_HOST, DB_PORT): ", closed)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

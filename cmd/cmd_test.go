@@ -167,7 +167,7 @@ func TestBadInputExitsNonZeroWithClearMessage(t *testing.T) {
 			want: []string{"edgeplat agent: invalid configuration: agent.api_key (API_KEY) must be at least 16 characters"}},
 		{name: "unknown command", args: []string{"serve"}, want: []string{`unknown command "serve"`}},
 		{name: "no token key", args: []string{"serve-api"},
-			want: []string{"edgeplat serve-api: invalid configuration: no signing key: set jwt.secret (JWT_SECRET, at least 32 bytes) or jwt.private_key (JWT_PRIVATE_KEY)"}},
+			want: []string{"edgeplat serve-api: invalid configuration: no signing key: set jwt.secret (JWT_SECRET), at least 32 bytes, or jwt.private_key (JWT_PRIVATE_KEY)"}},
 		{name: "short token secret", env: map[string]string{"JWT_SECRET": "too-short"}, args: []string{"serve-api"},
 			want: []string{"jwt.secret (JWT_SECRET) must be at least 32 bytes, got 9"}},
 		{name: "token key file missing", env: map[string]string{"JWT_PRIVATE_KEY": "/nonexistent/jwt.pem"}, args: []string{"serve-api"},

@@ -125,13 +125,13 @@ func openDLQStore(ctx context.Context, sc config.StreamStore) (streamstore.Store
 	}
 	store, err := redisstore.New(redisstore.OptionsFromConfig(sc))
 	if err != nil {
-		return nil, fmt.Errorf("stream store (streamstore.host, STREAMSTORE_HOST): %w", err)
+		return nil, fmt.Errorf("stream store (%s): %w", config.Label("streamstore.host"), err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := store.Ping(pctx); err != nil {
 		_ = store.Close()
-		return nil, fmt.Errorf("stream store at %s port %d (STREAMSTORE_HOST, STREAMSTORE_PORT) does not answer: %w", sc.Host, sc.Port, err)
+		return nil, fmt.Errorf("stream store at %s port %d (%s) does not answer: %w", sc.Host, sc.Port, config.EnvNames("streamstore.host", "streamstore.port"), err)
 	}
 	return store, nil
 }
@@ -229,7 +229,7 @@ func appendWaiting(ctx context.Context, store streamstore.Store, progress io.Wri
 			return nil
 		}
 		if !waited {
-			fmt.Fprintf(progress, "%s is full (STREAMSTORE_INGESTION_STREAM_MAXLEN %d); waiting for ingest to make room\n", stream, maxLen)
+			fmt.Fprintf(progress, "%s is full (%s %d); waiting for ingest to make room\n", stream, config.EnvNames("streamstore.ingestion_stream_maxlen"), maxLen)
 			waited = true
 		}
 		select {

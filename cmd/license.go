@@ -27,8 +27,8 @@ func newLicenseCmd() *cobra.Command {
 		Long: `Tools for the signed licence the Cloud API enforces (docs/licence.md).
 
 A licence is a JWT signed with an Ed25519 or RSA private key. serve-api
-verifies it with the public key in licence.public_key (LICENSE_PUBLIC_KEY)
-and reads the licence from licence.key (LICENSE_KEY). Start with keygen,
+verifies it with the public key in ` + config.Label("licence.public_key") + `
+and reads the licence from ` + config.Label("licence.key") + `. Start with keygen,
 then issue licences with the private key it wrote.`,
 		// NoArgs with a RunE makes a mistyped subcommand an "unknown
 		// command" usage error instead of a help page and success.
@@ -46,7 +46,7 @@ func newLicenseKeygenCmd() *cobra.Command {
 		Short: "Write a new Ed25519 key pair for signing licences",
 		Long: `Write a new Ed25519 key pair into --out: ` + licence.PrivateKeyFile + ` (mode 0600) signs
 licences and must stay with the operator; ` + licence.PublicKeyFile + ` goes to every API
-as licence.public_key (LICENSE_PUBLIC_KEY). Existing key files are never
+as ` + config.Label("licence.public_key") + `. Existing key files are never
 overwritten: licences signed with a replaced key would stop verifying.`,
 		Example: `  edgeplat license keygen --out ./licence-keys`,
 		Args:    cobra.NoArgs,
@@ -58,7 +58,7 @@ overwritten: licences signed with a replaced key would stop verifying.`,
 			if err != nil {
 				return fmt.Errorf("--out %s: %w", out, err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "private key: %s (keep it secret: it signs licences)\npublic key:  %s (licence.public_key / LICENSE_PUBLIC_KEY on the API)\n", priv, pub)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "private key: %s (keep it secret: it signs licences)\npublic key:  %s (%s on the API)\n", priv, pub, config.Label("licence.public_key"))
 			return err
 		},
 	}

@@ -65,6 +65,9 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 		for _, w := range cfg.EnvWarnings() {
 			fmt.Fprintf(cmd.ErrOrStderr(), "edgeplat %s: warning: environment variable %s\n", spec.role, w)
 		}
+		for _, w := range cfg.FileWarnings() {
+			fmt.Fprintf(cmd.ErrOrStderr(), "edgeplat %s: warning: %s\n", spec.role, w)
+		}
 		return cfg.WritePrintable(cmd.OutOrStdout())
 	}
 
@@ -82,6 +85,9 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 			attrs = append(attrs, "did_you_mean", w.DidYouMean)
 		}
 		log.Warn("environment variable not read", attrs...)
+	}
+	for _, w := range cfg.FileWarnings() {
+		log.Warn(w)
 	}
 	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
 

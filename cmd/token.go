@@ -33,8 +33,8 @@ func newTokenCmd() *cobra.Command {
 		Short: "Issue a REST API access token signed with the configured key",
 		Long: `Issue a Cloud API access token for one tenant and print it on stdout.
 
-The token is signed as serve-api signs its own: with jwt.secret
-(JWT_SECRET) or jwt.private_key (JWT_PRIVATE_KEY), read from --config and
+The token is signed as serve-api signs its own: with ` + config.Label("jwt.secret") + `
+or ` + config.Label("jwt.private_key") + `, read from --config and
 the environment. When neither is set, the secret that all-in-one generated
 in its data directory (--data-dir) is used. Only a holder of the signing key
 can do this, and the token is valid for --ttl (at most 24h).`,
@@ -100,7 +100,7 @@ func useDataDirSecret(j *config.JWT, dataDir string) error {
 	path := filepath.Join(dataDir, jwtSecretFile)
 	s, err := readJWTSecret(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no signing key: set jwt.secret (JWT_SECRET) or jwt.private_key (JWT_PRIVATE_KEY) as serve-api has them, or point --data-dir at the data directory of an all-in-one that has run (%s does not exist)", path)
+		return fmt.Errorf("no signing key: set %s or %s as serve-api has them, or point --data-dir at the data directory of an all-in-one that has run (%s does not exist)", config.Label("jwt.secret"), config.Label("jwt.private_key"), path)
 	}
 	if err != nil {
 		return err

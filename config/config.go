@@ -19,9 +19,10 @@ type Config struct {
 	// Role is the subcommand this configuration was loaded for.
 	Role string
 
-	values      map[string]any
-	sources     map[string]Source
-	envWarnings []EnvWarning
+	values       map[string]any
+	sources      map[string]Source
+	envWarnings  []EnvWarning
+	fileWarnings []string
 }
 
 // Sections holds one typed struct per section; it is embedded in Config so
@@ -43,6 +44,10 @@ type Sections struct {
 	Agent       Agent       `mapstructure:"agent"`
 	AllInOne    AllInOne    `mapstructure:"all_in_one"`
 }
+
+// FileWarnings lists the keys of the config file that Load ignored
+// because their settings were removed (see Retired).
+func (c *Config) FileWarnings() []string { return c.fileWarnings }
 
 // SourceOf reports where the value of key came from.
 func (c *Config) SourceOf(key string) Source { return c.sources[key] }
@@ -76,14 +81,13 @@ type DB struct {
 
 // StreamStore configures the stream store.
 type StreamStore struct {
-	Driver                  string `mapstructure:"driver"`
-	Host                    string `mapstructure:"host"`
-	Port                    int    `mapstructure:"port"`
-	Password                Secret `mapstructure:"password"`
-	DB                      int    `mapstructure:"db"`
-	TLS                     bool   `mapstructure:"tls"`
-	IngestionStreamMaxLen   int    `mapstructure:"ingestion_stream_maxlen"`
-	PipelineFlushIntervalMS int    `mapstructure:"pipeline_flush_interval_ms"`
+	Driver                string `mapstructure:"driver"`
+	Host                  string `mapstructure:"host"`
+	Port                  int    `mapstructure:"port"`
+	Password              Secret `mapstructure:"password"`
+	DB                    int    `mapstructure:"db"`
+	TLS                   bool   `mapstructure:"tls"`
+	IngestionStreamMaxLen int    `mapstructure:"ingestion_stream_maxlen"`
 }
 
 // MQTT configures the Cloud API's broker client.
@@ -96,7 +100,6 @@ type MQTT struct {
 	SharedSubscriptionGroup string `mapstructure:"shared_subscription_group"`
 	MaxReconnectAttempts    int    `mapstructure:"max_reconnect_attempts"`
 	FatalRecoveryCooldownMS int    `mapstructure:"fatal_recovery_cooldown_ms"`
-	PersistToDB             bool   `mapstructure:"persist_to_db"`
 	AuthCacheTTLSeconds     int    `mapstructure:"auth_cache_ttl_seconds"`
 	CAFile                  string `mapstructure:"ca_file"`
 	CertFile                string `mapstructure:"cert_file"`
@@ -216,14 +219,13 @@ type Autoscale struct {
 
 // Agent configures the edge agent.
 type Agent struct {
-	Port           int    `mapstructure:"port"`
-	SecurityMode   string `mapstructure:"security_mode"`
-	APIKey         Secret `mapstructure:"api_key"`
-	EnableAuth     bool   `mapstructure:"enable_auth"`
-	DataDir        string `mapstructure:"data_dir"`
-	SimulationMode bool   `mapstructure:"simulation_mode"`
-	AdminUsername  string `mapstructure:"admin_username"`
-	AdminPassword  Secret `mapstructure:"admin_password"`
+	Port          int    `mapstructure:"port"`
+	SecurityMode  string `mapstructure:"security_mode"`
+	APIKey        Secret `mapstructure:"api_key"`
+	EnableAuth    bool   `mapstructure:"enable_auth"`
+	DataDir       string `mapstructure:"data_dir"`
+	AdminUsername string `mapstructure:"admin_username"`
+	AdminPassword Secret `mapstructure:"admin_password"`
 }
 
 // AllInOne configures the single-process mode.

@@ -68,6 +68,20 @@ Each role reads only its sections:
 	}
 
 	b.WriteString(`
+## Removed settings
+
+These settings had no effect and were removed. A variable or config-file key
+that still sets one is ignored with a warning at start; it does not stop the
+process.
+
+| Key | Environment | Why |
+|---|---|---|
+`)
+	for _, r := range Retired {
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s. |\n", r.Name, r.Env, upperFirst(r.Reason))
+	}
+
+	b.WriteString(`
 ## Ingestion profiles
 
 ` + "`INGESTION_PROFILE`" + ` (key ` + "`ingest.profile`" + `) applies one of these sets of
@@ -115,6 +129,13 @@ full stream: in a deployment with separate roles, give serve-api the same
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func renderDefault(k Key) string {

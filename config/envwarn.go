@@ -61,6 +61,10 @@ func envWarnings(role string, environ []string) []EnvWarning {
 			known[env] = append(known[env], k)
 		}
 	}
+	retired := map[string]RetiredKey{}
+	for _, r := range Retired {
+		retired[r.Env] = r
+	}
 	var out []EnvWarning
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
@@ -72,6 +76,10 @@ func envWarnings(role string, environ []string) []EnvWarning {
 			if w, ignored := ignoredByRole(role, name, keys); ignored {
 				out = append(out, w)
 			}
+			continue
+		}
+		if r, ok := retired[name]; ok {
+			out = append(out, EnvWarning{Var: name, Reason: r.warning()})
 			continue
 		}
 		if rest, ok := strings.CutPrefix(name, envPrefix); ok {

@@ -94,7 +94,6 @@ var Keys = []Key{
 	{Name: "streamstore.db", Env: "STREAMSTORE_DB", Kind: Int, Default: 0, Doc: "Stream store logical database number."},
 	{Name: "streamstore.tls", Kind: Bool, Default: false, Doc: "Connect to the stream store over TLS."},
 	{Name: "streamstore.ingestion_stream_maxlen", Env: "STREAMSTORE_INGESTION_STREAM_MAXLEN", Kind: Int, Default: 10000, Doc: "Length at which an ingestion stream counts as full (back-pressure, never trimming unprocessed entries)."},
-	{Name: "streamstore.pipeline_flush_interval_ms", Env: "STREAMSTORE_PIPELINE_FLUSH_INTERVAL_MS", Kind: Int, Default: 10, Doc: "How long writes may wait to share one pipelined round-trip; 0 sends at once."},
 
 	// mqtt: the settings the specification does not name take the
 	// MQTT_ names operators expect next to MQTT_BROKER_URL; their earlier
@@ -107,7 +106,6 @@ var Keys = []Key{
 	{Name: "mqtt.shared_subscription_group", Env: "MQTT_SHARED_SUBSCRIPTION_GROUP", Kind: String, Default: "", Doc: "Subscribe through $share/<group>/ so API replicas split the telemetry load."},
 	{Name: "mqtt.max_reconnect_attempts", Env: "MQTT_MAX_RECONNECT_ATTEMPTS", Kind: Int, Default: 20, Doc: "Consecutive failed reconnects before the client turns fatal; 0 is unlimited."},
 	{Name: "mqtt.fatal_recovery_cooldown_ms", Env: "MQTT_FATAL_RECOVERY_COOLDOWN_MS", Kind: Int, Default: 60000, Doc: "Wait in the fatal state before reconnecting again, in milliseconds."},
-	{Name: "mqtt.persist_to_db", Env: "MQTT_PERSIST_TO_DB", Kind: Bool, Default: true, Doc: "Persist state and metrics messages to the database."},
 	{Name: "mqtt.auth_cache_ttl_seconds", Env: "MQTT_AUTH_CACHE_TTL_SECONDS", Kind: Int, Default: 300, Doc: "How long broker auth-callback answers are cached, in seconds."},
 	{Name: "mqtt.ca_file", Env: "MQTT_CA_FILE", Aliases: []string{"EDGEPLAT_MQTT_CA_FILE"}, Kind: String, Default: "", Doc: "PEM file of CAs trusted for the broker's certificate."},
 	{Name: "mqtt.cert_file", Env: "MQTT_CERT_FILE", Aliases: []string{"EDGEPLAT_MQTT_CERT_FILE"}, Kind: String, Default: "", Doc: "PEM client certificate for mutual TLS."},
@@ -196,7 +194,6 @@ var Keys = []Key{
 	{Name: "agent.api_key", Env: "API_KEY", Kind: String, Default: "", Secret: true, Doc: "Key required in API_KEY mode; at least 16 characters whenever the agent API listens beyond loopback."},
 	{Name: "agent.enable_auth", Env: "ENABLE_AUTH", Kind: Bool, Default: false, Doc: "With API_KEY set, also selects key mode."},
 	{Name: "agent.data_dir", Env: "AGENT_DATA_DIR", Kind: String, Default: "/var/lib/edgeplat/agent", Doc: "Agent state directory (mode 0700); all-in-one puts it under --data-dir."},
-	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Kind: Bool, Default: false, Doc: "Enable the /v1/simulation endpoints."},
 	{Name: "agent.admin_username", Env: "AGENT_ADMIN_USERNAME", Kind: String, Default: "", Doc: "First admin UI user, created at start when no admin exists."},
 	{Name: "agent.admin_password", Env: "AGENT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "Password of agent.admin_username (at least 6 characters)."},
 
@@ -213,6 +210,38 @@ var Keys = []Key{
 	{Name: "all_in_one.auto_provision", Kind: Bool, Default: true, Doc: "all-in-one: on start, provision the built-in agent against the built-in Cloud API unless it is provisioned already, creating the first admin (all_in_one.admin_email) when the installation has none. Off leaves both to the operator."},
 	{Name: "all_in_one.admin_email", Env: "EDGEPLAT_ADMIN_EMAIL", Kind: String, Default: "admin@edgeplat.local", Doc: "all-in-one: e-mail of the Cloud API admin that auto-provisioning creates when none exists, and logs in as."},
 	{Name: "all_in_one.admin_password", Env: "EDGEPLAT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "all-in-one: password of all_in_one.admin_email (at least 8 characters). Empty: a random one is generated and printed once, when the admin is created; once an admin exists, auto-provisioning needs it to log in."},
+}
+
+// RetiredKey is a setting that was removed because it had no effect.
+type RetiredKey struct {
+	Name   string
+	Env    string
+	Reason string
+}
+
+// Retired lists the removed settings. A deployment that still sets one
+// keeps starting: its variable, or its key in a config file, draws a
+// warning with the reason instead of the error an unknown file key gets,
+// because refusing to start over a setting that never did anything would
+// turn a clean-up into an outage.
+var Retired = []RetiredKey{
+	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Reason: "the agent has no simulation endpoints"},
+	{Name: "mqtt.persist_to_db", Env: "MQTT_PERSIST_TO_DB", Reason: "state and metrics reports are always stored"},
+	{Name: "streamstore.pipeline_flush_interval_ms", Env: "STREAMSTORE_PIPELINE_FLUSH_INTERVAL_MS",
+		Reason: "stream writes are never held back to share a round trip; the API sends what its subscriber has received as one batch"},
+}
+
+func retiredKey(name string) (RetiredKey, bool) {
+	for _, r := range Retired {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return RetiredKey{}, false
+}
+
+func (r RetiredKey) warning() string {
+	return "setting " + r.Name + " was removed (" + r.Reason + "); it is ignored"
 }
 
 // roleSections lists the sections each role reads; --print-config shows and

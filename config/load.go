@@ -55,10 +55,11 @@ func Load(opts LoadOptions) (*Config, error) {
 
 	var errs []error
 	var fileKeys map[string]bool
+	var fileWarnings []string
 	if opts.File != "" {
 		var unknown []error
 		var err error
-		if fileKeys, unknown, err = readFile(v, opts.File); err != nil {
+		if fileKeys, unknown, fileWarnings, err = readFile(v, opts.File); err != nil {
 			return nil, err
 		}
 		errs = append(errs, unknown...)
@@ -134,7 +135,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 
 	applyRole(opts.Role, values, sources)
-	cfg := &Config{Role: opts.Role, values: values, sources: sources, envWarnings: envWarnings(opts.Role, os.Environ())}
+	cfg := &Config{Role: opts.Role, values: values, sources: sources, envWarnings: envWarnings(opts.Role, os.Environ()), fileWarnings: fileWarnings}
 	if err := decode(nested(values), &cfg.Sections); err != nil {
 		panic("BUG: config table and Config struct disagree: " + err.Error())
 	}
@@ -145,23 +146,27 @@ func Load(opts LoadOptions) (*Config, error) {
 	return cfg, nil
 }
 
-// readFile reads the YAML file into v and returns the keys it sets, and
-// one error per unknown key: a typo would otherwise silently leave a
-// default in place. The error return is for a file that cannot be read.
-func readFile(v *viper.Viper, path string) (map[string]bool, []error, error) {
+// readFile reads the YAML file into v and returns the keys it sets, one
+// error per unknown key (a typo would otherwise silently leave a default
+// in place) and one warning per key of a retired setting. The error
+// return is for a file that cannot be read.
+func readFile(v *viper.Viper, path string) (keys map[string]bool, unknown []error, warnings []string, err error) {
 	fv := viper.New()
 	fv.SetConfigFile(path)
 	fv.SetConfigType("yaml")
 	if err := fv.ReadInConfig(); err != nil {
-		return nil, nil, fmt.Errorf("read config file %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("read config file %s: %w", path, err)
 	}
-	keys := map[string]bool{}
-	var unknown []error
+	keys = map[string]bool{}
 	names := fv.AllKeys()
 	sort.Strings(names)
 	for _, name := range names {
 		if _, ok := KeyByName(name); ok {
 			keys[name] = true
+			continue
+		}
+		if r, ok := retiredKey(name); ok {
+			warnings = append(warnings, fmt.Sprintf("config file %s: %s", path, r.warning()))
 			continue
 		}
 		msg := fmt.Sprintf("config file %s: unknown key %s", path, name)
@@ -173,9 +178,9 @@ func readFile(v *viper.Viper, path string) (map[string]bool, []error, error) {
 	v.SetConfigFile(path)
 	v.SetConfigType("yaml")
 	if err := v.ReadInConfig(); err != nil {
-		return nil, nil, fmt.Errorf("read config file %s: %w", path, err)
+		return nil, nil, nil, fmt.Errorf("read config file %s: %w", path, err)
 	}
-	return keys, unknown, nil
+	return keys, unknown, warnings, nil
 }
 
 func sourceOf(k Key, role string, flagOf map[string]string, fileKeys map[string]bool, profileKeys map[string]any, profile string) Source {

@@ -41,6 +41,14 @@ func (p problems) errs(skip map[string]bool) []error {
 	return out
 }
 
+// rule records err, made by one of the exported rules below, which name
+// their key themselves.
+func (p *problems) rule(key string, err error) {
+	if err != nil {
+		*p = append(*p, problem{key: key, err: err})
+	}
+}
+
 func (p *problems) port(key string, v int) {
 	if v < 1 || v > 65535 {
 		p.add(key, "must be 1..65535, got %d", v)
@@ -101,8 +109,8 @@ func (c *Config) validate() problems {
 		case "mqtt":
 			c.MQTT.validate(&p)
 		case "jwt":
-			if c.JWT.Secret.IsSet() && len(c.JWT.Secret.Reveal()) < 32 {
-				p.add("jwt.secret", "must be at least 32 bytes, got %d", len(c.JWT.Secret.Reveal()))
+			if c.JWT.Secret.IsSet() {
+				p.rule("jwt.secret", ValidateJWTSecret(c.JWT.Secret.Reveal()))
 			}
 			if c.JWT.AccessTokenExpiry <= 0 {
 				p.add("jwt.access_token_expiry", "must be positive, got %s", c.JWT.AccessTokenExpiry)
@@ -128,7 +136,7 @@ func (c *Config) validate() problems {
 			if d := c.API.DedupTTL; d < time.Second || d > 30*24*time.Hour {
 				p.add("api.dedup_ttl", "must be between 1s and 30d, got %s", d)
 			}
-			p.oneOf("api.dedup_mode", c.API.DedupMode, DedupModeKey, DedupModeSequence)
+			p.rule("api.dedup_mode", ValidateDedupMode(c.API.DedupMode))
 			if d := c.API.ClockMaxFuture; d <= 0 {
 				p.add("api.clock_max_future", "must be positive, got %s", d)
 			}
@@ -175,7 +183,6 @@ func (s StreamStore) validate(p *problems) {
 		p.between("streamstore.db", s.DB, 0, 1<<16)
 	}
 	p.between("streamstore.ingestion_stream_maxlen", s.IngestionStreamMaxLen, 1, 1<<30)
-	p.between("streamstore.pipeline_flush_interval_ms", s.PipelineFlushIntervalMS, 0, 60000)
 }
 
 func (m MQTT) validate(p *problems) {
@@ -191,8 +198,7 @@ func (m MQTT) validate(p *problems) {
 	p.between("mqtt.fatal_recovery_cooldown_ms", m.FatalRecoveryCooldownMS, 0, 24*3600*1000)
 	p.between("mqtt.auth_cache_ttl_seconds", m.AuthCacheTTLSeconds, 0, 7*24*3600)
 	if (m.CertFile == "") != (m.KeyFile == "") {
-		k, _ := KeyByName("mqtt.key_file")
-		p.add("mqtt.cert_file", "and %s must be set together", k.Label())
+		p.add("mqtt.cert_file", "and %s must be set together", Label("mqtt.key_file"))
 	}
 	if strings.ContainsAny(m.SharedSubscriptionGroup, "/+#") {
 		p.add("mqtt.shared_subscription_group", "must not contain /, + or #, got %q", m.SharedSubscriptionGroup)
@@ -249,6 +255,29 @@ func (a Agent) validate(p *problems) {
 	if len(a.AdminPassword.Reveal()) > 72 {
 		p.add("agent.admin_password", "must be at most 72 bytes (the most a bcrypt hash takes)")
 	}
+}
+
+// MinJWTSecretLen is the shortest jwt.secret accepted: HS256 with a
+// shorter key is open to offline guessing of the key from one token.
+const MinJWTSecretLen = 32
+
+// ValidateJWTSecret is the rule for jwt.secret. Load applies it; code that
+// builds a config.JWT itself (tests, the token command) calls it too, so
+// the rule is written once.
+func ValidateJWTSecret(secret string) error {
+	if len(secret) < MinJWTSecretLen {
+		return fmt.Errorf("%s must be at least %d bytes, got %d", Label("jwt.secret"), MinJWTSecretLen, len(secret))
+	}
+	return nil
+}
+
+// ValidateDedupMode is the rule for api.dedup_mode, for Load and for code
+// that builds a Config itself.
+func ValidateDedupMode(mode string) error {
+	if mode != DedupModeKey && mode != DedupModeSequence {
+		return fmt.Errorf("%s must be one of %s, %s, got %q", Label("api.dedup_mode"), DedupModeKey, DedupModeSequence, mode)
+	}
+	return nil
 }
 
 // MinAgentAPIKeyLen is the shortest agent.api_key accepted in key mode;

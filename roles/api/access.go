@@ -76,7 +76,7 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 	}
 	trusted, err := config.ParseCIDRList(cfg.Auth.TrustedProxies)
 	if err != nil {
-		return nil, fmt.Errorf("auth.trusted_proxies (TRUSTED_PROXIES): %w", err)
+		return nil, fmt.Errorf("%s: %w", config.Label("auth.trusted_proxies"), err)
 	}
 	a.trusted = trusted
 	a.standing = accounts.NewStandingCache(a.accounts, standingTTL, standingMax)

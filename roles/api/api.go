@@ -171,25 +171,16 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 // different hosts apart, as before. A database in use before the
 // installation id existed keeps "edgeplat-api-<host>" (see
 // db.Installation).
-// clientIDLabel names the client id setting as configuration errors do.
-func clientIDLabel() string {
-	k, ok := config.KeyByName("mqtt.client_id")
-	if !ok {
-		panic("BUG: no mqtt.client_id key")
-	}
-	return k.Label()
-}
-
 func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, "")
 	if mo.ClientID == "" {
 		mo.ResolveClientID = func(ctx context.Context) (string, error) {
 			if r.DB == nil {
-				return "", errors.New("no database to read the installation id from; set " + clientIDLabel())
+				return "", errors.New("no database to read the installation id from; set " + config.Label("mqtt.client_id"))
 			}
 			in, err := r.DB.Installation(ctx)
 			if err != nil {
-				return "", fmt.Errorf("default from the installation id (or set %s): %w", clientIDLabel(), err)
+				return "", fmt.Errorf("default from the installation id (or set %s): %w", config.Label("mqtt.client_id"), err)
 			}
 			if in.LegacyClientID {
 				// Its broker session holds what was queued while it was

@@ -66,8 +66,10 @@ func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
 		every: time.Second, holdFor: defaultHoldFor, clock: newClockGuard(cfg.API, r.Metrics),
 	}
-	if p.mode != config.DedupModeKey && p.mode != config.DedupModeSequence {
-		return nil, fmt.Errorf("api.dedup_mode (DEDUP_MODE) must be %s or %s, got %q", config.DedupModeKey, config.DedupModeSequence, p.mode)
+	// Load has checked it; a Config built by hand has not, and any other
+	// value would silently dedup by key.
+	if err := config.ValidateDedupMode(p.mode); err != nil {
+		return nil, err
 	}
 	b, err := breaker.New(breaker.Options{OnChange: func(_, to breaker.State) {
 		if to == breaker.Open {

@@ -131,7 +131,7 @@ func (e *engine) Start(ctx context.Context) error {
 	if e.spoolOp != nil {
 		sp, err := spool.Open(*e.spoolOp)
 		if err != nil {
-			return fmt.Errorf("open spool (spool.path, DISK_SPOOL_PATH): %w", err)
+			return fmt.Errorf("open spool (%s): %w", config.Label("spool.path"), err)
 		}
 		e.spool = sp
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/api/idp"
 	"github.com/edgeplat/edgeplat/roles/api/token"
@@ -269,7 +270,7 @@ func (h *handler) bootstrap(c *gin.Context) {
 func (h *handler) register(c *gin.Context) {
 	if !h.AllowRegistration {
 		h.WriteError(c, http.StatusForbidden, "registration_disabled",
-			"self-registration is off on this installation (auth.allow_registration, ALLOW_REGISTRATION); ask an admin for an invitation")
+			"self-registration is off on this installation ("+config.Label("auth.allow_registration")+"); ask an admin for an invitation")
 		return
 	}
 	var in struct {

@@ -107,11 +107,11 @@ func New(cfg config.IDP, opts ...Option) (*Verifier, error) {
 	}
 	issuer := normaliseIssuer(cfg.Issuer)
 	if issuer == "" {
-		return nil, errors.New("idp.issuer (IDP_ISSUER) is required")
+		return nil, errors.New(config.Label("idp.issuer") + " is required")
 	}
 	audience := strings.TrimSpace(cfg.Audience)
 	if audience == "" {
-		return nil, errors.New("idp.audience (IDP_AUDIENCE) is required")
+		return nil, errors.New(config.Label("idp.audience") + " is required")
 	}
 
 	c := &keyCache{client: o.client, log: o.logger, now: o.now, issuer: issuer}
@@ -123,12 +123,12 @@ func New(cfg config.IDP, opts ...Option) (*Verifier, error) {
 	} else {
 		c.discoveryURL = issuer + "/.well-known/openid-configuration"
 		if err := checkURL(c.discoveryURL); err != nil {
-			return nil, fmt.Errorf("idp.issuer (IDP_ISSUER) must be the provider's https URL: %w", err)
+			return nil, fmt.Errorf("%s must be the provider's https URL: %w", config.Label("idp.issuer"), err)
 		}
 		if strings.TrimSpace(cfg.Domain) != "" {
 			u, err := domainJWKSURL(cfg.Domain)
 			if err != nil {
-				return nil, fmt.Errorf("idp.domain (IDP_DOMAIN): %w", err)
+				return nil, fmt.Errorf("%s: %w", config.Label("idp.domain"), err)
 			}
 			c.fallbackURL = u
 		}

@@ -160,20 +160,20 @@ func (m *Manager) read() loaded {
 		return l
 	}
 	if strings.TrimSpace(m.cfg.Key) == "" {
-		return fail(ReasonMissing, "no licence is configured (licence.key, LICENSE_KEY)", nil)
+		return fail(ReasonMissing, "no licence is configured ("+config.Label("licence.key")+")", nil)
 	}
 	if strings.TrimSpace(m.cfg.PublicKey) == "" {
-		return fail(ReasonInvalid, "licence.public_key (LICENSE_PUBLIC_KEY) is not set, so the licence cannot be verified", nil)
+		return fail(ReasonInvalid, config.Label("licence.public_key")+" is not set, so the licence cannot be verified", nil)
 	}
 	pub, err := ParsePublicKey(m.cfg.PublicKey)
 	if err != nil {
-		return fail(ReasonInvalid, "licence.public_key (LICENSE_PUBLIC_KEY) is not a readable Ed25519 or RSA public key",
-			fmt.Errorf("licence.public_key (LICENSE_PUBLIC_KEY): %w", err))
+		return fail(ReasonInvalid, config.Label("licence.public_key")+" is not a readable Ed25519 or RSA public key",
+			fmt.Errorf("%s: %w", config.Label("licence.public_key"), err))
 	}
 	raw, err := readLicence(m.cfg.Key)
 	if err != nil {
-		return fail(ReasonInvalid, "licence.key (LICENSE_KEY) is neither a licence nor a readable file",
-			fmt.Errorf("licence.key (LICENSE_KEY): %w", err))
+		return fail(ReasonInvalid, config.Label("licence.key")+" is neither a licence nor a readable file",
+			fmt.Errorf("%s: %w", config.Label("licence.key"), err))
 	}
 	c, err := Verify(raw, pub, m.now())
 	if err != nil && !errors.Is(err, ErrExpired) {

@@ -86,7 +86,7 @@ type Service struct {
 // New builds a Service from the jwt section. An RS256 private key selects
 // RS256 (its public half verifies unless JWT_PUBLIC_KEY is given); a public
 // key alone makes a verify-only service for replicas that never sign;
-// otherwise JWT_SECRET (at least 32 bytes) selects HS256. Key values are PEM
+// otherwise JWT_SECRET (config.ValidateJWTSecret) selects HS256. Key values are PEM
 // text or a path to a PEM file.
 func New(cfg config.JWT) (*Service, error) {
 	s := &Service{accessTTL: cfg.AccessTokenExpiry, refreshTTL: cfg.RefreshTokenExpiry, now: time.Now}
@@ -97,17 +97,17 @@ func New(cfg config.JWT) (*Service, error) {
 		if cfg.PrivateKey.IsSet() {
 			priv, err := loadRSAPrivate(cfg.PrivateKey.Reveal())
 			if err != nil {
-				return nil, fmt.Errorf("jwt.private_key (JWT_PRIVATE_KEY): %w", err)
+				return nil, fmt.Errorf("%s: %w", config.Label("jwt.private_key"), err)
 			}
 			s.signKey, pub = priv, &priv.PublicKey
 		}
 		if cfg.PublicKey != "" {
 			p, err := loadRSAPublic(cfg.PublicKey)
 			if err != nil {
-				return nil, fmt.Errorf("jwt.public_key (JWT_PUBLIC_KEY): %w", err)
+				return nil, fmt.Errorf("%s: %w", config.Label("jwt.public_key"), err)
 			}
 			if priv, ok := s.signKey.(*rsa.PrivateKey); ok && !priv.PublicKey.Equal(p) {
-				return nil, errors.New("jwt.public_key (JWT_PUBLIC_KEY) is not the public half of jwt.private_key (JWT_PRIVATE_KEY)")
+				return nil, fmt.Errorf("%s is not the public half of %s", config.Label("jwt.public_key"), config.Label("jwt.private_key"))
 			}
 			pub = p
 		}
@@ -116,13 +116,13 @@ func New(cfg config.JWT) (*Service, error) {
 		}
 		s.verifyKey = pub
 	case cfg.Secret.IsSet():
-		secret := []byte(cfg.Secret.Reveal())
-		if len(secret) < 32 {
-			return nil, fmt.Errorf("jwt.secret (JWT_SECRET) must be at least 32 bytes, got %d", len(secret))
+		if err := config.ValidateJWTSecret(cfg.Secret.Reveal()); err != nil {
+			return nil, err
 		}
+		secret := []byte(cfg.Secret.Reveal())
 		s.method, s.signKey, s.verifyKey = jwt.SigningMethodHS256, secret, secret
 	default:
-		return nil, errors.New("no signing key: set jwt.secret (JWT_SECRET, at least 32 bytes) or jwt.private_key (JWT_PRIVATE_KEY)")
+		return nil, fmt.Errorf("no signing key: set %s, at least %d bytes, or %s", config.Label("jwt.secret"), config.MinJWTSecretLen, config.Label("jwt.private_key"))
 	}
 	if s.accessTTL <= 0 || s.refreshTTL <= 0 {
 		return nil, fmt.Errorf("token lifetimes must be positive, got access %s, refresh %s", s.accessTTL, s.refreshTTL)

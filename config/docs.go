@@ -21,7 +21,7 @@ func WriteMarkdown(w io.Writer) error {
 Every setting has a dotted key (the path in the YAML file given with
 ` + "`--config`" + `), an environment variable, and a built-in default.
 Precedence, low to high: built-in default < ingestion profile < config file <
-environment < command-line flag. Settings the specification names keep its
+environment < command-line flag. Long-standing settings keep their bare
 environment names (` + "`DB_HOST`, `JWT_SECRET`" + `), and the broker client's
 settings take the same ` + "`MQTT_`" + ` form (` + "`MQTT_USERNAME`, `MQTT_PASSWORD`" + `,
 with their former ` + "`EDGEPLAT_MQTT_`" + ` names still read); the others read

@@ -30,8 +30,8 @@ func (w EnvWarning) String() string {
 // sorted by name.
 func (c *Config) EnvWarnings() []EnvWarning { return c.envWarnings }
 
-// envPrefix starts the name of every edgeplat setting that the
-// specification does not name.
+// envPrefix starts the name of every edgeplat setting that has no bare
+// environment name of its own (DB_HOST has one).
 const envPrefix = "EDGEPLAT_"
 
 // nonSettingEnv are EDGEPLAT_ variables read by the test harness and the
@@ -89,8 +89,8 @@ func envWarnings(role string, environ []string) []EnvWarning {
 			w := EnvWarning{Var: name, Reason: "no setting has this name (see docs/configuration.md)"}
 			switch {
 			case known[rest] != nil:
-				// EDGEPLAT_DB_HOST: the specification's names go
-				// without the prefix.
+				// EDGEPLAT_DB_HOST: the bare names go without
+				// the prefix.
 				w.DidYouMean = rest
 			default:
 				w.DidYouMean = nearest(name, prefixed)

@@ -34,7 +34,7 @@ const (
 type Key struct {
 	Name string
 	// Env is the primary environment variable; Aliases are read when Env is
-	// unset (the spec names some settings twice).
+	// unset (some settings have long had two names).
 	Env     string
 	Aliases []string
 	Kind    Kind
@@ -62,7 +62,7 @@ func init() {
 	}
 }
 
-// Keys lists every setting. Keys without a name in the spec read
+// Keys lists every setting. Keys without a bare environment name read
 // EDGEPLAT_<KEY> (db.sqlite_path: EDGEPLAT_DB_SQLITE_PATH). Sections (the part of Name before the first dot)
 // map to the typed structs in config.go.
 var Keys = []Key{
@@ -95,7 +95,7 @@ var Keys = []Key{
 	{Name: "streamstore.tls", Kind: Bool, Default: false, Doc: "Connect to the stream store over TLS."},
 	{Name: "streamstore.ingestion_stream_maxlen", Env: "STREAMSTORE_INGESTION_STREAM_MAXLEN", Kind: Int, Default: 10000, Doc: "Length at which an ingestion stream counts as full (back-pressure, never trimming unprocessed entries)."},
 
-	// mqtt: the settings the specification does not name take the
+	// mqtt: the settings without a long-standing name take the
 	// MQTT_ names operators expect next to MQTT_BROKER_URL; their earlier
 	// EDGEPLAT_MQTT_ names stay as aliases.
 	{Name: "mqtt.broker_url", Env: "MQTT_BROKER_URL", Kind: String, Default: "tcp://localhost:1883", Doc: "Broker URL: tcp://, ssl:// or tls://, ws:// or wss://. all-in-one points it at its embedded broker."},

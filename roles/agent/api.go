@@ -91,7 +91,6 @@ func (a *Agent) engine() *gin.Engine {
 	p.PATCH("/publish/subscriptions/:id", a.patchSubscription)
 	p.DELETE("/publish/subscriptions/:id", a.deleteSubscription)
 	p.GET("/protocol-outputs", a.listProtocolOutputs)
-	p.PATCH("/protocol-outputs/:protocol/drift", a.patchDrift)
 
 	p.POST("/provision", a.provision)
 	p.GET("/provision/status", a.provisionStatus)

@@ -130,6 +130,15 @@ func (a *Agent) provision(c *gin.Context) {
 		}
 		cr = &reg
 		a.log.Info("registered with the cloud", "agent", reg.AgentUUID, "tenant", reg.TenantID)
+		// The cloud knows the device under this name now; the device
+		// must show the same one.
+		if name != id.Name {
+			if err := st.SetMeta(ctx, "device_name", name); err != nil {
+				a.internal(c, "store device name", err)
+				return
+			}
+			a.identity.Store(&identity{UUID: id.UUID, Name: name})
+		}
 	}
 	ts, etag, _, err := client.TargetState(ctx, *cr, "")
 	if err != nil {

@@ -9,14 +9,15 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
 )
 
-// bufferStatus answers GET /v1/buffer/status with the figures of
-// edge-agent.md §2 "Buffer status". The transport figures are those of the
-// platform destination (the cloud), summed when there are several; every
-// destination's own figures are under destinations.
+// bufferStatus answers GET /v1/buffer/status (docs/agent.md, section
+// Publishing). The transport figures are those of the platform destination
+// (the cloud), summed when there are several; every destination's own
+// figures are under destinations.
 //
 // The agent sends its state report only while provisioning, at once, and
-// does not ship its own logs to the cloud, so the cloud report queue and
-// the agent log buffer are always empty and the log buffer disabled.
+// does not ship its own logs to the cloud, so it reports no cloud report
+// queue and no agent log buffer: figures that are always zero would look
+// like a queue that happens to be empty.
 func (a *Agent) bufferStatus(c *gin.Context) {
 	st, ok := a.storeFor(c)
 	if !ok {
@@ -43,19 +44,11 @@ func (a *Agent) bufferStatus(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{
 		"mode":                   a.mode(ctx, st),
-		"cloudReportQueueCount":  0,
-		"cloudReportOldestAge":   nil,
 		"transportPublishMode":   mode,
 		"mqttMessageBufferCount": count,
 		"mqttBufferBytes":        bytes,
 		"lastFlushAttempt":       optionalTime(lastAttempt),
 		"lastFlushSuccess":       optionalTime(lastSuccess),
-		"agentLogBufferEnabled":  false,
-		"agentLogBufferLogs":     0,
-		"agentLogBufferBytes":    0,
-		"agentLogPendingBatches": 0,
-		"agentLogDroppedTotal":   0,
-		"agentLogCircuitOpen":    false,
 		"destinations":           dests,
 	})
 }

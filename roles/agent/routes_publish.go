@@ -20,9 +20,6 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
-// destinationTypes are the destination kinds of edge-agent.md §2.
-var destinationTypes = []string{"platform", "mqtt", "tsdb", "iot-hub-a", "iot-hub-b", "iot-hub-c"}
-
 // destinationTestTimeout bounds POST /v1/publish/destinations/test.
 const destinationTestTimeout = 5 * time.Second
 
@@ -45,8 +42,8 @@ func validateDestination(d store.Destination) error {
 	} else if len(d.Name) > maxNameLen {
 		errs = append(errs, adapters.Fieldf("name", "must be at most %d characters", maxNameLen))
 	}
-	if !slices.Contains(destinationTypes, d.Type) {
-		return errors.Join(append(errs, adapters.Fieldf("type", "must be one of %s, got %q", strings.Join(destinationTypes, ", "), d.Type))...)
+	if types := dest.Types(); !slices.Contains(types, d.Type) {
+		return errors.Join(append(errs, adapters.Fieldf("type", "must be one of %s, got %q", strings.Join(types, ", "), d.Type))...)
 	}
 	if err := dest.Validate(d.Type, d.Config); err != nil {
 		errs = append(errs, err)
@@ -492,65 +489,15 @@ func (a *Agent) listProtocolOutputs(c *gin.Context) {
 		a.internal(c, "list protocol outputs", err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"outputs": outs})
-}
-
-// driftOptions are the drift detection settings of one protocol.
-type driftOptions struct {
-	Enabled       bool `json:"enabled"`
-	WindowMS      int  `json:"windowMs"`
-	MaxFieldCount int  `json:"maxFieldCount"`
-}
-
-func (a *Agent) patchDrift(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
+	// Drift options are stored but nothing acts on them yet, so they are
+	// not shown.
+	type output struct {
+		Protocol      string `json:"protocol"`
+		PayloadFormat string `json:"payload_format"`
 	}
-	p, ok := a.protocolFor(c)
-	if !ok {
-		return
+	views := make([]output, len(outs))
+	for i, o := range outs {
+		views[i] = output{Protocol: o.Protocol, PayloadFormat: o.PayloadFormat}
 	}
-	// A map, since null is a value here (it clears the options) and a
-	// pointer field could not tell it from a missing key.
-	var in map[string]json.RawMessage
-	if !bind(c, &in) {
-		return
-	}
-	raw, present := in["drift_options"]
-	for k := range in {
-		if k != "drift_options" {
-			fail(c, http.StatusBadRequest, "body: unknown field %q", k)
-			return
-		}
-	}
-	if !present {
-		fail(c, http.StatusBadRequest, "drift_options: is required (null clears it)")
-		return
-	}
-	var doc json.RawMessage
-	if string(raw) != "null" {
-		var d driftOptions
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&d); err != nil {
-			fail(c, http.StatusBadRequest, "drift_options: %v", err)
-			return
-		}
-		if d.WindowMS < 0 || d.WindowMS > 86400000 {
-			fail(c, http.StatusBadRequest, "drift_options.windowMs: must be 0..86400000, got %d", d.WindowMS)
-			return
-		}
-		if d.MaxFieldCount < 0 || d.MaxFieldCount > 100000 {
-			fail(c, http.StatusBadRequest, "drift_options.maxFieldCount: must be 0..100000, got %d", d.MaxFieldCount)
-			return
-		}
-		doc, _ = json.Marshal(d)
-	}
-	out, err := st.SetDriftOptions(c.Request.Context(), p, doc)
-	if err != nil {
-		a.internal(c, "set drift options", err)
-		return
-	}
-	c.JSON(http.StatusOK, out)
+	c.JSON(http.StatusOK, gin.H{"outputs": views})
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -14,21 +15,24 @@ import (
 const logRingCapacity = 5000
 
 // settingsView is GET /v1/settings: the settings plus the read-only agent
-// group.
-func (a *Agent) settingsView() gin.H {
+// group, which reports the cloud the agent really uses.
+func (a *Agent) settingsView(ctx context.Context) gin.H {
 	s := *a.settings.Load()
 	agent := gin.H{"uuid": "", "name": "", "version": a.version(), "provisioned": false, "apiEndpoint": "", "mqttBrokerUrl": ""}
 	if id := a.identity.Load(); id != nil {
 		agent["uuid"], agent["name"] = id.UUID, id.Name
 	}
-	return gin.H{"settings": gin.H{
-		"logging": s.Logging, "features": s.Features, "intervals": s.Intervals, "runtime": s.Runtime,
-		"anomalyDetection": s.AnomalyDetection, "agent": agent,
-	}}
+	if st := a.st.Load(); st != nil {
+		if cr, err := a.credentials(ctx, st); err == nil && cr != nil {
+			agent["provisioned"] = a.provisioned(ctx, st)
+			agent["apiEndpoint"], agent["mqttBrokerUrl"] = cr.APIEndpoint, cr.MQTT.BrokerURL
+		}
+	}
+	return gin.H{"settings": gin.H{"logging": s.Logging, "intervals": s.Intervals, "runtime": s.Runtime, "agent": agent}}
 }
 
 func (a *Agent) getSettings(c *gin.Context) {
-	c.JSON(http.StatusOK, a.settingsView())
+	c.JSON(http.StatusOK, a.settingsView(c.Request.Context()))
 }
 
 func (a *Agent) patchSettings(c *gin.Context) {
@@ -42,7 +46,7 @@ func (a *Agent) patchSettings(c *gin.Context) {
 	}
 	a.settingsMu.Lock()
 	defer a.settingsMu.Unlock()
-	merged, ignored, err := mergeSettings(*a.settings.Load(), body)
+	merged, ignored, err := mergeSettings(*a.settings.Load(), body, false)
 	if err != nil {
 		badRequest(c, err)
 		return
@@ -60,7 +64,7 @@ func (a *Agent) patchSettings(c *gin.Context) {
 	if len(ignored) > 0 {
 		a.log.Info("settings keys ignored", "keys", ignored)
 	}
-	c.JSON(http.StatusOK, a.settingsView())
+	c.JSON(http.StatusOK, a.settingsView(c.Request.Context()))
 }
 
 func (a *Agent) getLogs(c *gin.Context) {

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
@@ -67,7 +68,7 @@ type Agent struct {
 	opts   Options
 	runner *runner.Runner
 	out    *output
-	pub    *publisher
+	pub    *publish.Router
 	cloudM *syncMetrics
 	server interface{ Addr() string }
 
@@ -125,7 +126,7 @@ func newAgent(cfg *config.Config, r *rt.Runtime, opts Options) (*Agent, error) {
 		reboot: make(chan struct{}, 1), shutdown: make(chan struct{}, 1), runDone: make(chan struct{}),
 	}
 	a.memory = sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)
-	a.pub = newPublisher(log, a.sampler.CPUPercent)
+	a.pub = publish.New(log, a.sampler.CPUPercent)
 	a.out = newOutput(log, a.pub)
 	a.cloudM = newMetrics(r.Metrics, a.pub)
 	a.runner = runner.New(drivers, a.out, log.With("component", "endpoints"), r.Metrics)
@@ -203,9 +204,9 @@ func (a *Agent) Stop(ctx context.Context) error {
 // no store and answer 503.
 func (a *Agent) teardown() {
 	a.runner.StopAll()
-	a.pub.release()
+	a.pub.Release()
 	a.out.closeAll()
-	a.pub.close()
+	a.pub.Close()
 	a.storeMu.Lock()
 	s := a.st.Swap(nil)
 	a.storeMu.Unlock()
@@ -459,14 +460,14 @@ func (a *Agent) phasePublishing(ctx context.Context) error {
 		return err
 	}
 	creds, kid := platformCredentials(cr, a.provisioned(ctx, st))
-	return a.pub.open(ctx, st, creds, kid)
+	return a.pub.Open(ctx, st, creds, kid)
 }
 
 // reloadPublishing makes publishing follow a change of the stored
 // destinations or subscriptions at once. A failure is logged: the change
 // is stored and the next reload or restart applies it.
 func (a *Agent) reloadPublishing(ctx context.Context) {
-	if err := a.pub.reload(ctx); err != nil {
+	if err := a.pub.Reload(ctx); err != nil {
 		a.log.Error("publishing not reloaded", "err", err)
 	}
 }

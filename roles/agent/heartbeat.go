@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 )
@@ -83,17 +82,5 @@ func (a *Agent) heartbeat(ctx context.Context, eo *endpointOut, prev, now time.T
 		a.log.Warn("heartbeat not built", "endpoint", ep.Name, "err", err)
 		return false
 	}
-	sent := false
-	for _, r := range a.pub.platformRuns() {
-		if !r.t.Connected() || r.w.Mode() == outbound.ModeBufferOnly {
-			continue
-		}
-		it := outbound.Item{Topic: r.t.Topic("", ep.HeartbeatTopic), Payload: body, Ephemeral: true}
-		if err := r.w.Offer(ctx, it); err != nil {
-			a.log.Debug("heartbeat not sent", "endpoint", ep.Name, "destination", r.row.Name, "err", err)
-			continue
-		}
-		sent = true
-	}
-	return sent
+	return a.pub.SendEphemeral(ctx, ep.HeartbeatTopic, body)
 }

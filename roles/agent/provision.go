@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -177,7 +178,7 @@ func (a *Agent) provision(c *gin.Context) {
 		a.log.Error("default platform destination not created; add one with POST /v1/publish/destinations", "err", err)
 	}
 	creds, kid := platformCredentials(cr, true)
-	if err := a.pub.setCredentials(ctx, creds, kid); err != nil {
+	if err := a.pub.SetCredentials(ctx, creds, kid); err != nil {
 		a.log.Error("publishing not restarted with the new credentials", "err", err)
 	}
 	c.JSON(http.StatusOK, gin.H{"success": true, "device": gin.H{"uuid": cr.AgentUUID, "deviceName": name,
@@ -249,7 +250,7 @@ func (a *Agent) deprovision(c *gin.Context) {
 		return
 	}
 	a.cloud.online.Store(false)
-	if err := a.pub.setCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
+	if err := a.pub.SetCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
 		a.log.Error("publishing not restarted without credentials", "err", err)
 	}
 	msg := "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again"
@@ -315,4 +316,23 @@ func (a *Agent) ensurePlatformDestination(ctx context.Context, st *store.Store) 
 	}
 	a.log.Info("platform destination added", "destination", d.Name, "id", d.ID)
 	return nil
+}
+
+// platformCredentials are what the platform destination connects with: the
+// provisioned device's broker credentials, or none when the agent is
+// standalone. A standalone agent has no tenant and agent ids to name a
+// platform topic with, so the platform destination publishes nothing then,
+// and queues nothing; what it had queued waits for the next provisioning.
+func platformCredentials(cr *cloud.Credentials, provisioned bool) (dest.PlatformCredentials, string) {
+	if cr == nil {
+		return dest.PlatformCredentials{}, ""
+	}
+	kid := publish.KidOf(cr.APIKey)
+	if !provisioned {
+		return dest.PlatformCredentials{}, kid
+	}
+	return dest.PlatformCredentials{
+		BrokerURL: cr.MQTT.BrokerURL, Username: cr.MQTT.Username, Password: cr.MQTT.Password,
+		ClientID: cr.MQTT.ClientID, TopicPrefix: cr.MQTT.TopicPrefix,
+	}, kid
 }

@@ -24,7 +24,7 @@ func (a *Agent) bufferStatus(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	dests, err := a.pub.statuses(ctx)
+	dests, err := a.pub.Statuses(ctx)
 	if err != nil {
 		a.internal(c, "buffer status", err)
 		return

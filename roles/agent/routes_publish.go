@@ -290,7 +290,7 @@ func (a *Agent) deleteDestination(c *gin.Context) {
 		if err := st.DeleteDestination(ctx, id); err != nil {
 			return err
 		}
-		a.pub.forgetStopped(ctx, id)
+		a.pub.ForgetStopped(ctx, id)
 		return nil
 	})
 }

@@ -67,7 +67,7 @@ func TestCloudSyncMetrics(t *testing.T) {
 	}))
 	defer cloudSrv.Close()
 	r := startAgent(t, t.TempDir(), true, nil)
-	st := r.agent.st.Load()
+	st := r.agent.p.st.Load()
 	doc, _ := json.Marshal(cloud.Credentials{APIEndpoint: cloudSrv.URL, AgentUUID: "a1", APIKey: "k"})
 	ctx := context.Background()
 	if err := st.SetMeta(ctx, metaCredentials, string(doc)); err != nil {
@@ -83,7 +83,7 @@ func TestCloudSyncMetrics(t *testing.T) {
 	if code, body := r.do("POST", "/v1/sync/pull", "", nil); code != 502 {
 		t.Fatalf("pull from a failing cloud = %d %s", code, body)
 	}
-	reg := r.agent.rt.Metrics
+	reg := r.metrics
 	if v := metricValue(t, reg, "edgeplat_agent_cloud_sync_attempts_total", nil); v != 2 {
 		t.Fatalf("attempts %v, want 2", v)
 	}

@@ -44,7 +44,7 @@ func TestPublishingConfiguration(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"enabled":false`) || !strings.Contains(body, "10.0.0.6") {
 		t.Fatalf("patch destination: %d %s", code, body)
 	}
-	st, _ := r.agent.storeOrErr()
+	st, _ := r.agent.p.st.Open()
 	d, err := st.Destination(t.Context(), int64(mqttID))
 	if err != nil || !strings.Contains(string(d.Config), `"password":"s3cret"`) {
 		t.Fatalf("stored config after a masked patch: %s %v", d.Config, err)

@@ -9,9 +9,14 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
+	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
 
 // Settings are the agent's adjustable settings (docs/agent.md, section
@@ -184,30 +189,97 @@ func mergeValue(dst, src any) any {
 	return d
 }
 
-// loadSettings reads the stored settings (defaults when none) and applies
-// them.
-func (a *Agent) loadSettings(ctx context.Context) error {
-	body, err := a.st.Load().Settings(ctx)
+// settingsService is httpapi.Settings: it keeps the settings in force and
+// applies a change at once.
+type settingsService struct {
+	st     *storeRef
+	id     *atomic.Pointer[identity]
+	memory *sysinfo.MemoryMonitor
+	level  *slog.LevelVar
+	log    *slog.Logger
+	cloud  *cloudService
+
+	cur atomic.Pointer[Settings]
+	// mu serialises read-modify-write of the settings.
+	mu sync.Mutex
+}
+
+func newSettingsService(st *storeRef, id *atomic.Pointer[identity], memory *sysinfo.MemoryMonitor, level *slog.LevelVar, log *slog.Logger) *settingsService {
+	s := &settingsService{st: st, id: id, memory: memory, level: level, log: log}
+	def := defaultSettings()
+	s.cur.Store(&def)
+	return s
+}
+
+// current returns the settings in force.
+func (s *settingsService) current() Settings { return *s.cur.Load() }
+
+// load reads the stored settings (defaults when none) and applies them.
+func (s *settingsService) load(ctx context.Context, st *store.Store) error {
+	body, err := st.Settings(ctx)
 	if err != nil {
 		return err
 	}
-	s := defaultSettings()
+	cur := defaultSettings()
 	if body != nil {
-		if s, _, err = mergeSettings(s, body, true); err != nil {
+		if cur, _, err = mergeSettings(cur, body, true); err != nil {
 			// A document a newer or older build wrote must not keep the
 			// agent from starting; its valid parts are lost, and said so.
-			a.log.Error("stored settings are invalid; using defaults", "err", err)
-			s = defaultSettings()
+			s.log.Error("stored settings are invalid; using defaults", "err", err)
+			cur = defaultSettings()
 		}
 	}
-	a.applySettings(s)
+	s.apply(cur)
 	return nil
 }
 
-func (a *Agent) applySettings(s Settings) {
-	if l, err := parseLevel(s.Logging.Level); err == nil {
-		a.level.Set(l)
+func (s *settingsService) apply(cur Settings) {
+	if l, err := parseLevel(cur.Logging.Level); err == nil {
+		s.level.Set(l)
 	}
-	a.memory.SetMaxMemoryMb(s.Runtime.MaxMemoryMB)
-	a.settings.Store(&s)
+	s.memory.SetMaxMemoryMb(cur.Runtime.MaxMemoryMB)
+	s.cur.Store(&cur)
+}
+
+// View implements httpapi.Settings: the settings plus the read-only agent
+// group, which reports the cloud the agent really uses.
+func (s *settingsService) View(ctx context.Context) any {
+	cur := s.current()
+	agent := map[string]any{"uuid": "", "name": "", "version": version(), "provisioned": false, "apiEndpoint": "", "mqttBrokerUrl": ""}
+	if id := s.id.Load(); id != nil {
+		agent["uuid"], agent["name"] = id.UUID, id.Name
+	}
+	if st := s.st.Load(); st != nil {
+		if cr, err := credentials(ctx, st); err == nil && cr != nil {
+			agent["provisioned"] = provisioned(ctx, st)
+			agent["apiEndpoint"], agent["mqttBrokerUrl"] = cr.APIEndpoint, cr.MQTT.BrokerURL
+		}
+	}
+	return map[string]any{"settings": map[string]any{"logging": cur.Logging, "intervals": cur.Intervals, "runtime": cur.Runtime, "agent": agent}}
+}
+
+// Patch implements httpapi.Settings.
+func (s *settingsService) Patch(ctx context.Context, doc []byte) error {
+	st, err := s.st.Open()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	merged, ignored, err := mergeSettings(s.current(), doc, false)
+	if err != nil {
+		return httpapi.Invalid(err)
+	}
+	body, err := json.Marshal(merged)
+	if err != nil {
+		return fmt.Errorf("encode settings: %w", err)
+	}
+	if err := st.SaveSettings(ctx, body); err != nil {
+		return err
+	}
+	s.apply(merged)
+	if len(ignored) > 0 {
+		s.log.Info("settings keys ignored", "keys", ignored)
+	}
+	return nil
 }

@@ -60,7 +60,7 @@ func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 	if code, body := r.do("PATCH", "/v1/protocol-outputs/modbus/drift", `{"drift_options":{"enabled":true}}`, nil); code != 404 {
 		t.Errorf("PATCH drift = %d %s, want 404: nothing uses drift options", code, body)
 	}
-	st, _ := r.agent.storeOrErr()
+	st, _ := r.agent.p.st.Open()
 	if _, err := st.SetDriftOptions(t.Context(), "modbus", json.RawMessage(`{"enabled":true}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		a.setState(StateInitializing)
-		a.log.Error("agent services stopped; starting them again", "err", err, "retry_in", phaseRetry)
+		if se := (*lifecycle.ServiceError)(nil); !errors.As(err, &se) || se.Phase != "start" {
+			// A phase that failed to start was logged when it failed.
+			a.log.Error("agent services stopped; starting them again", "err", err, "retry_in", phaseRetry)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -168,9 +171,12 @@ func (a *Agent) started(name string, took time.Duration, err error) {
 		a.state = StateRunning
 	}
 	a.mu.Unlock()
+	var fe *fatalError
 	switch {
+	case errors.As(err, &fe):
+		// Run ends the agent with it, and the role logs it once.
 	case err != nil:
-		a.log.Error("init phase failed", "phase", name, "err", err)
+		a.log.Error("init phase failed", "phase", name, "err", err, "retry_in", phaseRetry)
 	case ready:
 		a.log.Info("agent running")
 		if a.releasePages {

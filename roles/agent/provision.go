@@ -107,6 +107,9 @@ func (s *cloudService) Provision(ctx context.Context, in httpapi.ProvisionReques
 		}
 	}
 	id := s.id.Load()
+	if id == nil {
+		return nil, httpapi.ErrNotReady
+	}
 	name := strings.TrimSpace(in.DeviceName)
 	if name == "" {
 		name = id.Name
@@ -202,6 +205,9 @@ func (s *cloudService) ProvisionStatus(ctx context.Context) (any, error) {
 		return nil, fmt.Errorf("read cloud credentials: %w", err)
 	}
 	id := s.id.Load()
+	if id == nil {
+		return nil, httpapi.ErrNotReady
+	}
 	out := map[string]any{"provisioned": false, "uuid": id.UUID, "deviceName": id.Name, "apiEndpoint": "",
 		"hasProvisioningKey": false, "mqttConfigured": false, "mqttBrokerUrl": ""}
 	if cr != nil {

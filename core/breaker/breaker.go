@@ -1,8 +1,8 @@
 // Package breaker is the rolling-window circuit breaker of the Cloud API
 // write path and the ingestion insert path. It opens when the error rate in
 // the window passes a threshold and, unlike a classic half-open breaker,
-// closes only when its owner says so: the spec has a background poller probe
-// the backend (and, for ingestion, wait for the spool to drain) instead of
+// closes only when its owner says so: a background poller probes the
+// backend (and, for ingestion, waits for the spool to drain) instead of
 // letting trial traffic through.
 package breaker
 

@@ -2,30 +2,11 @@
 // topics each client may use. One Authorizer serves both brokers the
 // platform runs with: the embedded mochi-mqtt broker calls it in-process
 // (roles/broker), and external brokers reach it through the HTTP callbacks
-// of roles/api/brokerauth.
-//
-// The rules (docs/broker-auth.md, "The rules"):
-//
-//   - A device connects with its device API key as username, its MQTT
-//     password, and client id "agent-{agent uuid}". Anonymous clients,
-//     wrong passwords, revoked keys and any other client id are refused.
-//   - A device publishes only under i/{tenant}/a/{agent}/ (its own ids, in
-//     the 22-character topic form), except the command subtree
-//     i/{tenant}/a/{agent}/cmd/#, which only the cloud writes; it subscribes
-//     only inside that command subtree. Wildcards cannot reach across
-//     agents or tenants, and $SYS and $share are closed to devices.
-//   - Service users (the Cloud API's own clients, from mqtt.username and
-//     mqtt.password) are superusers.
-//   - Broker users, MQTT accounts a tenant's admins create for
-//     integrations, use the topics their rules allow inside their tenant's
-//     space i/{tenant}/ and nothing else (users.go).
-//   - Every failure closes: a store error, a timeout or an unreadable
-//     request is a refusal.
-//
-// Store answers are cached for the configured TTL in a bounded cache;
-// Invalidate, which the account store calls when it revokes a key, makes
-// the next connect with that key ask the store again, so revocation refuses
-// new connections at once.
+// of roles/api/brokerauth. Every failure closes: a store error, a timeout
+// or an unreadable request is a refusal. Store answers are cached;
+// Invalidate makes revocation refuse new connections, and the rights of
+// open sessions, at once. See docs/broker-auth.md, sections The rules and
+// Caching and revocation.
 package brokerauth
 
 import (

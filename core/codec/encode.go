@@ -13,7 +13,7 @@ import (
 )
 
 // Format is a wire format an agent subscription can select; the names are the
-// spec's values of a subscription's "compression" field.
+// values of a subscription's "compression" field (docs/agent.md).
 type Format string
 
 // Wire formats.

@@ -111,17 +111,38 @@ func TestServerDrainsInFlightRequests(t *testing.T) {
 		got <- result{string(b), err}
 	}()
 	<-entered
+	// Run drains once its context ends; Stop follows Run (lifecycle).
 	cancel()
-	stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer stopCancel()
-	if err := s.Stop(stopCtx); err != nil {
-		t.Fatalf("Stop: %v", err)
+	if err := <-runDone; err != nil {
+		t.Errorf("Run = %v", err)
 	}
 	if r := <-got; r.err != nil || r.body != "done" {
 		t.Errorf("in-flight request got %q, %v", r.body, r.err)
 	}
-	if err := <-runDone; err != nil {
-		t.Errorf("Run = %v", err)
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestStopWithoutRunReleasesThePort: when a later service fails to start,
+// lifecycle stops this one without running it; its port must be free
+// again, or a retry in the same process could not bind it.
+func TestStopWithoutRunReleasesThePort(t *testing.T) {
+	s, err := NewServer(ServerOptions{Name: "t", Addr: "127.0.0.1:0", Handler: http.NotFoundHandler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("port still held after Stop: %v", err)
+	}
+	_ = ln.Close()
 }

@@ -91,27 +91,37 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run implements lifecycle.Service.
+// Run implements lifecycle.Service: it serves until ctx ends, then stops
+// accepting and lets in-flight requests finish within the stop phase's
+// deadline (lifecycle.DrainContext) before it closes what is left.
 func (s *Server) Run(ctx context.Context) error {
-	err := s.srv.Serve(s.ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		// Serve returns at once when Shutdown begins; wait for the runner's
-		// cancellation so an orderly stop is not taken for an early exit.
-		<-ctx.Done()
-		return nil
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve %s: %w", s.Addr(), err)
+	case <-ctx.Done():
 	}
-	return fmt.Errorf("serve %s: %w", s.Addr(), err)
+	dctx, cancel := lifecycle.DrainContext(ctx)
+	defer cancel()
+	err := s.srv.Shutdown(dctx)
+	if err != nil {
+		_ = s.srv.Close()
+		err = fmt.Errorf("shutdown %s: %w", s.Addr(), err)
+	}
+	<-served // http.ErrServerClosed, at once after Shutdown or Close
+	return err
 }
 
-// Stop implements lifecycle.Service: it stops accepting and waits for
-// in-flight requests until ctx's deadline, then closes what is left.
-func (s *Server) Stop(ctx context.Context) error {
+// Stop implements lifecycle.Service. Run has drained the server by now;
+// Stop closes the listener of a server whose Run never began.
+func (s *Server) Stop(context.Context) error {
 	if s.srv == nil {
 		return nil
 	}
-	if err := s.srv.Shutdown(ctx); err != nil {
-		_ = s.srv.Close()
-		return fmt.Errorf("shutdown %s: %w", s.Addr(), err)
+	_ = s.srv.Close()
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("close %s: %w", s.Addr(), err)
 	}
 	return nil
 }

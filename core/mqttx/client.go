@@ -75,8 +75,7 @@ type Client struct {
 	queueBytes     int
 	dropped        uint64
 	cur            *conn // the live connection, nil when there is none
-	runCancel      context.CancelFunc
-	runDone        chan struct{} // closed when Run returns; nil before Run
+	ran            bool  // Run was called; it runs once
 
 	// hooks are for tests in this package; set them before Start.
 	hooks struct {
@@ -156,16 +155,12 @@ func (c *Client) Start(ctx context.Context) error {
 // an established connection stays open for Stop to drain and close.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
-	if !c.started || c.stopped || c.runDone != nil {
+	if !c.started || c.stopped || c.ran {
 		c.mu.Unlock()
 		return errors.New("mqtt client: Run needs Start, and runs once")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	c.runCancel, c.runDone = cancel, done
+	c.ran = true
 	c.mu.Unlock()
-	defer close(done)
-	defer cancel()
 
 	for ctx.Err() == nil {
 		c.mu.Lock()
@@ -205,8 +200,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.transition(evConnected, nil)
 			cn.startFlusher()
 		default:
-			// Stopped: Stop gave up waiting for Run and went ahead.
-			cancel()
+			return fmt.Errorf("mqtt client: Run in state %s", state)
 		}
 	}
 
@@ -245,9 +239,9 @@ func (c *Client) serve(ctx context.Context, cn *conn) {
 	}
 }
 
-// Stop implements lifecycle.Service: it ends Run if it still runs, sends
-// what is queued while ctx and the connection allow, disconnects cleanly and
-// fails what remains in the queue with ErrStopped.
+// Stop implements lifecycle.Service, called once Run has returned (or
+// never ran): it sends what is queued while ctx and the connection allow,
+// disconnects cleanly and fails what remains in the queue with ErrStopped.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if c.stopped {
@@ -255,24 +249,13 @@ func (c *Client) Stop(ctx context.Context) error {
 		return nil
 	}
 	c.stopped = true
-	cancel, done := c.runCancel, c.runDone
 	c.mu.Unlock()
-
-	var errs []error
-	if cancel != nil {
-		cancel()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("mqtt client run did not end: %w", ctx.Err()))
-		}
-	}
 
 	c.mu.Lock()
 	cn := c.cur
 	c.cur = nil
 	c.mu.Unlock()
-	if cn != nil && len(errs) == 0 {
+	if cn != nil {
 		cn.halt() // Run halted it already; harmless
 		if err := c.flush(ctx, cn, true); err != nil {
 			// What is left is counted and logged below; not a failure to stop.
@@ -294,7 +277,7 @@ func (c *Client) Stop(ctx context.Context) error {
 		c.log.Warn("mqtt client stopped with unsent messages; they are lost", "count", left)
 	}
 	c.transition(evStop, nil)
-	return errors.Join(errs...)
+	return nil
 }
 
 // quiesce is how long a clean disconnect may wait for the DISCONNECT to be

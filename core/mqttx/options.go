@@ -152,7 +152,7 @@ type Options struct {
 	OnStateChange func(from, to State)
 }
 
-// DefaultOptions returns Options with every default of the spec set; the
+// DefaultOptions returns Options with every default of docs/mqtt-client.md set; the
 // caller fills in BrokerURL and ClientID.
 func DefaultOptions() Options {
 	return Options{

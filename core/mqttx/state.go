@@ -39,7 +39,7 @@ func States() []State {
 
 // Backoff returns the wait before reconnect attempt number attempt (1-based)
 // of one outage: base, 2·base, 4·base, ... capped at max. With the defaults
-// that is the spec's 1 s, 2 s, 4 s, then 8 s.
+// that is 1 s, 2 s, 4 s, then 8 s.
 func Backoff(base, max time.Duration, attempt int) time.Duration {
 	if attempt < 1 {
 		attempt = 1

@@ -96,6 +96,8 @@ type Spool struct {
 	// position file.
 	diskFull   bool
 	posUnsaved bool
+	// closed is final: Close sealed the writer, and no file opens again.
+	closed bool
 	// writeFile writes the position file; a seam for tests that inject a
 	// full disk.
 	writeFile func(name string, data []byte, perm os.FileMode) error
@@ -195,6 +197,9 @@ func (s *Spool) Append(entries ...Entry) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
 	if s.w != nil && s.files[len(s.files)-1].size+int64(buf.Len()) > s.opts.FileBytes {
 		if err := s.sealLocked(); err != nil {
 			return err
@@ -338,10 +343,19 @@ func (s *Spool) Empty() bool {
 	return true
 }
 
-// Close closes the writer. Spooled data stays on disk for the next run.
+// ErrClosed is returned by Append and Replay after Close.
+var ErrClosed = errors.New("spool: closed")
+
+// Close closes the writer, for good: a later Append or Replay returns
+// ErrClosed rather than open a file that nobody would close. Spooled data
+// stays on disk for the next run. Closing twice is harmless.
 func (s *Spool) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	return s.sealLocked()
 }
 
@@ -359,6 +373,10 @@ func (s *Spool) Replay(ctx context.Context, batch int, fn func(context.Context, 
 	defer s.replayMu.Unlock()
 
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, ErrClosed
+	}
 	if s.w != nil && s.files[len(s.files)-1].size > 0 {
 		if err := s.sealLocked(); err != nil {
 			s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -294,4 +295,37 @@ func FuzzParseLine(f *testing.F) {
 			t.Fatalf("accepted invalid data %q", e.Data)
 		}
 	})
+}
+
+// TestCloseIsFinal: an Append after Close must fail and open no file. A
+// spool that reopened its writer after Close would hold a descriptor that
+// nobody closes, and data that the next run cannot count on.
+func TestCloseIsFinal(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<20, 1<<16)
+	if err := s.Append(entry(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := spoolFiles(t, dir)
+	if err := s.Append(entry(2)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Replay(context.Background(), 10, func(context.Context, []Entry) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Replay after Close = %v, want ErrClosed", err)
+	}
+	if after := spoolFiles(t, dir); !slices.Equal(before, after) {
+		t.Fatalf("files after Close changed from %v to %v", before, after)
+	}
+	if s.w != nil {
+		t.Fatal("Append after Close opened a writer")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if got := collect(t, open(t, dir, 1<<20, 1<<16)); !slices.Equal(got, []int{1}) {
+		t.Fatalf("next run replays %v, want [1]", got)
+	}
 }

@@ -1,24 +1,11 @@
 // Package streamstore is the contract between the Cloud API, which appends
 // telemetry batches, and the ingestion workers, which consume them through
-// consumer groups; it also carries real-time pub/sub for dashboards and the
-// marks with a TTL (one key per msgId, or one bit per msgId in a shared
-// bitmap) that de-duplicate msgIds.
-//
-// Production runs on Redis (package streamstore/redis); `edgeplat
-// all-in-one` runs without external services on an in-process store with
-// the same semantics (package streamstore/memory). Roles depend on the Store
-// interface only, so they cannot lean on either backend's accidents, and one
-// contract suite (package streamstore/storetest) runs against both to keep
-// the semantics identical: entry ids are Redis's `ms-seq`, a consumer group
-// has a pending entries list (PEL) with delivery counts and idle times, and
-// blocking reads wake on appends.
-//
-// Two rules keep unprocessed telemetry from being lost:
-//
-//   - producers never trim: Add with a maxLen refuses with ErrStreamFull
-//     instead of evicting the oldest entries the way XADD MAXLEN would;
-//   - consumers trim only below SafeTrimID, which never passes an entry
-//     that is pending (delivered but not acknowledged) or not yet delivered.
+// consumer groups; it also carries real-time pub/sub and the msgId
+// de-duplication marks. Roles depend on Store only; streamstore/redis and
+// streamstore/memory implement it and the streamstore/storetest suite holds
+// both to the same semantics. Producers never trim (Add with a maxLen
+// refuses with ErrStreamFull), and consumers trim only below SafeTrimID.
+// See docs/stream-store.md.
 package streamstore
 
 import (

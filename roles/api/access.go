@@ -53,7 +53,7 @@ type access struct {
 	log     *slog.Logger
 	r       *rt.Runtime
 
-	// Rate limits of spec §8, per minute: every request by credential or
+	// Rate limits per minute (docs/api-errors.md, section Rate limits): every request by credential or
 	// client address, the auth endpoints by address, admin routes by
 	// admin; failed logins by account and by address.
 	global, authLimit, admin, device *httpx.Limiter

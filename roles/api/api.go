@@ -229,7 +229,7 @@ func (h *handlers) info(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"service": "edgeplat-api", "version": bi.Version, "commit": bi.Commit, "apiBase": "/api/v1"})
 }
 
-// health answers liveness probes with spec §2's health response: status,
+// health answers liveness probes with the health response: status,
 // uptime and the state of the three dependencies; 200 when all are up, 503
 // otherwise.
 func (h *handlers) health(c *gin.Context) {
@@ -254,7 +254,8 @@ func (h *handlers) health(c *gin.Context) {
 	c.JSON(code, body)
 }
 
-// ingestionHealth is spec §2's ingestion status of the write path.
+// ingestionHealth is the ingestion status of the write path
+// (docs/agents-api.md, section GET /metrics/ingestion-health).
 func (h *handlers) ingestionHealth(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()

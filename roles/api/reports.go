@@ -20,11 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// endpointsFilter is the agents' telemetry topic (spec §6).
+// endpointsFilter is the agents' telemetry topic.
 const endpointsFilter = "i/+/a/+/endpoints/#"
 
 // reportFilters are the agent topics whose messages replace the agent's
-// last report instead of adding telemetry (spec §6).
+// last report instead of adding telemetry (docs/agents-api.md).
 var reportFilters = []string{"i/+/a/+/state", "i/+/a/+/metrics"}
 
 // maxReportBytes bounds one stored report: a state or system-metrics

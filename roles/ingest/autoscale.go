@@ -9,7 +9,8 @@ import (
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
-// signals are the autoscaler's inputs (spec §8 "Autoscaling signals").
+// signals are the autoscaler's inputs; its thresholds are the
+// ingest.autoscale settings (docs/configuration.md, section ingest).
 type signals struct {
 	lagMS    int64   // age of the oldest unacknowledged entry
 	poolPct  float64 // database connections in use

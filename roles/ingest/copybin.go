@@ -22,23 +22,32 @@ import (
 // having it. The format is PostgreSQL's documented binary COPY format.
 func copyBinary(ctx context.Context, pool *pgxpool.Pool, rows []telemetry.Row) (int64, error) {
 	buf := copyBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= 16<<20 { // do not pin a huge buffer forever
-			buf.Reset()
-			copyBufs.Put(buf)
-		}
-	}()
 	encodeCopy(buf, rows)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
+		recycleCopyBuf(buf)
 		return 0, fmt.Errorf("acquire connection: %w", err)
 	}
 	defer conn.Release()
 	tag, err := conn.Conn().PgConn().CopyFrom(ctx, buf, copySQL)
 	if err != nil {
+		// When the copy fails (the connection dropped, ctx ended),
+		// CopyFrom can return while its goroutine still reads buf; a
+		// recycled buffer would be reset and refilled under it. Leave
+		// this one to the garbage collector.
 		return 0, err
 	}
+	recycleCopyBuf(buf)
 	return tag.RowsAffected(), nil
+}
+
+// recycleCopyBuf returns buf to the pool, unless it grew so large that
+// keeping it would pin the memory for good.
+func recycleCopyBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 16<<20 {
+		buf.Reset()
+		copyBufs.Put(buf)
+	}
 }
 
 var copyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -26,7 +26,7 @@ import (
 type intervals struct {
 	discover  time.Duration // SCAN for new tenant streams
 	maintain  time.Duration // trim, reclaim idle pending entries
-	sample    time.Duration // lag, depth and pool signals; autoscaling (spec: 5 s)
+	sample    time.Duration // lag, depth and pool signals; autoscaling (5 s)
 	replay    time.Duration // probe the database and drain the spool
 	processTO time.Duration // bound on one batch, per 4 MiB of its data (processBudget)
 	// pattern and logsPattern select the streams to ingest
@@ -72,12 +72,6 @@ type engine struct {
 	// writeSlots bounds concurrent database writes (ingest.write_concurrency);
 	// nil means no bound.
 	writeSlots chan struct{}
-
-	// runDone is closed when Run returns; stopped tells a Run that begins
-	// after Stop not to start.
-	runMu   sync.Mutex
-	runDone chan struct{}
-	stopped bool
 
 	// spoolFailing is set while spool appends fail (a full disk).
 	spoolFailing atomic.Bool
@@ -149,16 +143,10 @@ func (e *engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// Run returns once every worker has finished, written and acknowledged its
+// batch: the backends (pool, stream store) stop after this service, so a
+// graceful stop never fails the last batches and leaves them pending.
 func (e *engine) Run(ctx context.Context) error {
-	e.runMu.Lock()
-	if e.stopped {
-		e.runMu.Unlock()
-		return nil
-	}
-	done := make(chan struct{})
-	e.runDone = done
-	e.runMu.Unlock()
-	defer close(done)
 	e.workerMu.Lock()
 	e.runCtx = ctx
 	e.workerMu.Unlock()
@@ -206,23 +194,9 @@ func (e *engine) Run(ctx context.Context) error {
 	return nil
 }
 
-// Stop waits for Run to return before releasing anything: Run returns once
-// every worker has finished, written and acknowledged its batch. The
-// backends (pool, stream store) close after this service's Stop, so waiting
-// here is what keeps a graceful stop from failing the last batches and
-// leaving them pending. A Run that never began is not waited for.
-func (e *engine) Stop(ctx context.Context) error {
-	e.runMu.Lock()
-	e.stopped = true
-	running := e.runDone
-	e.runMu.Unlock()
-	if running != nil {
-		select {
-		case <-running:
-		case <-ctx.Done():
-			return fmt.Errorf("workers still writing when the grace period ended: %w", ctx.Err())
-		}
-	}
+// Stop closes the spool; lifecycle calls it after Run has returned, so no
+// worker appends to it any more.
+func (e *engine) Stop(context.Context) error {
 	if e.spool != nil {
 		return e.spool.Close()
 	}

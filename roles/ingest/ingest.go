@@ -80,7 +80,7 @@ func writeError(c *gin.Context, status int, code, message string) {
 	c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": message}})
 }
 
-// health answers with spec §2's ingestion health: ok; degraded while the
+// health answers with the ingestion health: ok; degraded while the
 // breaker is open or the spool holds data; error when the stream store
 // cannot be reached, or the database cannot be reached and there is no
 // spool to absorb batches. 200 for ok and degraded, 503 for error.

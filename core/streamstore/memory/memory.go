@@ -1,24 +1,9 @@
 // Package memory is the in-process stream store of `edgeplat all-in-one`:
-// the semantics of the Redis implementation (ids, consumer groups, pending
-// entries with delivery counts, trimming, set-if-absent keys and
-// de-duplication bitmaps with TTL, pub/sub) without an external service.
-// The streamstore/storetest contract suite runs against both.
-//
-// Bounds: the store estimates the bytes it holds (entries, pending entries,
-// keys, plus a fixed overhead per object: roughly what Redis would need for
-// the same data) and refuses writes past MaxMemory with
-// streamstore.ErrOutOfMemory, like Redis with maxmemory and the noeviction
-// policy. Reads, acknowledgements, trims and deletes always work, so
-// consumers can drain a full store. Each subscription buffers at most
-// SubscriptionBuffer messages; further ones are dropped and counted.
-//
-// Concurrency: one mutex guards all streams and keys; every operation is
-// short and does no I/O. A blocked ReadGroup waits on a per-stream channel
-// that Add closes, so it wakes on the first append, on its block time, on
-// ctx, and on Close. Expired keys go lazily (a read finds them expired) and
-// in a sweep goroutine started with the first key that has a TTL and
-// stopped by Close; a key has at most one pending sweep item however often
-// its TTL is refreshed.
+// the semantics of the Redis implementation without an external service,
+// held to them by the streamstore/storetest suite. It refuses writes past
+// MaxMemory with streamstore.ErrOutOfMemory, like Redis with noeviction,
+// while reads, acknowledgements and trims always work. See
+// docs/stream-store.md, section In-process.
 package memory
 
 import (

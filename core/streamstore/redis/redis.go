@@ -1,35 +1,9 @@
 // Package redis is the production stream store: streamstore.Store on Redis
 // 7 (or a compatible server) through go-redis, which this package imports
-// as goredis so that callers can keep the short name.
-//
-// Deployment shapes, chosen by Options (OptionsFromConfig maps the
-// streamstore config section; STREAMSTORE_HOST may list several hosts
-// separated by commas):
-//
-//   - one address: a single server (or a managed endpoint in front of one);
-//   - several addresses: Redis Cluster, the addresses being seed nodes;
-//     Cluster forces this with a single seed;
-//   - MasterName set: Sentinel, the addresses being the sentinels.
-//
-// Semantics beyond plain commands:
-//
-//   - Add with a maxLen runs a Lua script doing XLEN and XADD, so the length
-//     check and the append are atomic (scripts run alone on the server, and
-//     touch one key, so they work on Cluster). XADD's own MAXLEN would trim
-//     the oldest entries, which producers must never do.
-//   - ReadGroup splits a long block into XREADGROUP BLOCK calls of at most
-//     BlockSlice: go-redis can abandon a blocked read on a context deadline
-//     but not on cancellation, so a cancelled ctx is noticed within one
-//     slice. Entries a slice returns are always handed to the caller.
-//   - Trimming is exact (XTRIM MINID without ~). Approximate trimming would
-//     be as safe, since it only ever removes less, but exact keeps Len
-//     truthful for the maxLen back-pressure and the stream-depth signal.
-//   - Streams lists the registry set of the streams the store writes
-//     (registryKey) instead of scanning the keyspace, which is mostly
-//     de-duplication keys.
-//   - go-redis retries a command after a network error or timeout
-//     (MaxRetries 3), so an append can, rarely, land twice: delivery is at
-//     least once, and ingestion's inserts are idempotent.
+// as goredis so that callers can keep the short name. Options select a
+// single server, Redis Cluster or Sentinel; appends with a maxLen are one
+// Lua script, blocking reads are sliced so cancellation is noticed, and
+// trimming is exact. See docs/stream-store.md, section Redis.
 package redis
 
 import (

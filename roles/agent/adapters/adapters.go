@@ -31,7 +31,8 @@ type Endpoint struct {
 	Enabled        bool           `json:"enabled"`
 	DataPoints     []DataPoint    `json:"data_points"`
 	Metadata       map[string]any `json:"metadata,omitempty"`
-	// Batching and framing settings of §6; zero means off or the default.
+	// Batching and framing settings (docs/agent.md, section Batching);
+	// zero means off or the default.
 	BufferSize     int `json:"buffer_size,omitempty"`
 	BufferTimeMS   int `json:"buffer_time_ms,omitempty"`
 	BufferCapacity int `json:"buffer_capacity,omitempty"`
@@ -73,7 +74,8 @@ const (
 )
 
 // Reading is one value read from a device, in the shape of the custom
-// payload's readings (edge-agent.md §2). Value is nil for a BAD reading.
+// payload's readings (docs/agent-payloads.md). Value is nil for a BAD
+// reading.
 type Reading struct {
 	DeviceName  string    `json:"deviceName"`
 	DeviceID    string    `json:"deviceId"`

@@ -9,7 +9,8 @@ import (
 	"syscall"
 )
 
-// Quality codes of a BAD reading (edge-agent.md §2).
+// Quality codes of a BAD reading (docs/agent.md, section Connection
+// states, outages and quality).
 const (
 	CodeTimeout           = "TIMEOUT"
 	CodeConnectionRefused = "CONNECTION_REFUSED"

@@ -1,5 +1,5 @@
 // Package batch groups an endpoint's messages into batches for publishing
-// (edge-agent.md §6.2). One Batcher serves one endpoint: the runner adds
+// (docs/agent.md, section Batching). One Batcher serves one endpoint: the runner adds
 // each poll result or frame as a Message, and the Batcher hands finished
 // batches to a Sink when a rule says so. The rules, checked after each
 // message:
@@ -34,7 +34,7 @@ const (
 	ReasonClose       = "close"
 )
 
-// DefaultMaxMessages is the message safety limit of §8.
+// DefaultMaxMessages is the message safety limit.
 const DefaultMaxMessages = 10_000
 
 // ErrClosed is returned by Add after Close.
@@ -89,8 +89,8 @@ type Options struct {
 	MaxBytes int
 }
 
-// OptionsFor reads the batching settings of an endpoint (§2: buffer size
-// and buffer time, both 0 by default).
+// OptionsFor reads the batching settings of an endpoint: buffer_size and
+// buffer_time_ms, both 0 by default.
 func OptionsFor(ep adapters.Endpoint) Options {
 	return Options{Size: ep.BufferSize, Time: time.Duration(ep.BufferTimeMS) * time.Millisecond}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
-// Bounds of the memory safety limit (§8: 5 % of heap, max 10 MB).
+// Bounds of the memory safety limit: 5 % of the heap, at most 10 MiB
+// (docs/agent.md, section Batching).
 const (
 	MaxMemoryCap = 10 << 20
 	// MinMemoryCap keeps a freshly started, still small process from

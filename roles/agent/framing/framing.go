@@ -1,4 +1,5 @@
-// Package framing is the raw frame buffer of edge-agent.md §6.1: bytes
+// Package framing is the raw frame buffer of the MQTT input adapter
+// (roles/agent/adapters/mqtt/README.md, section Frames): bytes
 // from a device stream accumulate until an end-of-message delimiter, and
 // each complete frame is handed on. A device may send several frames in
 // one read, or one frame over several reads, and a delimiter of several
@@ -14,8 +15,8 @@ import (
 	"errors"
 )
 
-// DefaultCapacity is the capacity used when New is given 0 (§8: raw frame
-// buffer capacity 1 MB).
+// DefaultCapacity is the capacity used when New is given 0: the largest
+// frame of an endpoint without buffer_capacity.
 const DefaultCapacity = 1 << 20
 
 // ErrOverflow is returned by Write when a frame grew past the capacity and

@@ -1,5 +1,5 @@
 // Package logring keeps the edge agent's recent log entries in a bounded
-// in-memory ring, the store behind GET /v1/logs (edge-agent.md §4), and
+// in-memory ring, the store behind GET /v1/logs (docs/agent.md), and
 // provides a slog.Handler that feeds it.
 package logring
 
@@ -27,7 +27,7 @@ const (
 	DefaultCapacity = 5000
 )
 
-// Entry is the log entry of edge-agent.md §2.
+// Entry is one log entry as GET /v1/logs answers it.
 type Entry struct {
 	Level     string `json:"level"` // debug, info, warn or error
 	Message   string `json:"message"`

@@ -11,7 +11,8 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
-// Connection states of an endpoint (edge-agent.md §3).
+// Connection states of an endpoint (docs/agent.md, section Connection
+// states, outages and quality).
 const (
 	StateConnecting   = "CONNECTING"
 	StateConnected    = "CONNECTED"

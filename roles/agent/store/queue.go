@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The offline queue (edge-agent spec §3 offline record, §8 offline queue)
+// The offline queue (docs/agent.md, section Publishing, Offline queue)
 // holds the messages a destination could not take yet, one queue per
 // destination id, in the agent's SQLite file. Every change of a queue and
 // of its depth and counters happens in one transaction, so a process kill
@@ -19,7 +19,7 @@ import (
 // DropPolicy says what Enqueue does when a destination's queue is full.
 type DropPolicy string
 
-// The drop policies of spec §8.
+// The drop policies (dropPolicy).
 const (
 	// DropOldest evicts the oldest ordinary records; critical ones only
 	// when no ordinary one is left and the new record is critical too (an
@@ -34,7 +34,8 @@ const (
 	DropError DropPolicy = "error"
 )
 
-// QueueOptions are the offline queue's settings, named as in spec §8. The
+// QueueOptions are the offline queue's settings, named as in docs/agent.md
+// (section Publishing, Offline queue). The
 // flush and cleanup settings are not used here; they travel with the queue
 // for the publishing worker that drains it.
 type QueueOptions struct {
@@ -49,12 +50,13 @@ type QueueOptions struct {
 	CleanupIntervalMS     int        `json:"cleanupIntervalMs"`
 }
 
-// DefaultMaxBufferBytes is the byte limit of a queue. The spec gives only a
-// record limit; 64 MiB keeps 10,000 records of several KB each while
-// bounding the disk an unreachable destination can take on a small device.
+// DefaultMaxBufferBytes is the byte limit of a queue. maxBufferRecords
+// bounds only the record count; 64 MiB keeps 10,000 records of several KB
+// each while bounding the disk an unreachable destination can take on a
+// small device.
 const DefaultMaxBufferBytes = 64 << 20
 
-// DefaultQueueOptions returns the defaults of spec §8.
+// DefaultQueueOptions returns the defaults docs/agent.md gives.
 func DefaultQueueOptions() QueueOptions {
 	return QueueOptions{
 		FlushBatchSize:        100,
@@ -99,7 +101,7 @@ func (o QueueOptions) Validate() error {
 }
 
 // RetryWaits are the waits after the first, second and third rejection
-// (spec §8); later rejections, when maxRetries allows them, wait the last.
+// (docs/agent.md); later rejections, when maxRetries allows them, wait the last.
 var RetryWaits = []time.Duration{5 * time.Second, 30 * time.Second, 5 * time.Minute}
 
 var (
@@ -128,7 +130,8 @@ func (e *FullError) Error() string {
 func (e *FullError) Unwrap() error { return ErrBufferFull }
 
 // Record is a message to queue. MsgID is kept so a replay carries the
-// message's original identifier (spec §2 message identifier).
+// message's original identifier (docs/agent.md, section Publishing,
+// Message ids).
 type Record struct {
 	MsgID    string
 	Topic    string

@@ -25,7 +25,7 @@ const maxSequenceBlock = 1 << 20
 var ErrSequenceCorrupt = errors.New("sequence high-water mark is not a number")
 
 // Sequence hands out the numbers of a persisted, strictly increasing counter
-// (the {sequence} of msgId v2_{kid}_{sequence}, edge-agent.md §2). Numbers
+// (the {sequence} of msgId v2_{kid}_{sequence}, docs/agent.md). Numbers
 // are reserved in blocks: the block's last number is written to agent_meta
 // before the first of them is handed out, so a process killed at any point
 // restarts above every number it ever returned. The price is a gap of at

@@ -8,15 +8,16 @@ import (
 	"time"
 )
 
-// Memory is the memory diagnostics object of edge-agent.md §2.
+// Memory is the answer of GET /v1/memory (docs/agent.md, section
+// Settings, logs, diagnostics).
 type Memory struct {
 	Diagnostics   MemoryDiagnostics `json:"diagnostics"`
 	RestartPolicy RestartPolicy     `json:"restartPolicy"`
 }
 
-// MemoryDiagnostics describes the agent's own memory. The field names come
-// from the spec, which was written against a JavaScript runtime; they map
-// onto the Go runtime as follows:
+// MemoryDiagnostics describes the agent's own memory. The field names are
+// those of a JavaScript runtime, kept for the clients of GET /v1/memory;
+// they map onto the Go runtime as follows:
 //   - HeapUsed is runtime.MemStats.HeapAlloc (bytes of live and
 //     not-yet-swept heap objects);
 //   - HeapTotal is HeapSys (heap address space obtained from the OS);

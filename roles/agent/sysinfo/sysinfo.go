@@ -19,7 +19,8 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// Dashboard is the dashboard stats object of edge-agent.md §2.
+// Dashboard is the answer of GET /v1/dashboard/stats (docs/agent.md,
+// section Settings, logs, diagnostics).
 type Dashboard struct {
 	CPUUsage       float64 `json:"cpu_usage"` // percent of all CPUs busy
 	MemoryPercent  float64 `json:"memory_percent"`

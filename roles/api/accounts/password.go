@@ -15,7 +15,7 @@ import (
 )
 
 // Password rules. The upper bound keeps one login from costing a hash of a
-// megabyte; 8 is the floor the spec sets.
+// megabyte; 8 is the floor docs/access.md promises.
 const (
 	MinPasswordLen = 8
 	MaxPasswordLen = 256

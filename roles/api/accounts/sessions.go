@@ -14,7 +14,7 @@ import (
 // newest (current_jti) is valid. Refreshing swaps it for a new one in one
 // conditional UPDATE, so two concurrent refreshes with the same token cannot
 // both win; presenting a token that was already rotated away means it was
-// copied, and the whole family is revoked (RFC 9700 §4.14.2).
+// copied, and the whole family is revoked (RFC 9700 section 4.14.2).
 
 // StartSession records a new family for userID whose first token is jti.
 func (s *Store) StartSession(ctx context.Context, userID, family, jti string, expires time.Time) error {

@@ -1,26 +1,12 @@
 // Package brokerauth serves the HTTP callbacks an external MQTT broker makes
 // to authenticate clients and check their topics: POST /broker-auth/user,
-// /broker-auth/superuser and /broker-auth/acl (spec §4 and §5 rule 6). The
-// decisions are core/brokerauth's; this package reads the two request
-// contracts in use and answers each in the form its broker reads:
-//
-//   - mosquitto-go-auth's HTTP backend: JSON or form fields username,
-//     password, clientid, topic and acc (1 read, 2 write, 3 both,
-//     4 subscribe). Its default "status" response mode allows on 2xx and
-//     denies on anything else; its "json" mode also reads {"ok": bool}.
-//     Answers: 200 {"ok":true,...} to allow, 403 {"ok":false,...} to deny.
-//   - EMQX 5's HTTP authenticator and authorizer: a JSON (or form) body
-//     whose fields the operator configures (username, password, clientid,
-//     topic, action). EMQX reads only 200 and 204 answers; any 4xx or 5xx
-//     counts as "ignore", and an ignored authorization falls through to
-//     authorization.no_match, which is "allow" by default. A deny must
-//     therefore be 200 {"result":"deny"}. Requests carrying "action", or
-//     the query parameter style=emqx, get that form.
-//
-// Only the broker may call these routes: the request must carry the shared
-// secret (X-Broker-Auth-Secret, or Authorization: Bearer) or come from an
-// address inside broker_auth.allowed_networks. docs/broker-auth.md shows
-// both brokers' configuration and example exchanges.
+// /broker-auth/superuser and /broker-auth/acl. The decisions are
+// core/brokerauth's; this package reads the request contracts of
+// mosquitto-go-auth and EMQX 5 and answers each in the form its broker
+// reads (a deny is 403 for mosquitto-go-auth but 200 {"result":"deny"}
+// for EMQX, which takes any 4xx as "ignore" and may then allow). Only the
+// broker may call these routes: the shared secret or an allowed network.
+// See docs/broker-auth.md, section Calling the callbacks.
 package brokerauth
 
 import (

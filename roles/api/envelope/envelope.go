@@ -20,7 +20,7 @@ import (
 // Kind is what a topic carries.
 type Kind int
 
-// Topic kinds (spec §6, agent to cloud).
+// Topic kinds, agent to cloud (docs/broker-auth.md, section The rules).
 const (
 	Telemetry Kind = iota + 1 // i/{tenant}/a/{agent}/endpoints/{topic...}
 	State                     // i/{tenant}/a/{agent}/state

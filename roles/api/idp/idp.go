@@ -1,34 +1,11 @@
 // Package idp verifies access tokens issued by an external OpenID Connect
 // identity provider (Auth0, Keycloak, Entra ID, ...), so that
 // POST /api/v1/auth/idp-exchange can turn one into a local session when
-// IDP_ENABLED is set (spec §4 Auth, §5 rule 5).
-//
-// A token is accepted only when all of this holds:
-//
-//   - it is signed with RS256, RS384, RS512, PS256, ES256 or ES384 by the
-//     provider key its kid names, and that key's type, curve and (when
-//     published) alg fit the token's alg. "none" and HMAC are never
-//     accepted: the provider's keys are public, and an HMAC keyed with
-//     public bytes proves nothing;
-//   - iss equals the configured issuer (a trailing slash is ignored, since
-//     Auth0 writes one and operators often do not);
-//   - aud contains the configured audience, so a token the provider issued
-//     for another API cannot be replayed here;
-//   - exp is present and not past; nbf and iat, when present, are not in
-//     the future; all three with 60 s of leeway for clock skew.
-//
-// Keys come from the provider's JWK set, located through the issuer's
-// OpenID discovery document (jwks_uri) or, for providers without one,
-// https://{domain}/.well-known/jwks.json. The set is fetched on first use,
-// cached for the response's Cache-Control max-age clamped to 5 min..24 h
-// (1 h when absent), refetched on an unknown kid so key rotations need no
-// restart, and never refetched more than once per 30 s, because anyone can
-// send tokens with made-up kids. A failed refresh keeps the last good keys.
-// Only https is used, except for loopback hosts.
-//
-// The package checks the token and reports who it names. Mapping that
-// identity to a local user and issuing local tokens is the exchange
-// handler's job.
+// IDP_ENABLED is set. It checks the signature against the provider's JWK
+// set (never "none" or HMAC), the issuer, the audience and the times, and
+// reports who the token names; mapping that identity to a local user is
+// the exchange handler's job. See docs/idp.md, sections Which tokens are
+// accepted and Where the keys come from.
 package idp
 
 import (
@@ -190,7 +167,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 			return nil, fmt.Errorf("issuer %q, want %q", c.Issuer, v.issuer)
 		}
 		if _, ok := t.Header["crit"]; ok {
-			// RFC 7515 §4.1.11: extensions listed in crit must be
+			// RFC 7515 section 4.1.11: extensions listed in crit must be
 			// understood, and this package understands none.
 			return nil, errors.New("crit header is not supported")
 		}

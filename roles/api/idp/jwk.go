@@ -67,7 +67,7 @@ type publicKey struct {
 
 // verifies reports whether k may verify a token signed with alg: the key
 // type and curve must be the ones alg needs, and a key that names its
-// algorithm is used for that algorithm only (RFC 7517 §4.4), so an RS256
+// algorithm is used for that algorithm only (RFC 7517 section 4.4), so an RS256
 // key never checks a PS256 signature.
 func (k *publicKey) verifies(alg string) bool {
 	need, ok := algorithms[alg]
@@ -95,7 +95,7 @@ func (s keySet) find(kid, alg string) (key *publicKey, known bool) {
 	return nil, known
 }
 
-// jwk is the JSON form of one key (RFC 7517 §4, RFC 7518 §6). Private
+// jwk is the JSON form of one key (RFC 7517 section 4, RFC 7518 section 6). Private
 // members such as "d" are ignored.
 type jwk struct {
 	Kty    string   `json:"kty"`
@@ -238,7 +238,7 @@ func parseEC(crv, x, y string) (*ecdsa.PublicKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ec y: %w", err)
 	}
-	// RFC 7518 §6.2.1.2 fixes the length: coordinates are padded to the
+	// RFC 7518 section 6.2.1.2 fixes the length: coordinates are padded to the
 	// field size, never shortened.
 	if len(xb) != size || len(yb) != size {
 		return nil, fmt.Errorf("ec coordinates of %d and %d bytes, want %d", len(xb), len(yb), size)

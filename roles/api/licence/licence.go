@@ -1,22 +1,10 @@
 // Package licence verifies and enforces the signed licence of the Cloud
-// API (spec §1 rule 6): how many agents may be registered and which
-// premium features (multi-metric correlation rules, CSV/Parquet export,
-// the AI endpoints) are on.
-//
-// A licence is a JWT signed with Ed25519 (EdDSA) or RSA (RS256) by whoever
-// holds the private key; the API holds only the public key
-// (licence.public_key), and accepts exactly the algorithm of that key, so
-// "none", an HMAC signed with the public key's bytes, or the other
-// algorithm are refused. A licence that is missing, expired or does not
-// verify never stops the process: the API runs restricted, existing agents
-// keep reporting, and new registrations and premium features are refused
-// with an error that says why. Expiry is checked on every question, so a
-// licence that runs out while the API runs turns restricted without a
-// restart.
-//
-// The package also signs licences (Issue, for `edgeplat license issue`),
-// makes key pairs, and mints the self-signed demo licence all-in-one runs
-// with (Demo).
+// API: how many agents may be registered and which premium features are
+// on. The API holds only the public key and accepts exactly its algorithm
+// (EdDSA or RS256). A licence that is missing, expired or does not verify
+// never stops the process: the API runs restricted, and expiry is checked
+// on every question. The package also signs licences (Issue), makes key
+// pairs, and mints all-in-one's demo licence (Demo). See docs/licence.md.
 package licence
 
 import (

@@ -444,7 +444,8 @@ func (h *handler) deleteKey(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// mqttSettings is how a device connects to the broker (spec §2).
+// mqttSettings is how a device connects to the broker (docs/access.md,
+// section Provisioning an agent).
 func (h *handler) mqttSettings(cr Credentials) gin.H {
 	tu, _ := codec.ParseUUID(cr.Agent.TenantID)
 	au, _ := codec.ParseUUID(cr.Agent.UUID)

@@ -1,5 +1,5 @@
 // Package dest holds the connections of the agent's publish destinations
-// (edge-agent.md §2 publish destination, §6): the platform broker, a
+// (roles/agent/publish/dest/README.md): the platform broker, a
 // generic MQTT broker, an InfluxDB v2 compatible time-series database and
 // three MQTT-over-TLS cloud IoT hubs. A connection only sends; what waits
 // for it, in memory or in the offline queue, is the publishing worker's.

@@ -42,7 +42,8 @@ type PlatformCredentials struct {
 	ClientID string
 	// CAFile, when set, replaces the system roots for a TLS broker URL.
 	CAFile string
-	// TopicPrefix is "i/{tenantId}/a/{agentId}" (edge-agent.md §6).
+	// TopicPrefix is "i/{tenantId}/a/{agentId}" (docs/broker-auth.md,
+	// section The rules).
 	TopicPrefix string
 }
 

@@ -177,7 +177,7 @@ func newStore(t *testing.T) *store.Store {
 	return st
 }
 
-// newQueue returns the store's offline queue with the defaults of spec §8
+// newQueue returns the store's offline queue with DefaultQueueOptions
 // changed by mutate. The flush interval is an hour unless mutate sets it,
 // so that only the trigger a test is about starts a cycle.
 func newQueue(t *testing.T, st *store.Store, mutate func(*store.QueueOptions)) *store.Queue {

@@ -49,7 +49,8 @@ type Item struct {
 	Ephemeral bool
 }
 
-// Mode is a destination's publish mode (spec §3).
+// Mode is a destination's publish mode (docs/agent.md, section
+// Publishing).
 type Mode string
 
 // The publish modes.
@@ -74,7 +75,7 @@ type Options struct {
 	Queue     Queue
 	// QueueOptions supplies the flush settings. When zero they are taken
 	// from Queue if it has an Options method (as *store.Queue does), and
-	// are the defaults of spec §8 otherwise.
+	// are store.DefaultQueueOptions otherwise.
 	QueueOptions store.QueueOptions
 	Logger       *slog.Logger
 	// Now is the clock for retry waits and Status times; time.Now when nil.
@@ -616,7 +617,8 @@ func (w *Worker) setMode(to Mode, reason string) {
 }
 
 // connectionChanged follows a connect or disconnect signal. Every connect
-// or reconnect gets a flush cycle (spec §8).
+// or reconnect gets a flush cycle (docs/agent.md, section Publishing,
+// Offline queue).
 func (w *Worker) connectionChanged() {
 	if !w.o.Transport.Connected() {
 		w.setMode(ModeBufferOnly, "connection lost")

@@ -18,7 +18,7 @@ import (
 // SchemaML is the schema the ml format declares.
 const SchemaML = "service.ml.v1"
 
-// Types of an ecp tag (§2).
+// Types of an ecp tag (docs/agent-payloads.md).
 const (
 	ECPBoolean = 1
 	ECPInteger = 2
@@ -26,7 +26,7 @@ const (
 	ECPString  = 4
 )
 
-// DTypes of an ml feature (§2).
+// DTypes of an ml feature (docs/agent-payloads.md).
 const (
 	DTypeBool   = "bool"
 	DTypeInt    = "int"
@@ -37,12 +37,13 @@ const (
 
 // Error codes this package fills in where a reading carries none.
 const (
-	// CodeReadError is §2's generic read failure, for a BAD reading that
+	// CodeReadError is the generic read failure, for a BAD reading that
 	// came without a qualityCode: every failed read must carry one.
 	CodeReadError = "READ_ERROR"
 	// CodeNullValue is the ml error of a reading that is not BAD but has
 	// no value (a null in an MQTT frame): ml keeps nulls "as error" and
-	// §2's quality codes all describe failed reads, which this is not.
+	// the quality codes of docs/agent.md all describe failed reads, which
+	// this is not.
 	CodeNullValue = "NULL_VALUE"
 )
 

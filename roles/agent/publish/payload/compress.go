@@ -7,7 +7,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 )
 
-// The compression rule of edge-agent.md §8.
+// The compression rule (docs/agent-payloads.md, section Compression).
 const (
 	// DeflateMinBytes: a +deflate format compresses only an encoded
 	// payload larger than this. Smaller ones gain little and cost CPU
@@ -23,7 +23,7 @@ const (
 )
 
 // Compressor encodes one subscription's payloads with its compression
-// setting under §8's rule. It counts publishes for the every-1000th rule,
+// setting under that rule. It counts publishes for the every-1000th rule,
 // so one Compressor belongs to one subscription. It is safe for concurrent
 // use.
 type Compressor struct {

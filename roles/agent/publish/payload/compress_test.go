@@ -33,7 +33,8 @@ func docOfSize(t *testing.T, base codec.Format, n int) map[string]any {
 	return nil
 }
 
-// TestCompressorRule covers §8: deflate only above 4 KB and below 70 % CPU.
+// TestCompressorRule covers the compression rule: deflate only above 4 KB
+// and below 70 % CPU.
 func TestCompressorRule(t *testing.T) {
 	cases := []struct {
 		setting codec.Format

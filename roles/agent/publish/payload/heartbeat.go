@@ -7,7 +7,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 )
 
-// Heartbeat states (§2).
+// Heartbeat states: an endpoint's connection state.
 const (
 	StateConnected    = "CONNECTED"
 	StateDisconnected = "DISCONNECTED"
@@ -65,8 +65,8 @@ func (h Heartbeat) Document() (map[string]any, error) {
 	}, nil
 }
 
-// EncodeHeartbeat encodes a heartbeat message. It is always plain JSON: §2
-// keeps heartbeats out of any subscription's compression, so a monitor can
+// EncodeHeartbeat encodes a heartbeat message. It is always plain JSON:
+// heartbeats stay out of any subscription's compression, so a monitor can
 // read them without the codec.
 func EncodeHeartbeat(h Heartbeat) ([]byte, error) {
 	doc, err := h.Document()

@@ -1,34 +1,9 @@
 // Package payload builds what the agent publishes for a batch of readings,
-// in the four payload formats of edge-agent.md §2 (custom, tags, ecp, ml)
-// and the heartbeat message, and encodes it with a subscription's
-// compression through core/codec under the rule of §8 (see Compressor).
-//
-// Documents are built as map[string]any holding only the value types
-// codec.Decode produces (nil, bool, string, int64, uint64, float64, []any,
-// map[string]any), so an encoded payload decodes back to the same
-// document in every wire format, and the cloud reads what the agent meant.
-//
-// The formats differ in what they keep (the property table of §2):
-//
-//	                 custom              tags          ecp           ml
-//	protocol meta    yes                 no            no            no
-//	timestamps       ISO 8601            Unix ms       Unix ms       Unix ms
-//	BAD read         quality+qualityCode error field   tag omitted   dtype error + error
-//	null values      kept                kept          dropped       kept (as error)
-//	de-duplication   no                  no            latest wins   no
-//
-// Node, group and tag names of the snapshot formats (tags, ecp, ml):
-//
-//   - node is the device name the protocol reported when the readings that
-//     name a device all name the same one, else the endpoint name;
-//   - group is derived from the endpoint name by Group;
-//   - a tag is named by its metric; when the batch holds readings of more
-//     than one device the name is "<deviceName>.<metric>", the same naming
-//     the cloud's readings API uses, so that two devices' metrics of the
-//     same name stay apart under the one node;
-//   - the payload timestamp is that of the newest reading: these formats
-//     carry one time for all values, and the newest reading is when the
-//     snapshot was complete. A batch without readings takes Options.Now.
+// in the four payload formats (custom, tags, ecp, ml) and the heartbeat
+// message, and encodes it with a subscription's compression through
+// core/codec (see Compressor). Documents hold only the value types
+// codec.Decode produces, so a payload decodes back to the same document in
+// every wire format. See docs/agent-payloads.md.
 package payload
 
 import (
@@ -42,7 +17,7 @@ import (
 // Format is a subscription's payload_format.
 type Format string
 
-// Payload formats (§2). Custom is the default.
+// Payload formats (docs/agent-payloads.md). Custom is the default.
 const (
 	Custom Format = "custom"
 	Tags   Format = "tags"

@@ -226,7 +226,8 @@ func TestCustom(t *testing.T) {
 	}
 }
 
-// TestBadReads follows the property table of §2 for a failed read, with
+// TestBadReads follows the formats' table for a failed read
+// (docs/agent-payloads.md), with
 // and without a quality code from the adapter.
 func TestBadReads(t *testing.T) {
 	for _, code := range []string{"TIMEOUT", "CONNECTION_REFUSED", "HOST_NOT_FOUND", "DEVICE_OFFLINE", "DEVICE_BUSY", "BAD_DATA", "READ_ERROR", ""} {

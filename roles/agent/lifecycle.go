@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,7 +138,7 @@ func (a *Agent) runGroup(ctx context.Context) error {
 		return errShutdown
 	default:
 	}
-	err := lifecycle.Run(gctx, lifecycle.Options{Logger: a.log, GracePeriod: a.grace}, a.p.services()...)
+	err := lifecycle.Run(gctx, lifecycle.Options{Logger: a.log, GracePeriod: a.grace, OnStart: a.started}, a.p.services()...)
 	a.mu.Lock()
 	a.stopGroup = nil
 	a.mu.Unlock()
@@ -150,9 +151,12 @@ func (a *Agent) runGroup(ctx context.Context) error {
 	return err
 }
 
-// started records a phase's start (see timed); once the last one passed,
-// the agent is RUNNING.
+// started is lifecycle.Options.OnStart: it records each phase's start.
+// Once the last phase passed, the agent is RUNNING.
 func (a *Agent) started(name string, took time.Duration, err error) {
+	if !slices.Contains(phaseOrder, name) {
+		return // a loop, not a phase
+	}
 	a.mu.Lock()
 	for i := range a.phases {
 		p := &a.phases[i]
@@ -253,16 +257,6 @@ func (a *Agent) storeCorrupt(reason string) {
 		return
 	}
 	a.log.Error("agent store corrupt; reopening it", "reason", reason)
-}
-
-// timed makes a phase's Start record its result in a.
-func (a *Agent) timed(name string, start func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		t0 := time.Now()
-		err := start(ctx)
-		a.started(name, time.Since(t0), err)
-		return err
-	}
 }
 
 // releaseInitPages drops the executable's pages that start-up faulted in

@@ -39,25 +39,26 @@ type parts struct {
 }
 
 // services are the agent's group, in start order: the six init phases
-// (recorded for the health report) and the background loops.
+// (Agent.started records them for the health report) and the background
+// loops. lifecycle.Run stops them in reverse order, each after its Run
+// returned.
 func (p *parts) services() []lifecycle.Service {
-	lc := p.lc
 	return []lifecycle.Service{
 		&lifecycle.Funcs{ServiceName: "memory-monitor", RunFunc: func(ctx context.Context) error {
 			p.memory.Run(ctx)
 			return nil
 		}},
-		&lifecycle.Funcs{ServiceName: PhaseConfig, StartFunc: lc.timed(PhaseConfig, func(context.Context) error {
+		&lifecycle.Funcs{ServiceName: PhaseConfig, StartFunc: func(context.Context) error {
 			// The data directory is checked before the store opens it, so
 			// the error names the directory and the fix.
 			return checkDataDir(p.cfg.DataDir)
-		})},
-		&lifecycle.Funcs{ServiceName: PhaseStore, StartFunc: lc.timed(PhaseStore, p.openStore),
+		}},
+		&lifecycle.Funcs{ServiceName: PhaseStore, StartFunc: p.openStore,
 			StopFunc: func(context.Context) error { p.st.close(p.log); return nil }},
-		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: lc.timed(PhaseIdentity, p.loadIdentity)},
-		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: lc.timed(PhasePublishing, p.openPublishing),
+		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: p.loadIdentity},
+		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
-		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: lc.timed(PhaseAdapters, p.endpoints.start),
+		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.endpoints.start,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
 		&lifecycle.Funcs{ServiceName: "heartbeats", RunFunc: func(ctx context.Context) error {
 			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)
@@ -67,12 +68,12 @@ func (p *parts) services() []lifecycle.Service {
 			p.cloud.syncLoop(ctx)
 			return nil
 		}},
-		&lifecycle.Funcs{ServiceName: PhaseAPI, StartFunc: lc.timed(PhaseAPI, func(ctx context.Context) error {
+		&lifecycle.Funcs{ServiceName: PhaseAPI, StartFunc: func(ctx context.Context) error {
 			if p.server == nil {
 				return nil
 			}
 			return selfCheck(ctx, p.server.Addr())
-		})},
+		}},
 	}
 }
 

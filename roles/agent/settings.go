@@ -197,7 +197,6 @@ type settingsService struct {
 	memory *sysinfo.MemoryMonitor
 	level  *slog.LevelVar
 	log    *slog.Logger
-	cloud  *cloudService
 
 	cur atomic.Pointer[Settings]
 	// mu serialises read-modify-write of the settings.

@@ -11,11 +11,11 @@ import (
 func sessionCookieOf(t *testing.T, resp *http.Response) *http.Cookie {
 	t.Helper()
 	for _, c := range resp.Cookies() {
-		if c.Name == sessionCookie {
+		if c.Name == "admin_session" {
 			return c
 		}
 	}
-	t.Fatalf("no %s cookie in %v", sessionCookie, resp.Header.Values("Set-Cookie"))
+	t.Fatalf("no %s cookie in %v", "admin_session", resp.Header.Values("Set-Cookie"))
 	return nil
 }
 

@@ -5,17 +5,20 @@
 //
 // The HTTP server starts first and stops last, so /v1/readiness answers
 // 503 while the agent initialises and in-flight requests drain at
-// shutdown. The agent itself is one lifecycle service whose Run performs
-// the init phases, retries them while one fails (a data directory on a
-// disk that is not mounted yet should not need a restart), and performs
-// soft reboots in place. A data directory it may not use ends it instead
-// (see fatalError): no retry fixes a permission.
+// shutdown. The agent itself is one lifecycle service whose Run runs a
+// nested group of services: the init phases and the background loops
+// (docs/agent.md, section Lifecycle). A soft reboot stops the group and
+// runs it again; a phase that fails is retried the same way, unless the
+// data directory may not be used (see fatalError): no retry fixes a
+// permission.
 package agent
 
 import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/httpx"
@@ -25,7 +28,11 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/modbus"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/runner"
+	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
 
 // Options carries what cmd decides beyond the config.
@@ -45,14 +52,45 @@ func DefaultDrivers() []adapters.Driver {
 	return []adapters.Driver{modbus.Driver{}, opcua.Driver{}, mqtt.Driver{}}
 }
 
+// logRingCapacity bounds the log lines GET /v1/logs can return.
+const logRingCapacity = 5000
+
+// memorySampleInterval is how often the memory monitor samples the heap.
+const memorySampleInterval = 30 * time.Second
+
 // New builds the role's services without doing I/O: the HTTP server first,
 // then the agent. In LOCALHOST_ONLY mode the API binds loopback only; in
 // key mode it binds every interface.
 func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
-	a, err := newAgent(cfg, r, opts)
-	if err != nil {
-		return nil, err
+	drivers := opts.Drivers
+	if drivers == nil {
+		drivers = DefaultDrivers()
 	}
+	ring := logring.New(logRingCapacity)
+	level := new(slog.LevelVar)
+	level.Set(slog.LevelInfo)
+	log := ringLogger(r.Logger, ring, level).With("component", "agent")
+	sampler := sysinfo.NewSampler("/proc", cfg.Agent.DataDir)
+	p := &parts{cfg: cfg.Agent, log: log, st: &storeRef{}, id: &atomic.Pointer[identity]{},
+		memory: sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)}
+	p.lc = newLifecycle(log, cfg.Lifecycle.ShutdownGrace, opts.ReleaseStartupPages)
+	p.lc.health = &healthCheck{st: p.st, memory: p.memory}
+	p.pub = publish.New(log, sampler.CPUPercent)
+	p.out = newOutput(log, p.pub)
+	run := runner.New(drivers, p.out, log.With("component", "endpoints"), r.Metrics)
+	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
+	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
+	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
+		m: newMetrics(r.Metrics, p.pub), log: log}
+	engine := httpapi.New(httpapi.Deps{
+		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
+		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,
+		Store: p.st, Lifecycle: p.lc, Admins: adminStore{p.st},
+		Endpoints: p.endpoints, Adapters: adapterService{run},
+		Publishing: &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log},
+		Cloud:      p.cloud, Settings: p.settings,
+		System: &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc},
+	})
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {
 		bind = "0.0.0.0"
@@ -60,15 +98,16 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "agent-http",
 		Addr:     net.JoinHostPort(bind, strconv.Itoa(cfg.Agent.Port)),
-		Handler:  a.engine(),
+		Handler:  engine,
 		PortHint: opts.PortHint,
-		Logger:   a.log,
+		Logger:   log,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.server = srv
-	return []lifecycle.Service{srv, a}, nil
+	p.server = srv
+	p.lc.p = p
+	return []lifecycle.Service{srv, p.lc}, nil
 }
 
 // ringLogger tees the agent's logs into the ring GET /v1/logs reads.

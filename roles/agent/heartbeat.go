@@ -2,28 +2,29 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
-	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 )
 
 // defaultHeartbeatInterval applies to an endpoint with a heartbeat topic
-// and no interval (edge-agent.md §8: 300 s).
+// and no interval (docs/agent.md, section Publishing).
 const defaultHeartbeatInterval = 300 * time.Second
 
 // heartbeatTick is how often heartbeats are considered; an endpoint's
 // heartbeat goes out at the first tick after its interval passed.
 const heartbeatTick = time.Second
 
-// heartbeatLoop publishes each endpoint's heartbeat (§2, §6) to the
+// heartbeatLoop publishes each endpoint's heartbeat to the
 // platform destinations: only for endpoints with a heartbeat topic, only
 // while the endpoint is connected, and only on a destination that is
 // connected and not buffering. A heartbeat is never queued: one that
 // cannot go out is dropped, so an outage silences heartbeats instead of
 // replaying stale ones.
-func (a *Agent) heartbeatLoop(ctx context.Context) {
+func heartbeatLoop(ctx context.Context, out *output, run *runner.Runner, pub *publish.Router, log *slog.Logger) {
 	last := map[string]time.Time{} // endpoint UUID -> last heartbeat
 	t := time.NewTicker(heartbeatTick)
 	defer t.Stop()
@@ -33,9 +34,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			return
 		case now := <-t.C:
 			seen := map[string]bool{}
-			for _, eo := range a.out.running() {
+			for _, eo := range out.running() {
 				seen[eo.ep.UUID] = true
-				if a.heartbeat(ctx, eo, last[eo.ep.UUID], now) {
+				if heartbeat(ctx, run, pub, log, eo, last[eo.ep.UUID], now) {
 					last[eo.ep.UUID] = now
 				}
 			}
@@ -50,7 +51,7 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 
 // heartbeat sends eo's heartbeat when it is due, and reports whether it
 // went to at least one destination.
-func (a *Agent) heartbeat(ctx context.Context, eo *endpointOut, prev, now time.Time) bool {
+func heartbeat(ctx context.Context, run *runner.Runner, pub *publish.Router, log *slog.Logger, eo *endpointOut, prev, now time.Time) bool {
 	ep := eo.ep
 	if ep.HeartbeatTopic == "" {
 		return false
@@ -62,7 +63,7 @@ func (a *Agent) heartbeat(ctx context.Context, eo *endpointOut, prev, now time.T
 	if !prev.IsZero() && now.Sub(prev) < every {
 		return false
 	}
-	conn, ok := a.runner.Connection(ep.UUID)
+	conn, ok := run.Connection(ep.UUID)
 	if !ok || conn.State != runner.StateConnected {
 		return false
 	}
@@ -80,20 +81,8 @@ func (a *Agent) heartbeat(ctx context.Context, eo *endpointOut, prev, now time.T
 		},
 	})
 	if err != nil {
-		a.log.Warn("heartbeat not built", "endpoint", ep.Name, "err", err)
+		log.Warn("heartbeat not built", "endpoint", ep.Name, "err", err)
 		return false
 	}
-	sent := false
-	for _, r := range a.pub.platformRuns() {
-		if !r.t.Connected() || r.w.Mode() == outbound.ModeBufferOnly {
-			continue
-		}
-		it := outbound.Item{Topic: r.t.Topic("", ep.HeartbeatTopic), Payload: body, Ephemeral: true}
-		if err := r.w.Offer(ctx, it); err != nil {
-			a.log.Debug("heartbeat not sent", "endpoint", ep.Name, "destination", r.row.Name, "err", err)
-			continue
-		}
-		sent = true
-	}
-	return sent
+	return pub.SendEphemeral(ctx, ep.HeartbeatTopic, body)
 }

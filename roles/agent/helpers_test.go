@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/health"
@@ -25,6 +27,7 @@ type running struct {
 	t       *testing.T
 	base    string
 	agent   *Agent
+	metrics *prometheus.Registry
 	key     string
 	cookies []*http.Cookie
 	done    chan error
@@ -48,7 +51,7 @@ func startAgent(t *testing.T, dataDir string, wait bool, mutate func(*config.Age
 	}
 	a := svcs[1].(*Agent)
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{t: t, agent: a, key: cfg.Agent.APIKey.Reveal(), done: make(chan error, 1), cancel: cancel}
+	run := &running{t: t, agent: a, metrics: r.Metrics, key: cfg.Agent.APIKey.Reveal(), done: make(chan error, 1), cancel: cancel}
 	go func() { run.done <- lifecycle.Run(ctx, lifecycle.Options{GracePeriod: 5 * time.Second}, svcs...) }()
 	run.base = "http://127.0.0.1:" + strconv.Itoa(cfg.Agent.Port)
 	deadline := time.Now().Add(10 * time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
 )
 
 // output is the runner's Output: one batcher per running endpoint, built
@@ -16,7 +17,7 @@ import (
 // also keeps each endpoint's counters for its heartbeat.
 type output struct {
 	log *slog.Logger
-	pub *publisher
+	pub *publish.Router
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointOut // by endpoint UUID
@@ -41,19 +42,19 @@ type endpointCounters struct {
 	lastOut    atomic.Int64 // Unix ms of the last batch handed to a destination
 }
 
-func newOutput(log *slog.Logger, pub *publisher) *output {
+func newOutput(log *slog.Logger, pub *publish.Router) *output {
 	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}, counters: map[string]*endpointCounters{}}
 }
 
 // sink delivers one endpoint's batches to the publisher.
 type sink struct {
-	pub *publisher
+	pub *publish.Router
 	eo  *endpointOut
 }
 
 // Deliver implements batch.Sink.
 func (s sink) Deliver(ctx context.Context, b batch.Batch) {
-	if n := s.pub.deliver(ctx, s.eo.ep, b); n > 0 {
+	if n := s.pub.Deliver(ctx, s.eo.ep, b); n > 0 {
 		s.eo.batchesOut.Add(1)
 		s.eo.bytesOut.Add(uint64(b.Bytes))
 		s.eo.lastOut.Store(time.Now().UnixMilli())

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
-
-	"github.com/gin-gonic/gin"
+	"sync"
+	"sync/atomic"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -19,19 +22,12 @@ import (
 
 // Keys of the agent_meta table that hold the cloud side of the identity.
 const (
+	metaDeviceName  = "device_name"        // the device's name, shown by the API and registered with the cloud
 	metaCredentials = "cloud.credentials"  // cloud.Credentials as JSON
 	metaProvisioned = "cloud.provisioned"  // "true" once all three phases passed
 	metaTargetState = "cloud.target_state" // the last target state, so a restart without the cloud keeps working
 	metaTargetETag  = "cloud.target_etag"  // its ETag, for If-None-Match
 )
-
-type provisionRequest struct {
-	Key           string `json:"provisioningApiKey"`
-	DeviceName    string `json:"deviceName"`
-	DeviceType    string `json:"deviceType"`
-	APIEndpoint   string `json:"apiEndpoint"`
-	ApplicationID *int64 `json:"applicationId"`
-}
 
 // provisionPhaseError names the phase of the three-phase registration that
 // failed, so the operator knows what to fix and that a retry resumes there.
@@ -43,7 +39,7 @@ type provisionPhaseError struct {
 func (e *provisionPhaseError) Error() string { return e.Phase + ": " + e.Err.Error() }
 func (e *provisionPhaseError) Unwrap() error { return e.Err }
 
-func (a *Agent) credentials(ctx context.Context, st *store.Store) (*cloud.Credentials, error) {
+func credentials(ctx context.Context, st *store.Store) (*cloud.Credentials, error) {
 	raw, err := st.Meta(ctx, metaCredentials)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -58,35 +54,44 @@ func (a *Agent) credentials(ctx context.Context, st *store.Store) (*cloud.Creden
 	return &cr, nil
 }
 
-func (a *Agent) provisioned(ctx context.Context, st *store.Store) bool {
+func provisioned(ctx context.Context, st *store.Store) bool {
 	v, err := st.Meta(ctx, metaProvisioned)
 	return err == nil && v == "true"
 }
 
-// provision runs the three phases: register with the provisioning key,
-// fetch the initial target state, report the initial state over MQTT. The
-// credentials are stored as soon as registration succeeds, so a failure
-// in a later phase is resumed by the next call without a new key.
-func (a *Agent) provision(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
-	var in provisionRequest
-	if !bind(c, &in) {
-		return
-	}
-	ctx := c.Request.Context()
-	a.provisionMu.Lock()
-	defer a.provisionMu.Unlock()
-	cr, err := a.credentials(ctx, st)
+// cloudService is httpapi.Cloud and the target-state sync.
+type cloudService struct {
+	st        *storeRef
+	id        *atomic.Pointer[identity]
+	pub       *publish.Router
+	endpoints *endpointService
+	lc        *Agent
+	settings  *settingsService
+	m         *syncMetrics
+	log       *slog.Logger
+	// mu serialises provisioning calls.
+	mu     sync.Mutex
+	online atomic.Bool // the cloud answered the last pull
+}
+
+// Provision implements httpapi.Cloud: it runs the three phases: register
+// with the provisioning key, fetch the initial target state, report the
+// initial state over MQTT. The credentials are stored as soon as
+// registration succeeds, so a failure in a later phase is resumed by the
+// next call without a new key.
+func (s *cloudService) Provision(ctx context.Context, in httpapi.ProvisionRequest) (any, error) {
+	st, err := s.st.Open()
 	if err != nil {
-		a.internal(c, "read cloud credentials", err)
-		return
+		return nil, err
 	}
-	if cr != nil && a.provisioned(ctx, st) {
-		fail(c, http.StatusConflict, "the agent is provisioned already; POST /v1/deprovision first")
-		return
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cr, err := credentials(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("read cloud credentials: %w", err)
+	}
+	if cr != nil && provisioned(ctx, st) {
+		return nil, httpapi.Errorf(http.StatusConflict, "the agent is provisioned already; POST /v1/deprovision first")
 	}
 	resume := cr != nil && (in.APIEndpoint == "" || sameEndpoint(in.APIEndpoint, cr.APIEndpoint))
 	if !resume {
@@ -98,11 +103,13 @@ func (a *Agent) provision(c *gin.Context) {
 			errs = append(errs, adapters.Fieldf("apiEndpoint", "is required: the Cloud API's URL, e.g. https://cloud.example.com"))
 		}
 		if len(errs) > 0 {
-			badRequest(c, errors.Join(errs...))
-			return
+			return nil, httpapi.Invalid(errors.Join(errs...))
 		}
 	}
-	id := a.identity.Load()
+	id := s.id.Load()
+	if id == nil {
+		return nil, httpapi.ErrNotReady
+	}
 	name := strings.TrimSpace(in.DeviceName)
 	if name == "" {
 		name = id.Name
@@ -113,100 +120,101 @@ func (a *Agent) provision(c *gin.Context) {
 	}
 	client, err := cloud.NewClient(endpoint)
 	if err != nil {
-		fail(c, http.StatusBadRequest, "apiEndpoint: %v", err)
-		return
+		return nil, httpapi.Errorf(http.StatusBadRequest, "apiEndpoint: %v", err)
 	}
 	if !resume {
-		reg, err := client.Register(ctx, cloud.Registration{Key: strings.TrimSpace(in.Key), AgentUUID: id.UUID, Name: name, Version: a.version()})
+		reg, err := client.Register(ctx, cloud.Registration{Key: strings.TrimSpace(in.Key), AgentUUID: id.UUID, Name: name, Version: version()})
 		if err != nil {
-			a.provisionFailed(c, &provisionPhaseError{Phase: "register", Err: err})
-			return
+			return nil, s.provisionFailed(&provisionPhaseError{Phase: "register", Err: err})
 		}
 		reg.APIEndpoint = endpoint
 		doc, _ := json.Marshal(reg)
 		if err := st.SetMeta(ctx, metaCredentials, string(doc)); err != nil {
-			a.internal(c, "store cloud credentials", err)
-			return
+			return nil, fmt.Errorf("store cloud credentials: %w", err)
 		}
 		cr = &reg
-		a.log.Info("registered with the cloud", "agent", reg.AgentUUID, "tenant", reg.TenantID)
+		s.log.Info("registered with the cloud", "agent", reg.AgentUUID, "tenant", reg.TenantID)
+		// The cloud knows the device under this name now; the device
+		// must show the same one.
+		if name != id.Name {
+			if err := st.SetMeta(ctx, metaDeviceName, name); err != nil {
+				return nil, fmt.Errorf("store device name: %w", err)
+			}
+			s.id.Store(&identity{UUID: id.UUID, Name: name})
+		}
 	}
 	ts, etag, _, err := client.TargetState(ctx, *cr, "")
 	if err != nil {
-		a.provisionFailed(c, &provisionPhaseError{Phase: "target-state", Err: err})
-		return
+		return nil, s.provisionFailed(&provisionPhaseError{Phase: "target-state", Err: err})
 	}
 	if err := st.SetMeta(ctx, metaTargetState, string(must(json.Marshal(ts)))); err != nil {
-		a.internal(c, "store target state", err)
-		return
+		return nil, fmt.Errorf("store target state: %w", err)
 	}
 	if err := st.SetMeta(ctx, metaTargetETag, etag); err != nil {
-		a.internal(c, "store target state", err)
-		return
+		return nil, fmt.Errorf("store target state: %w", err)
 	}
 	// The cloud sees the agent's health with its state, so a store found
 	// corrupt or a full disk is not known to the device alone.
-	_, _, subs, unhealthy, critical := a.check(ctx)
-	report := map[string]any{"uuid": cr.AgentUUID, "name": name, "deviceType": in.DeviceType, "version": a.version(),
+	h := s.lc.Health(ctx)
+	report := map[string]any{"uuid": cr.AgentUUID, "name": name, "deviceType": in.DeviceType, "version": version(),
 		"state": "provisioned", "targetVersion": ts.Version,
-		"health": map[string]any{"overall": len(unhealthy) == 0 && len(critical) == 0, "subsystems": subs,
-			"unhealthySubsystems": unhealthy, "criticalFailures": critical}}
+		"health": map[string]any{"overall": h.Overall(), "subsystems": h.Subsystems,
+			"unhealthySubsystems": h.Unhealthy, "criticalFailures": h.Critical}}
 	if in.ApplicationID != nil {
 		report["applicationId"] = *in.ApplicationID
 	}
 	if err := cloud.ReportState(ctx, *cr, report); err != nil {
-		a.provisionFailed(c, &provisionPhaseError{Phase: "report-state", Err: err})
-		return
+		return nil, s.provisionFailed(&provisionPhaseError{Phase: "report-state", Err: err})
 	}
 	if err := st.SetMeta(ctx, metaProvisioned, "true"); err != nil {
-		a.internal(c, "store provisioning", err)
-		return
+		return nil, fmt.Errorf("store provisioning: %w", err)
 	}
-	a.cloud.online.Store(true)
-	a.log.Info("provisioned", "agent", cr.AgentUUID, "target_version", ts.Version)
-	if err := a.ensurePlatformDestination(ctx, st); err != nil {
-		a.log.Error("default platform destination not created; add one with POST /v1/publish/destinations", "err", err)
+	s.online.Store(true)
+	s.log.Info("provisioned", "agent", cr.AgentUUID, "target_version", ts.Version)
+	if err := s.ensurePlatformDestination(ctx, st); err != nil {
+		s.log.Error("default platform destination not created; add one with POST /v1/publish/destinations", "err", err)
 	}
 	creds, kid := platformCredentials(cr, true)
-	if err := a.pub.setCredentials(ctx, creds, kid); err != nil {
-		a.log.Error("publishing not restarted with the new credentials", "err", err)
+	if err := s.pub.SetCredentials(ctx, creds, kid); err != nil {
+		s.log.Error("publishing not restarted with the new credentials", "err", err)
 	}
-	c.JSON(http.StatusOK, gin.H{"success": true, "device": gin.H{"uuid": cr.AgentUUID, "deviceName": name,
-		"provisioned": true, "mqttBrokerUrl": cr.MQTT.BrokerURL}})
+	return map[string]any{"uuid": cr.AgentUUID, "deviceName": name, "provisioned": true, "mqttBrokerUrl": cr.MQTT.BrokerURL}, nil
 }
 
 // provisionFailed answers a failed phase: a refused key is the caller's
 // 400, a cloud that cannot be reached or answers oddly a 502.
-func (a *Agent) provisionFailed(c *gin.Context, err *provisionPhaseError) {
-	a.log.Warn("provisioning failed", "phase", err.Phase, "err", err.Err)
+func (s *cloudService) provisionFailed(err *provisionPhaseError) error {
+	s.log.Warn("provisioning failed", "phase", err.Phase, "err", err.Err)
 	var ce *cloud.Error
 	status := http.StatusBadGateway
 	if errors.As(err, &ce) && ce.Status >= 400 && ce.Status < 500 && err.Phase == "register" {
 		status = http.StatusBadRequest
 	}
-	c.AbortWithStatusJSON(status, gin.H{"error": err.Error(), "phase": err.Phase,
-		"hint": "fix the cause and POST /v1/provision again; a registration that succeeded is resumed without a new key"})
+	return &httpapi.Error{Status: status, Message: err.Error(), Extra: map[string]any{"phase": err.Phase,
+		"hint": "fix the cause and POST /v1/provision again; a registration that succeeded is resumed without a new key"}}
 }
 
-func (a *Agent) provisionStatus(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
-	ctx := c.Request.Context()
-	cr, err := a.credentials(ctx, st)
+// ProvisionStatus implements httpapi.Cloud.
+func (s *cloudService) ProvisionStatus(ctx context.Context) (any, error) {
+	st, err := s.st.Open()
 	if err != nil {
-		a.internal(c, "read cloud credentials", err)
-		return
+		return nil, err
 	}
-	id := a.identity.Load()
-	out := gin.H{"provisioned": false, "uuid": id.UUID, "deviceName": id.Name, "apiEndpoint": "",
+	cr, err := credentials(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("read cloud credentials: %w", err)
+	}
+	id := s.id.Load()
+	if id == nil {
+		return nil, httpapi.ErrNotReady
+	}
+	out := map[string]any{"provisioned": false, "uuid": id.UUID, "deviceName": id.Name, "apiEndpoint": "",
 		"hasProvisioningKey": false, "mqttConfigured": false, "mqttBrokerUrl": ""}
 	if cr != nil {
-		out["provisioned"] = a.provisioned(ctx, st)
+		out["provisioned"] = provisioned(ctx, st)
 		out["apiEndpoint"], out["mqttConfigured"], out["mqttBrokerUrl"] = cr.APIEndpoint, cr.MQTT.BrokerURL != "", cr.MQTT.BrokerURL
 	}
-	c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 func sameEndpoint(a, b string) bool {
@@ -223,56 +231,50 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// deprovision leaves the cloud: the agent is standalone again but keeps
-// its UUID and device API key, so POST /v1/provision re-provisions it
-// without a new provisioning key.
-func (a *Agent) deprovision(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
+// Deprovision implements httpapi.Cloud: the agent is standalone again but
+// keeps its UUID and device API key, so POST /v1/provision re-provisions
+// it without a new provisioning key.
+func (s *cloudService) Deprovision(ctx context.Context) (string, error) {
+	st, err := s.st.Open()
+	if err != nil {
+		return "", err
 	}
-	a.provisionMu.Lock()
-	defer a.provisionMu.Unlock()
-	ctx := c.Request.Context()
-	was := a.provisioned(ctx, st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := provisioned(ctx, st)
 	if err := st.SetMeta(ctx, metaProvisioned, "false"); err != nil {
-		a.internal(c, "deprovision", err)
-		return
+		return "", fmt.Errorf("deprovision: %w", err)
 	}
-	a.cloud.online.Store(false)
-	if err := a.pub.setCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
-		a.log.Error("publishing not restarted without credentials", "err", err)
+	s.online.Store(false)
+	if err := s.pub.SetCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
+		s.log.Error("publishing not restarted without credentials", "err", err)
 	}
-	msg := "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again"
+	s.log.Info("deprovisioned", "was_provisioned", was)
 	if !was {
-		msg = "the agent was not provisioned; nothing changed"
+		return "the agent was not provisioned; nothing changed", nil
 	}
-	a.log.Info("deprovisioned", "was_provisioned", was)
-	c.JSON(http.StatusOK, gin.H{"message": msg, "status": "deprovisioned"})
+	return "deprovisioned; the UUID and the device API key are kept, POST /v1/provision provisions again", nil
 }
 
-// factoryReset deletes everything but the UUID, then soft-reboots so every
-// subsystem starts from defaults. It is irreversible.
-func (a *Agent) factoryReset(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
+// FactoryReset implements httpapi.Cloud: it deletes everything but the
+// UUID, then soft-reboots so every subsystem starts from defaults. It is
+// irreversible.
+func (s *cloudService) FactoryReset(ctx context.Context) error {
+	st, err := s.st.Open()
+	if err != nil {
+		return err
 	}
-	a.provisionMu.Lock()
-	defer a.provisionMu.Unlock()
-	a.endpointsMu.Lock()
-	defer a.endpointsMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	// Nothing may poll or publish from what is about to be deleted.
-	a.runner.StopAll()
-	if err := st.FactoryReset(c.Request.Context()); err != nil {
-		a.internal(c, "factory reset", err)
-		return
+	if err := s.endpoints.forget(func() error { return st.FactoryReset(ctx) }); err != nil {
+		return fmt.Errorf("factory reset: %w", err)
 	}
-	a.log.Warn("factory reset: endpoints, settings, users, credentials and publishing configuration deleted")
-	if _, ok := a.requestReboot(); !ok {
-		a.log.Warn("factory reset: the agent is not RUNNING; it starts from defaults at its next start")
+	s.log.Warn("factory reset: endpoints, settings, users, credentials and publishing configuration deleted")
+	if _, ok := s.lc.Reboot(); !ok {
+		s.log.Warn("factory reset: the agent is not RUNNING; it starts from defaults at its next start")
 	}
-	c.JSON(http.StatusOK, gin.H{"message": "all data deleted except the agent UUID; the agent restarts its services", "status": "factory-reset"})
+	return nil
 }
 
 // ensurePlatformDestination gives a freshly provisioned agent somewhere to
@@ -280,7 +282,7 @@ func (a *Agent) factoryReset(c *gin.Context) {
 // one named "cloud" with a subscription for every endpoint in the custom
 // format, so readings reach the cloud without further setup. An operator's
 // own platform destination is left alone.
-func (a *Agent) ensurePlatformDestination(ctx context.Context, st *store.Store) error {
+func (s *cloudService) ensurePlatformDestination(ctx context.Context, st *store.Store) error {
 	ds, err := st.Destinations(ctx, true)
 	if err != nil {
 		return err
@@ -304,6 +306,25 @@ func (a *Agent) ensurePlatformDestination(ctx context.Context, st *store.Store) 
 		Compression: "json", Enabled: true}); err != nil {
 		return err
 	}
-	a.log.Info("platform destination added", "destination", d.Name, "id", d.ID)
+	s.log.Info("platform destination added", "destination", d.Name, "id", d.ID)
 	return nil
+}
+
+// platformCredentials are what the platform destination connects with: the
+// provisioned device's broker credentials, or none when the agent is
+// standalone. A standalone agent has no tenant and agent ids to name a
+// platform topic with, so the platform destination publishes nothing then,
+// and queues nothing; what it had queued waits for the next provisioning.
+func platformCredentials(cr *cloud.Credentials, provisioned bool) (dest.PlatformCredentials, string) {
+	if cr == nil {
+		return dest.PlatformCredentials{}, ""
+	}
+	kid := publish.KidOf(cr.APIKey)
+	if !provisioned {
+		return dest.PlatformCredentials{}, kid
+	}
+	return dest.PlatformCredentials{
+		BrokerURL: cr.MQTT.BrokerURL, Username: cr.MQTT.Username, Password: cr.MQTT.Password,
+		ClientID: cr.MQTT.ClientID, TopicPrefix: cr.MQTT.TopicPrefix,
+	}, kid
 }

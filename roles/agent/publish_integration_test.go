@@ -222,7 +222,7 @@ func TestDeadDestinationDoesNotSlowLiveIntegration(t *testing.T) {
 	if code, body := r.do("DELETE", fmt.Sprintf("/v1/publish/destinations/%v", deadDest["id"]), "", nil); code != 200 {
 		t.Fatalf("delete dead destination: %d %s", code, body)
 	}
-	st, _ := r.agent.storeOrErr()
+	st, _ := r.agent.p.st.Open()
 	q, err := st.OfflineQueue(store.DefaultQueueOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func TestHeartbeatIntegration(t *testing.T) {
 		t.Fatalf("platform destination: %d %s", code, body)
 	}
 	// As provisioning would: the platform destination gets credentials.
-	if err := r.agent.pub.setCredentials(t.Context(), dest.PlatformCredentials{BrokerURL: broker.URL(), ClientID: "agent-hb-test", TopicPrefix: prefix}, ""); err != nil {
+	if err := r.agent.p.pub.SetCredentials(t.Context(), dest.PlatformCredentials{BrokerURL: broker.URL(), ClientID: "agent-hb-test", TopicPrefix: prefix}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := r.do("POST", "/v1/endpoints", fmt.Sprintf(`{"name":"press-1","protocol":"modbus","poll_interval":500,

@@ -78,10 +78,10 @@ func TestCorruptStoreIsReportedUnhealthy(t *testing.T) {
 // damaged, moved aside and salvaged) instead of failing every flush.
 func TestStoreCorruptionWhileRunningReopensTheStore(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
-	before := r.agent.st.Load()
+	before := r.agent.p.st.Load()
 	r.agent.storeCorrupt("corrupt: test")
 	eventually(t, 15*time.Second, "the store reopened", func() bool {
-		s := r.agent.st.Load()
+		s := r.agent.p.st.Load()
 		state, _ := r.agent.snapshot()
 		return s != nil && s != before && state == StateRunning
 	})

@@ -5,17 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
-
-// errNotProvisioned answers a pull on an agent without a cloud.
-var errNotProvisioned = errors.New("the agent is not provisioned; POST /v1/provision first")
 
 // pullResult is the answer of one target-state pull.
 type pullResult struct {
@@ -25,49 +20,38 @@ type pullResult struct {
 	UpdatedAt string `json:"updatedAt,omitempty"`
 }
 
-// cloudState tracks whether the cloud answered the last pull, which is what
-// the agent's mode (provisioned-online or provisioned-degraded-offline)
-// follows.
-type cloudState struct {
-	online   atomic.Bool
-	lastPull atomic.Int64 // Unix ms of the last pull attempt
-}
-
 // pull fetches the target state with If-None-Match and keeps a changed
 // one with its ETag, so a restart without the cloud still has it. The
-// store is held open for the pull (holdStore's rule for requests).
-func (a *Agent) pull(ctx context.Context) (pullResult, error) {
-	a.storeMu.RLock()
-	defer a.storeMu.RUnlock()
-	st := a.st.Load()
-	if st == nil {
-		return pullResult{}, errNotReady
-	}
-	cr, err := a.credentials(ctx, st)
+// caller holds the store open.
+func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
+	st, err := s.st.Open()
 	if err != nil {
 		return pullResult{}, err
 	}
-	if cr == nil || !a.provisioned(ctx, st) {
-		return pullResult{}, errNotProvisioned
+	cr, err := credentials(ctx, st)
+	if err != nil {
+		return pullResult{}, err
+	}
+	if cr == nil || !provisioned(ctx, st) {
+		return pullResult{}, httpapi.ErrNotProvisioned
 	}
 	client, err := cloud.NewClient(cr.APIEndpoint)
 	if err != nil {
 		return pullResult{}, err
 	}
 	etag, _ := st.Meta(ctx, metaTargetETag)
-	a.cloud.lastPull.Store(time.Now().UnixMilli())
-	a.cloudM.attempts.Inc()
+	s.m.attempts.Inc()
 	ts, newETag, changed, err := client.TargetState(ctx, *cr, etag)
 	if err != nil {
-		a.cloudM.failures.Inc()
-		if a.cloud.online.Swap(false) {
-			a.log.Warn("cloud unreachable; running on the cached target state", "err", err)
+		s.m.failures.Inc()
+		if s.online.Swap(false) {
+			s.log.Warn("cloud unreachable; running on the cached target state", "err", err)
 		}
 		return pullResult{}, err
 	}
-	a.cloudM.lastSuccess.SetToCurrentTime()
-	if !a.cloud.online.Swap(true) {
-		a.log.Info("cloud reachable")
+	s.m.lastSuccess.SetToCurrentTime()
+	if !s.online.Swap(true) {
+		s.log.Info("cloud reachable")
 	}
 	res := pullResult{Changed: changed, ETag: newETag}
 	if !changed {
@@ -89,16 +73,16 @@ func (a *Agent) pull(ctx context.Context) (pullResult, error) {
 		return res, err
 	}
 	res.Version, res.UpdatedAt = ts.Version, ts.UpdatedAt
-	a.log.Info("target state updated", "version", ts.Version)
+	s.log.Info("target state updated", "version", ts.Version)
 	return res, nil
 }
 
 // syncLoop pulls the target state every intervals.statePollMs (read at
 // each round, so a settings change applies at the next one) while the
 // agent is provisioned.
-func (a *Agent) syncLoop(ctx context.Context) {
+func (s *cloudService) syncLoop(ctx context.Context) {
 	for {
-		wait := time.Duration(a.settings.Load().Intervals.StatePollMS) * time.Millisecond
+		wait := time.Duration(s.settings.current().Intervals.StatePollMS) * time.Millisecond
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -106,39 +90,41 @@ func (a *Agent) syncLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := a.pull(ctx); err != nil && !errors.Is(err, errNotProvisioned) && !errors.Is(err, errNotReady) {
-			a.log.Debug("target state pull failed", "err", err)
+		// The loop holds the store open as a request would; a request
+		// holds it already, and holding it twice could deadlock behind a
+		// closing store.
+		release := s.st.Hold()
+		_, err := s.pull(ctx)
+		release()
+		if err != nil && !errors.Is(err, httpapi.ErrNotProvisioned) && !errors.Is(err, httpapi.ErrNotReady) {
+			s.log.Debug("target state pull failed", "err", err)
 		}
 	}
 }
 
-// syncPull is POST /v1/sync/pull: one pull now. Not being provisioned is
-// an error object in a 200 answer, as the spec has it.
-func (a *Agent) syncPull(c *gin.Context) {
-	res, err := a.pull(c.Request.Context())
+// Pull implements httpapi.Cloud: one pull now.
+func (s *cloudService) Pull(ctx context.Context) (any, error) {
+	res, err := s.pull(ctx)
+	var ce *cloud.Error
 	switch {
-	case errors.Is(err, errNotProvisioned):
-		c.JSON(http.StatusOK, gin.H{"error": err.Error(), "provisioned": false})
-	case errors.Is(err, errNotReady):
-		fail(c, http.StatusServiceUnavailable, "%v", err)
-	case err != nil:
-		var ce *cloud.Error
-		if errors.As(err, &ce) {
-			fail(c, http.StatusBadGateway, "the cloud refused the pull: %v", err)
-			return
-		}
-		fail(c, http.StatusBadGateway, "the cloud could not be reached: %v", err)
+	case err == nil:
+		return res, nil
+	case errors.Is(err, httpapi.ErrNotProvisioned), errors.Is(err, httpapi.ErrNotReady):
+		return nil, err
+	case errors.As(err, &ce):
+		return nil, httpapi.Errorf(http.StatusBadGateway, "the cloud refused the pull: %v", err)
 	default:
-		c.JSON(http.StatusOK, res)
+		return nil, httpapi.Errorf(http.StatusBadGateway, "the cloud could not be reached: %v", err)
 	}
 }
 
-// mode is the agent mode of edge-agent.md §3.
-func (a *Agent) mode(ctx context.Context, st *store.Store) string {
-	if st == nil || !a.provisioned(ctx, st) {
+// mode is the agent mode (docs/agent.md, section Provisioning):
+// standalone, provisioned-online or provisioned-degraded-offline.
+func (s *cloudService) mode(ctx context.Context, st *store.Store) string {
+	if st == nil || !provisioned(ctx, st) {
 		return "standalone"
 	}
-	if a.cloud.online.Load() {
+	if s.online.Load() {
 		return "provisioned-online"
 	}
 	return "provisioned-degraded-offline"

@@ -1,4 +1,4 @@
-package agent
+package httpapi
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/httpx"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -24,7 +25,7 @@ const (
 	sessionCookie = "admin_session"
 	sessionTTL    = 24 * time.Hour
 	// sessionIDBytes is 256 bits of randomness, twice the 128 the
-	// session id needs at least.
+	// session id needs at lear.Admins.
 	sessionIDBytes       = 32
 	minPasswordLen       = 6
 	maxPasswordLen       = 72 // bcrypt ignores bytes beyond 72
@@ -36,10 +37,10 @@ const (
 	loginFailuresPerIP   = 50
 )
 
-// Passwords are hashed with bcrypt: it needs a few KB per check, where
+// HashPassword hashes with bcrypt: it needs a few KB per check, where
 // argon2id's memory hardness would cost a small device tens of MB per
 // login.
-func hashPassword(pw string) (string, error) {
+func HashPassword(pw string) (string, error) {
 	h, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
 	return string(h), err
 }
@@ -61,7 +62,8 @@ func hashSessionID(id string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func validUsername(u string) error {
+// ValidUsername checks an admin user name.
+func ValidUsername(u string) error {
 	switch {
 	case u == "":
 		return errors.New("username: is required")
@@ -83,28 +85,58 @@ func validPassword(pw string) error {
 	return nil
 }
 
-// bootstrapAdmin creates the first admin from AGENT_ADMIN_USERNAME and
-// AGENT_ADMIN_PASSWORD when no admin exists. There is never a default
-// password: without them the first admin comes from POST /v1/auth/setup.
-func (a *Agent) bootstrapAdmin(ctx context.Context) error {
-	if a.cfg.AdminUsername == "" {
-		return nil
-	}
-	if err := validUsername(a.cfg.AdminUsername); err != nil {
-		return errors.New("agent.admin_username (AGENT_ADMIN_USERNAME): " + strings.TrimPrefix(err.Error(), "username: "))
-	}
-	h, err := hashPassword(a.cfg.AdminPassword.Reveal())
-	if err != nil {
-		return err
-	}
-	created, err := a.st.Load().CreateFirstAdmin(ctx, store.AdminUser{Username: a.cfg.AdminUsername, PasswordHash: h})
-	if err != nil {
-		return err
-	}
-	if created {
-		a.log.Info("first admin user created from AGENT_ADMIN_USERNAME", "username", a.cfg.AdminUsername)
-	}
-	return nil
+// AdminStore keeps the admin users and their sessions. Sessions are
+// known by the SHA-256 of their id only.
+type AdminStore interface {
+	Admin(ctx context.Context, username string) (AdminUser, error)
+	Admins(ctx context.Context) ([]AdminUser, error)
+	CreateAdmin(ctx context.Context, u AdminUser) error
+	// CreateFirstAdmin creates u as a superuser unless an admin exists.
+	CreateFirstAdmin(ctx context.Context, u AdminUser) (bool, error)
+	UpdateAdmin(ctx context.Context, username string, p AdminPatch) (AdminUser, error)
+	DeleteAdmin(ctx context.Context, username string) error
+	CreateSession(ctx context.Context, idHash, username string, expires time.Time) error
+	SessionUser(ctx context.Context, idHash string, now time.Time) (AdminUser, error)
+	DeleteSession(ctx context.Context, idHash string) error
+	PurgeSessions(ctx context.Context, now time.Time) (int64, error)
+}
+
+// AdminUser is an admin of the local UI.
+type AdminUser struct {
+	Username     string
+	PasswordHash string
+	Active       bool
+	Superuser    bool
+}
+
+// AdminPatch changes the fields that are set.
+type AdminPatch struct {
+	Active       *bool
+	Superuser    *bool
+	PasswordHash *string
+}
+
+// authRoutes are the session and admin user routes.
+type authRoutes struct {
+	routes
+	// logins limits failed logins.
+	logins *httpx.Attempts
+}
+
+// RegisterAuth adds the admin UI's session routes and its user
+// management, which use its session, never the API key.
+func RegisterAuth(g *gin.RouterGroup, d Deps) {
+	r := authRoutes{routes: routes{Deps: d}, logins: httpx.NewAttempts(loginFailuresPerUser, loginFailuresPerIP, loginWindow)}
+	auth := g.Group("/auth")
+	auth.POST("/login", r.login)
+	auth.POST("/logout", r.logout)
+	auth.GET("/me", r.requireSession, r.me)
+	auth.POST("/setup", r.requireKeyOrSession(), r.setup)
+	admin := g.Group("/admin", r.requireSession)
+	admin.GET("/users", r.listAdmins)
+	admin.POST("/users", r.requireSuperuser, r.createAdmin)
+	admin.PATCH("/users/:username", r.requireSuperuser, r.updateAdmin)
+	admin.DELETE("/users/:username", r.requireSuperuser, r.deleteAdmin)
 }
 
 // crossOrigin reports whether a browser sent the request from another
@@ -126,39 +158,35 @@ func crossOrigin(c *gin.Context) bool {
 }
 
 // sessionUser returns the admin of the request's session cookie.
-func (a *Agent) sessionUser(c *gin.Context) (store.AdminUser, bool) {
+func (r routes) sessionUser(c *gin.Context) (AdminUser, bool) {
 	if u, ok := c.Get(userKey); ok {
-		return u.(store.AdminUser), true
+		return u.(AdminUser), true
 	}
 	id, err := c.Cookie(sessionCookie)
 	if err != nil || id == "" || crossOrigin(c) {
-		return store.AdminUser{}, false
+		return AdminUser{}, false
 	}
-	s := a.st.Load()
-	if s == nil {
-		return store.AdminUser{}, false
-	}
-	u, err := s.SessionUser(c.Request.Context(), hashSessionID(id), time.Now())
+	u, err := r.Admins.SessionUser(c.Request.Context(), hashSessionID(id), time.Now())
 	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			a.log.Error("read session", "err", err)
+		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrNotReady) {
+			r.Log.Error("read session", "err", err)
 		}
-		return store.AdminUser{}, false
+		return AdminUser{}, false
 	}
 	c.Set(userKey, u)
 	return u, true
 }
 
-func (a *Agent) requireSession(c *gin.Context) {
-	if _, ok := a.sessionUser(c); !ok {
+func (r authRoutes) requireSession(c *gin.Context) {
+	if _, ok := r.sessionUser(c); !ok {
 		fail(c, http.StatusUnauthorized, "an admin session is required; log in with POST /v1/auth/login")
 		return
 	}
 	c.Next()
 }
 
-func (a *Agent) requireSuperuser(c *gin.Context) {
-	if u, _ := a.sessionUser(c); !u.Superuser {
+func (r authRoutes) requireSuperuser(c *gin.Context) {
+	if u, _ := r.sessionUser(c); !u.Superuser {
 		fail(c, http.StatusForbidden, "only a superuser may manage admin users")
 		return
 	}
@@ -170,11 +198,7 @@ type credentials struct {
 	Password string `json:"password"`
 }
 
-func (a *Agent) login(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
+func (r authRoutes) login(c *gin.Context) {
 	var in credentials
 	if !bind(c, &in) {
 		return
@@ -191,14 +215,14 @@ func (a *Agent) login(c *gin.Context) {
 	// mode every client is 127.0.0.1, and good logins must not use up
 	// that address's budget.
 	ip := c.ClientIP()
-	if blocked, retry := a.logins.Check(in.Username, ip); blocked {
+	if blocked, retry := r.logins.Check(in.Username, ip); blocked {
 		c.Header("Retry-After", retryAfter(retry))
 		fail(c, http.StatusTooManyRequests, "too many failed logins; retry in %s", retry.Round(time.Second))
 		return
 	}
-	u, err := st.Admin(c.Request.Context(), in.Username)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		a.internal(c, "read admin user", err)
+	u, err := r.Admins.Admin(c.Request.Context(), in.Username)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		r.respond(c, "read admin user", err)
 		return
 	}
 	hash := u.PasswordHash
@@ -206,31 +230,31 @@ func (a *Agent) login(c *gin.Context) {
 		hash = string(dummyHash())
 	}
 	if !checkPassword(hash, in.Password) || err != nil || !u.Active {
-		a.logins.Fail(in.Username, ip)
-		a.log.Warn("admin login failed", "username", in.Username, "ip", ip)
+		r.logins.Fail(in.Username, ip)
+		r.Log.Warn("admin login failed", "username", in.Username, "ip", ip)
 		fail(c, http.StatusUnauthorized, "invalid username or password")
 		return
 	}
-	a.logins.Succeed(in.Username)
+	r.logins.Succeed(in.Username)
 	// A new id at every login, so a session id planted before login is
 	// worthless after it.
 	if old, err := c.Cookie(sessionCookie); err == nil && old != "" {
-		_ = st.DeleteSession(c.Request.Context(), hashSessionID(old))
+		_ = r.Admins.DeleteSession(c.Request.Context(), hashSessionID(old))
 	}
 	buf := make([]byte, sessionIDBytes)
 	_, _ = rand.Read(buf)
 	id := base64.RawURLEncoding.EncodeToString(buf)
-	if n, err := st.PurgeSessions(c.Request.Context(), time.Now()); err != nil {
-		a.log.Warn("purge expired sessions", "err", err)
+	if n, err := r.Admins.PurgeSessions(c.Request.Context(), time.Now()); err != nil {
+		r.Log.Warn("purge expired sessions", "err", err)
 	} else if n > 0 {
-		a.log.Debug("expired sessions purged", "sessions", n)
+		r.Log.Debug("expired sessions purged", "sessions", n)
 	}
-	if err := st.CreateSession(c.Request.Context(), hashSessionID(id), u.Username, time.Now().Add(sessionTTL)); err != nil {
-		a.internal(c, "create session", err)
+	if err := r.Admins.CreateSession(c.Request.Context(), hashSessionID(id), u.Username, time.Now().Add(sessionTTL)); err != nil {
+		r.respond(c, "create session", err)
 		return
 	}
 	setSessionCookie(c, id, int(sessionTTL.Seconds()))
-	a.log.Info("admin logged in", "username", u.Username)
+	r.Log.Info("admin logged in", "username", u.Username)
 	c.JSON(http.StatusOK, gin.H{"username": u.Username, "is_superuser": u.Superuser})
 }
 
@@ -241,79 +265,69 @@ func setSessionCookie(c *gin.Context, value string, maxAge int) {
 	})
 }
 
-func (a *Agent) logout(c *gin.Context) {
+func (r authRoutes) logout(c *gin.Context) {
 	if id, err := c.Cookie(sessionCookie); err == nil && id != "" {
-		if st := a.st.Load(); st != nil {
-			if err := st.DeleteSession(c.Request.Context(), hashSessionID(id)); err != nil {
-				a.internal(c, "end session", err)
-				return
-			}
+		if err := r.Admins.DeleteSession(c.Request.Context(), hashSessionID(id)); err != nil && !errors.Is(err, ErrNotReady) {
+			r.respond(c, "end session", err)
+			return
 		}
 	}
 	setSessionCookie(c, "", -1)
 	c.JSON(http.StatusOK, gin.H{"ok": true})
 }
 
-func (a *Agent) me(c *gin.Context) {
-	u, _ := a.sessionUser(c)
+func (r authRoutes) me(c *gin.Context) {
+	u, _ := r.sessionUser(c)
 	c.JSON(http.StatusOK, gin.H{"username": u.Username, "is_superuser": u.Superuser})
 }
 
 // setup creates the first admin once, for agents started without
 // AGENT_ADMIN_USERNAME; afterwards it answers 409.
-func (a *Agent) setup(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
+func (r authRoutes) setup(c *gin.Context) {
 	var in credentials
 	if !bind(c, &in) {
 		return
 	}
-	h, ok := a.newUserHash(c, in.Username, in.Password)
+	h, ok := r.newUserHash(c, in.Username, in.Password)
 	if !ok {
 		return
 	}
-	created, err := st.CreateFirstAdmin(c.Request.Context(), store.AdminUser{Username: in.Username, PasswordHash: h})
+	created, err := r.Admins.CreateFirstAdmin(c.Request.Context(), AdminUser{Username: in.Username, PasswordHash: h})
 	if err != nil {
-		a.internal(c, "create admin user", err)
+		r.respond(c, "create admin user", err)
 		return
 	}
 	if !created {
 		fail(c, http.StatusConflict, "an admin user exists already; log in and use /v1/admin/users")
 		return
 	}
-	a.log.Info("first admin user created through setup", "username", in.Username)
-	c.JSON(http.StatusCreated, userView(store.AdminUser{Username: in.Username, Active: true, Superuser: true}))
+	r.Log.Info("first admin user created through setup", "username", in.Username)
+	c.JSON(http.StatusCreated, userView(AdminUser{Username: in.Username, Active: true, Superuser: true}))
 }
 
 // newUserHash checks a new user's name and password and hashes the
 // password, or answers 400 naming what is wrong.
-func (a *Agent) newUserHash(c *gin.Context, username, password string) (string, bool) {
-	if err := errors.Join(validUsername(username), validPassword(password)); err != nil {
-		badRequest(c, err)
+func (r authRoutes) newUserHash(c *gin.Context, username, password string) (string, bool) {
+	if err := errors.Join(ValidUsername(username), validPassword(password)); err != nil {
+		r.respond(c, "", Invalid(err))
 		return "", false
 	}
-	h, err := hashPassword(password)
+	h, err := HashPassword(password)
 	if err != nil {
-		a.internal(c, "hash password", err)
+		r.respond(c, "hash password", err)
 		return "", false
 	}
 	return h, true
 }
 
-func userView(u store.AdminUser) gin.H {
+func userView(u AdminUser) gin.H {
 	return gin.H{"username": u.Username, "is_active": u.Active, "is_superuser": u.Superuser}
 }
 
-func (a *Agent) listAdmins(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
-	us, err := st.Admins(c.Request.Context())
+func (r authRoutes) listAdmins(c *gin.Context) {
+	us, err := r.Admins.Admins(c.Request.Context())
 	if err != nil {
-		a.internal(c, "list admin users", err)
+		r.respond(c, "list admin users", err)
 		return
 	}
 	out := make([]gin.H, len(us))
@@ -330,26 +344,22 @@ type newAdmin struct {
 	Active    *bool  `json:"is_active"`
 }
 
-func (a *Agent) createAdmin(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
+func (r authRoutes) createAdmin(c *gin.Context) {
 	var in newAdmin
 	if !bind(c, &in) {
 		return
 	}
-	h, ok := a.newUserHash(c, in.Username, in.Password)
+	h, ok := r.newUserHash(c, in.Username, in.Password)
 	if !ok {
 		return
 	}
-	u := store.AdminUser{Username: in.Username, PasswordHash: h, Active: in.Active == nil || *in.Active, Superuser: in.Superuser}
-	if err := st.CreateAdmin(c.Request.Context(), u); err != nil {
-		if errors.Is(err, store.ErrDuplicate) {
+	u := AdminUser{Username: in.Username, PasswordHash: h, Active: in.Active == nil || *in.Active, Superuser: in.Superuser}
+	if err := r.Admins.CreateAdmin(c.Request.Context(), u); err != nil {
+		if errors.Is(err, ErrDuplicate) {
 			fail(c, http.StatusConflict, "admin user %q exists already", in.Username)
 			return
 		}
-		a.internal(c, "create admin user", err)
+		r.respond(c, "create admin user", err)
 		return
 	}
 	c.JSON(http.StatusCreated, userView(u))
@@ -361,63 +371,43 @@ type adminPatch struct {
 	Password  *string `json:"password"`
 }
 
-func (a *Agent) updateAdmin(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
-	}
+func (r authRoutes) updateAdmin(c *gin.Context) {
 	var in adminPatch
 	if !bind(c, &in) {
 		return
 	}
-	p := store.AdminPatch{Active: in.Active, Superuser: in.Superuser}
+	p := AdminPatch{Active: in.Active, Superuser: in.Superuser}
 	if in.Password != nil {
 		if err := validPassword(*in.Password); err != nil {
 			fail(c, http.StatusBadRequest, "%v", err)
 			return
 		}
-		h, err := hashPassword(*in.Password)
+		h, err := HashPassword(*in.Password)
 		if err != nil {
-			a.internal(c, "hash password", err)
+			r.respond(c, "hash password", err)
 			return
 		}
 		p.PasswordHash = &h
 	}
-	u, err := st.UpdateAdmin(c.Request.Context(), c.Param("username"), p)
-	if errors.Is(err, store.ErrLastSuperuser) {
-		fail(c, http.StatusConflict, "%q is the last active superuser; make another user superuser first", c.Param("username"))
-		return
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no admin user %q", c.Param("username"))
-		return
-	}
-	if err != nil {
-		a.internal(c, "update admin user", err)
-		return
-	}
-	c.JSON(http.StatusOK, userView(u))
+	u, err := r.Admins.UpdateAdmin(c.Request.Context(), c.Param("username"), p)
+	r.reply(c, http.StatusOK, "update admin user", userView(u), userError(c, err))
 }
 
-func (a *Agent) deleteAdmin(c *gin.Context) {
-	st, ok := a.storeFor(c)
-	if !ok {
-		return
+// userError names the user of a change that failed for a reason the
+// client can fix.
+func userError(c *gin.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrLastSuperuser):
+		return Errorf(http.StatusConflict, "%q is the last active superuser; make another user superuser first", c.Param("username"))
+	case errors.Is(err, ErrNotFound):
+		return Errorf(http.StatusNotFound, "no admin user %q", c.Param("username"))
 	}
-	err := st.DeleteAdmin(c.Request.Context(), c.Param("username"))
-	if errors.Is(err, store.ErrLastSuperuser) {
-		fail(c, http.StatusConflict, "%q is the last active superuser; make another user superuser first", c.Param("username"))
-		return
-	}
-	if errors.Is(err, store.ErrNotFound) {
-		fail(c, http.StatusNotFound, "no admin user %q", c.Param("username"))
-		return
-	}
-	if err != nil {
-		a.internal(c, "delete admin user", err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"ok": true})
+	return err
+}
+
+func (r authRoutes) deleteAdmin(c *gin.Context) {
+	err := r.Admins.DeleteAdmin(c.Request.Context(), c.Param("username"))
+	r.reply(c, http.StatusOK, "delete admin user", gin.H{"ok": true}, userError(c, err))
 }
 
 func retryAfter(d time.Duration) string {

@@ -1,4 +1,4 @@
-package agent
+package publish
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const benchReadings = 100
 
 // benchPublisher opens a publisher on a fresh store with one platform
 // destination on broker and one subscription in msgpack+deflate.
-func benchPublisher(b *testing.B, brokerURL string) (*publisher, *destRun) {
+func benchPublisher(b *testing.B, brokerURL string) (*Router, *destRun) {
 	b.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -43,13 +43,13 @@ func benchPublisher(b *testing.B, brokerURL string) (*publisher, *destRun) {
 	}
 	tenant, agentID := codec.EncodeID(codec.NewUUID()), codec.EncodeID(codec.NewUUID())
 	creds := dest.PlatformCredentials{BrokerURL: brokerURL, ClientID: "bench-" + agentID, TopicPrefix: "i/" + tenant + "/a/" + agentID}
-	p := newPublisher(log, nil)
+	p := New(log, nil)
 	runCtx, cancel := context.WithCancel(ctx)
-	if err := p.open(runCtx, st, creds, "BenchKid"); err != nil {
+	if err := p.Open(runCtx, st, creds, "BenchKid"); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		p.close()
+		p.Close()
 		cancel()
 	})
 	r := p.platformRuns()[0]
@@ -97,10 +97,10 @@ func waitDelivered(b *testing.B, r *destRun, n int64) {
 // BenchmarkPublishPlatformIntegration is the publish throughput of one
 // agent to the platform destination on a private Mosquitto: batches of
 // 100 readings, routed, encoded in the custom format with msgpack+deflate
-// (§8's rule applies: deflate only under 70 % CPU), handed to the
+// (deflate only under 70 % CPU, docs/agent.md section Publishing), handed to the
 // destination's worker and acknowledged by the broker (PUBACK).
 //
-//	go test -run '^$' -bench PublishPlatform -benchtime 20000x ./roles/agent/
+//	go test -run '^$' -bench PublishPlatform -benchtime 20000x ./roles/agent/publish/
 func BenchmarkPublishPlatformIntegration(b *testing.B) {
 	broker := coretest.PrivateMosquitto(b)
 	p, r := benchPublisher(b, broker.URL())
@@ -113,7 +113,7 @@ func BenchmarkPublishPlatformIntegration(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
-		p.deliver(ctx, benchEndpoint, batches[i%len(batches)])
+		p.Deliver(ctx, benchEndpoint, batches[i%len(batches)])
 	}
 	waitDelivered(b, r, before.Delivered+before.Replayed+int64(b.N))
 	elapsed := time.Since(start)
@@ -127,7 +127,7 @@ func BenchmarkPublishPlatformIntegration(b *testing.B) {
 // backlog: the broker is stopped, 10,000 batches are queued in SQLite,
 // the broker comes back and the worker replays the backlog.
 //
-//	go test -run '^$' -bench DrainBacklog -benchtime 1x ./roles/agent/
+//	go test -run '^$' -bench DrainBacklog -benchtime 1x ./roles/agent/publish/
 func BenchmarkDrainBacklogIntegration(b *testing.B) {
 	const backlog = 10000
 	broker := coretest.PrivateMosquitto(b)
@@ -144,7 +144,7 @@ func BenchmarkDrainBacklogIntegration(b *testing.B) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		for i := range backlog {
-			p.deliver(ctx, benchEndpoint, benchBatch(i))
+			p.Deliver(ctx, benchEndpoint, benchBatch(i))
 		}
 		st, _ := r.w.Status(ctx)
 		if st.Records != backlog {

@@ -1,4 +1,9 @@
-package agent
+// Package publish is the agent's subscription router (docs/agent.md,
+// section Publishing): it routes every endpoint batch to the destinations
+// whose subscriptions match it. Subpackages hold the destinations'
+// transports (dest), their workers and offline queues (outbound) and the
+// payload formats (payload).
+package publish
 
 import (
 	"context"
@@ -18,7 +23,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
-	"github.com/edgeplat/edgeplat/roles/agent/cloud"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
@@ -38,15 +42,14 @@ const (
 // after a crash.
 const msgSequenceBlock = 1000
 
-// publisher is the subscription router (edge-agent.md §6 "Subscription
-// router"): every endpoint batch goes to each enabled subscription whose
+// Router is the subscription router: every endpoint batch goes to each enabled subscription whose
 // topic filters match the endpoint's MQTT topic, encoded in that
 // subscription's format and compression, and is handed to the worker of
 // the subscription's destination. Each destination has its own
 // connection, worker and offline queue, so a dead destination never slows
 // another: handing over never waits for a destination (see
 // outbound.Worker.Offer).
-type publisher struct {
+type Router struct {
 	log *slog.Logger
 	cpu func() float64
 
@@ -95,16 +98,16 @@ type route struct {
 	d      *destRun
 }
 
-func newPublisher(log *slog.Logger, cpu func() float64) *publisher {
-	p := &publisher{log: log.With("component", "publish"), cpu: cpu, dests: map[int64]*destRun{}}
+func New(log *slog.Logger, cpu func() float64) *Router {
+	p := &Router{log: log.With("component", "publish"), cpu: cpu, dests: map[int64]*destRun{}}
 	first := make(chan struct{})
 	p.loaded.Store(&first)
 	return p
 }
 
-// open starts publishing on st: the message sequence, the offline queue,
+// Open starts publishing on st: the message sequence, the offline queue,
 // and every enabled destination. ctx is the lifetime of the workers.
-func (p *publisher) open(ctx context.Context, st *store.Store, creds dest.PlatformCredentials, kid string) error {
+func (p *Router) Open(ctx context.Context, st *store.Store, creds dest.PlatformCredentials, kid string) error {
 	seq, err := st.NewSequence(ctx, metaMsgSequence, msgSequenceBlock)
 	if err != nil {
 		return err
@@ -124,10 +127,10 @@ func (p *publisher) open(ctx context.Context, st *store.Store, creds dest.Platfo
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	p.st, p.queue, p.seq, p.creds = st, q, seq, creds
 	p.mu.Unlock()
-	if err := p.reload(ctx); err != nil {
+	if err := p.Reload(ctx); err != nil {
 		return err
 	}
-	p.release()
+	p.Release()
 	return nil
 }
 
@@ -143,9 +146,9 @@ func newLocalKid() string {
 	return string(b[:])
 }
 
-// kidOf returns the key identifier of a device key dk2_{kid}_{secret}, or
+// KidOf returns the key identifier of a device key dk2_{kid}_{secret}, or
 // "" for any other key.
-func kidOf(apiKey string) string {
+func KidOf(apiKey string) string {
 	rest, ok := strings.CutPrefix(apiKey, "dk2_")
 	if !ok {
 		return ""
@@ -160,28 +163,9 @@ func kidOf(apiKey string) string {
 	return kid
 }
 
-// platformCredentials are what the platform destination connects with: the
-// provisioned device's broker credentials, or none when the agent is
-// standalone. A standalone agent has no tenant and agent ids to name a
-// platform topic with, so the platform destination publishes nothing then,
-// and queues nothing; what it had queued waits for the next provisioning.
-func platformCredentials(cr *cloud.Credentials, provisioned bool) (dest.PlatformCredentials, string) {
-	if cr == nil {
-		return dest.PlatformCredentials{}, ""
-	}
-	kid := kidOf(cr.APIKey)
-	if !provisioned {
-		return dest.PlatformCredentials{}, kid
-	}
-	return dest.PlatformCredentials{
-		BrokerURL: cr.MQTT.BrokerURL, Username: cr.MQTT.Username, Password: cr.MQTT.Password,
-		ClientID: cr.MQTT.ClientID, TopicPrefix: cr.MQTT.TopicPrefix,
-	}, kid
-}
-
-// setCredentials changes the platform credentials (provisioning,
+// SetCredentials changes the platform credentials (provisioning,
 // deprovisioning) and restarts the platform destinations with them.
-func (p *publisher) setCredentials(ctx context.Context, creds dest.PlatformCredentials, kid string) error {
+func (p *Router) SetCredentials(ctx context.Context, creds dest.PlatformCredentials, kid string) error {
 	if kid != "" {
 		p.kid.Store(&kid)
 	}
@@ -192,18 +176,18 @@ func (p *publisher) setCredentials(ctx context.Context, creds dest.PlatformCrede
 	if !changed {
 		return nil
 	}
-	return p.reload(ctx)
+	return p.Reload(ctx)
 }
 
-// reload makes the running destinations and the routes follow the store:
+// Reload makes the running destinations and the routes follow the store:
 // a destination whose row changed is restarted (its queue is kept: it is
 // in the store under the destination's id), a deleted or disabled one is
 // stopped, and the routes are rebuilt from the enabled subscriptions.
-func (p *publisher) reload(ctx context.Context) error {
+func (p *Router) Reload(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.st == nil {
-		return nil // not open: open loads everything
+		return nil // not open: Open loads everything
 	}
 	all, err := p.st.Destinations(ctx, true)
 	if err != nil {
@@ -290,7 +274,7 @@ func sameDestination(a, b store.Destination) bool {
 	return a.Type == b.Type && a.Name == b.Name && a.Enabled == b.Enabled && string(a.Config) == string(b.Config)
 }
 
-func (p *publisher) startDest(d store.Destination) (*destRun, error) {
+func (p *Router) startDest(d store.Destination) (*destRun, error) {
 	t, err := dest.New(d, dest.Env{Logger: p.log, Platform: p.creds})
 	if err != nil {
 		return nil, err
@@ -320,7 +304,7 @@ func (p *publisher) startDest(d store.Destination) (*destRun, error) {
 
 // stopDest stops a destination's worker, which queues whatever it still
 // held, then its connection.
-func (p *publisher) stopDest(r *destRun) {
+func (p *Router) stopDest(r *destRun) {
 	r.cancel()
 	<-r.done
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -330,7 +314,7 @@ func (p *publisher) stopDest(r *destRun) {
 	}
 }
 
-func (p *publisher) newRoute(s store.Subscription, r *destRun) (*route, error) {
+func (p *Router) newRoute(s store.Subscription, r *destRun) (*route, error) {
 	f, err := payload.ParseFormat(s.PayloadFormat)
 	if err != nil {
 		return nil, err
@@ -354,9 +338,9 @@ func (p *publisher) newRoute(s store.Subscription, r *destRun) (*route, error) {
 	return &route{sub: s, format: f, comp: comp, topic: rj.Topic, d: r}, nil
 }
 
-// forgetStopped purges the queue of a deleted destination that was not
-// running (disabled); reload purges those it stops.
-func (p *publisher) forgetStopped(ctx context.Context, id int64) {
+// ForgetStopped purges the queue of a deleted destination that was not
+// running (disabled); Reload purges those it stops.
+func (p *Router) ForgetStopped(ctx context.Context, id int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.queue == nil || p.dests[id] != nil {
@@ -369,8 +353,8 @@ func (p *publisher) forgetStopped(ctx context.Context, id int64) {
 	}
 }
 
-// close stops every destination; their workers queue what they held.
-func (p *publisher) close() {
+// Close stops every destination; their workers queue what they held.
+func (p *Router) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, r := range p.dests {
@@ -384,21 +368,21 @@ func (p *publisher) close() {
 	p.routes.Store(&empty)
 	p.st, p.queue, p.seq = nil, nil, nil
 	p.releaseLocked()
-	// The next open (a soft reboot) starts with endpoints that wait again.
+	// The next Open (a soft reboot) starts with endpoints that wait again.
 	next := make(chan struct{})
 	p.loaded.Store(&next)
 }
 
-// release lets batches stop waiting for routes that will not come: the
+// Release lets batches stop waiting for routes that will not come: the
 // agent is tearing down before the publishing phase ran. They are routed
 // nowhere.
-func (p *publisher) release() {
+func (p *Router) Release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.releaseLocked()
 }
 
-func (p *publisher) releaseLocked() {
+func (p *Router) releaseLocked() {
 	ch := *p.loaded.Load()
 	select {
 	case <-ch:
@@ -407,10 +391,10 @@ func (p *publisher) releaseLocked() {
 	}
 }
 
-// endpointTopic is the topic an endpoint's batches are published under
+// EndpointTopic is the topic an endpoint's batches are published under
 // and the subscriptions' filters are matched against: its MQTT topic,
 // else its name.
-func endpointTopic(ep adapters.Endpoint) string {
+func EndpointTopic(ep adapters.Endpoint) string {
 	if ep.MQTTTopic != "" {
 		return ep.MQTTTopic
 	}
@@ -429,10 +413,10 @@ func (r *route) matches(topic string) bool {
 	return false
 }
 
-// deliver routes one batch of ep. It waits for the first load of the
+// Deliver routes one batch of ep. It waits for the first load of the
 // routes (or ctx), then hands each matching subscription's payload to its
 // destination's worker, which never waits for the destination.
-func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.Batch) int {
+func (p *Router) Deliver(ctx context.Context, ep adapters.Endpoint, b batch.Batch) int {
 	loaded := *p.loaded.Load()
 	select {
 	case <-loaded:
@@ -447,7 +431,7 @@ func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.B
 	if routes == nil {
 		return 0
 	}
-	topic := endpointTopic(ep)
+	topic := EndpointTopic(ep)
 	sent := 0
 	// One msgId per batch, drawn when the first custom payload needs it:
 	// every destination that gets the batch in the custom format sees the
@@ -478,7 +462,7 @@ func (p *publisher) deliver(ctx context.Context, ep adapters.Endpoint, b batch.B
 }
 
 // encode builds the payload of b for one route.
-func (p *publisher) encode(ctx context.Context, r *route, ep adapters.Endpoint, b batch.Batch, topic string, msgID *string) (outbound.Item, error) {
+func (p *Router) encode(ctx context.Context, r *route, ep adapters.Endpoint, b batch.Batch, topic string, msgID *string) (outbound.Item, error) {
 	target := r.d.t.Topic(r.topic, topic)
 	if target == "" {
 		if r.d.row.Type == dest.TypePlatform {
@@ -517,8 +501,8 @@ func (p *publisher) encode(ctx context.Context, r *route, ep adapters.Endpoint, 
 	return outbound.Item{MsgID: id, Topic: target, Payload: body}, nil
 }
 
-// destinationStatus is one destination's part of GET /v1/buffer/status.
-type destinationStatus struct {
+// DestinationStatus is one destination's part of GET /v1/buffer/status.
+type DestinationStatus struct {
 	ID        int64           `json:"id"`
 	Name      string          `json:"name"`
 	Type      string          `json:"type"`
@@ -528,28 +512,28 @@ type destinationStatus struct {
 
 // running returns the running destinations, so callers read their
 // workers without holding p.mu.
-func (p *publisher) running() []*destRun {
+func (p *Router) running() []*destRun {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Collect(maps.Values(p.dests))
 }
 
-// statuses reports every running destination.
-func (p *publisher) statuses(ctx context.Context) ([]destinationStatus, error) {
+// Statuses reports every running destination.
+func (p *Router) Statuses(ctx context.Context) ([]DestinationStatus, error) {
 	runs := p.running()
-	out := make([]destinationStatus, 0, len(runs))
+	out := make([]DestinationStatus, 0, len(runs))
 	for _, r := range runs {
 		ws, err := r.w.Status(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, destinationStatus{ID: r.row.ID, Name: r.row.Name, Type: r.row.Type, Transport: r.t.Status(), Worker: ws})
+		out = append(out, DestinationStatus{ID: r.row.ID, Name: r.row.Name, Type: r.row.Type, Transport: r.t.Status(), Worker: ws})
 	}
 	return out, nil
 }
 
 // platformRuns returns the running platform destinations, for heartbeats.
-func (p *publisher) platformRuns() []*destRun {
+func (p *Router) platformRuns() []*destRun {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*destRun
@@ -559,4 +543,25 @@ func (p *publisher) platformRuns() []*destRun {
 		}
 	}
 	return out
+}
+
+// SendEphemeral offers body on topic (relative to each destination's own
+// topic prefix) to every platform destination that is connected and not
+// buffering, never queueing it: heartbeats that cannot go out now are
+// dropped, so an outage silences them instead of replaying stale ones. It
+// reports whether one destination took it.
+func (p *Router) SendEphemeral(ctx context.Context, topic string, body []byte) bool {
+	sent := false
+	for _, r := range p.platformRuns() {
+		if !r.t.Connected() || r.w.Mode() == outbound.ModeBufferOnly {
+			continue
+		}
+		it := outbound.Item{Topic: r.t.Topic("", topic), Payload: body, Ephemeral: true}
+		if err := r.w.Offer(ctx, it); err != nil {
+			p.log.Debug("ephemeral message not sent", "topic", topic, "destination", r.row.Name, "err", err)
+			continue
+		}
+		sent = true
+	}
+	return sent
 }

@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
+	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
+)
+
+// identity is the agent's UUID and device name.
+type identity struct {
+	UUID string
+	Name string
+}
+
+// parts are what the group's services share: each service starts or
+// stops one of them.
+type parts struct {
+	cfg       config.Agent
+	log       *slog.Logger
+	st        *storeRef
+	id        *atomic.Pointer[identity]
+	pub       *publish.Router
+	out       *output
+	endpoints *endpointService
+	settings  *settingsService
+	cloud     *cloudService
+	memory    *sysinfo.MemoryMonitor
+	lc        *Agent
+	// server is the HTTP server, for the api phase's self-check.
+	server interface{ Addr() string }
+}
+
+// services are the agent's group, in start order: the six init phases
+// (Agent.started records them for the health report) and the background
+// loops. lifecycle.Run stops them in reverse order, each after its Run
+// returned.
+func (p *parts) services() []lifecycle.Service {
+	return []lifecycle.Service{
+		&lifecycle.Funcs{ServiceName: "memory-monitor", RunFunc: func(ctx context.Context) error {
+			p.memory.Run(ctx)
+			return nil
+		}},
+		&lifecycle.Funcs{ServiceName: PhaseConfig, StartFunc: func(context.Context) error {
+			// The data directory is checked before the store opens it, so
+			// the error names the directory and the fix.
+			return checkDataDir(p.cfg.DataDir)
+		}},
+		&lifecycle.Funcs{ServiceName: PhaseStore, StartFunc: p.openStore,
+			StopFunc: func(context.Context) error { p.st.close(p.log); return nil }},
+		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: p.loadIdentity},
+		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
+			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
+		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.endpoints.start,
+			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
+		&lifecycle.Funcs{ServiceName: "heartbeats", RunFunc: func(ctx context.Context) error {
+			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)
+			return nil
+		}},
+		&lifecycle.Funcs{ServiceName: "cloud-sync", RunFunc: func(ctx context.Context) error {
+			p.cloud.syncLoop(ctx)
+			return nil
+		}},
+		&lifecycle.Funcs{ServiceName: PhaseAPI, StartFunc: func(ctx context.Context) error {
+			if p.server == nil {
+				return nil
+			}
+			return selfCheck(ctx, p.server.Addr())
+		}},
+	}
+}
+
+func (p *parts) openStore(ctx context.Context) error {
+	s, err := store.Open(ctx, p.cfg.DataDir, p.log)
+	if err != nil {
+		if isAccessError(err) {
+			// checkDataDir passed, so this is rare (a file changed hands
+			// in between), but no more retryable.
+			return dataDirError(p.cfg.DataDir, "holds a store this user cannot open", err)
+		}
+		return err
+	}
+	s.OnCorruption(p.lc.storeCorrupt)
+	p.st.set(s)
+	return nil
+}
+
+func (p *parts) loadIdentity(ctx context.Context) error {
+	s := p.st.Load()
+	uuid, err := s.MetaOrCreate(ctx, "uuid", func() string { return codec.NewUUID().String() })
+	if err != nil {
+		return err
+	}
+	name, err := s.MetaOrCreate(ctx, metaDeviceName, func() string {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			return h
+		}
+		return "edgeplat-agent"
+	})
+	if err != nil {
+		return err
+	}
+	p.id.Store(&identity{UUID: uuid, Name: name})
+	if err := p.settings.load(ctx, s); err != nil {
+		return err
+	}
+	return bootstrapAdmin(ctx, s, p.cfg, p.log)
+}
+
+// openPublishing starts the publish destinations and routes: the
+// platform destination with the provisioned credentials, when there are.
+// The router lives until the phase stops, not as long as ctx: the
+// endpoints' last batches reach it after the group's context ended.
+func (p *parts) openPublishing(ctx context.Context) error {
+	st := p.st.Load()
+	cr, err := credentials(ctx, st)
+	if err != nil {
+		return err
+	}
+	creds, kid := platformCredentials(cr, provisioned(ctx, st))
+	if err := p.pub.Open(context.WithoutCancel(ctx), st, creds, kid); err != nil {
+		// Destinations that did start must not outlive the failed phase.
+		p.pub.Close()
+		return err
+	}
+	return nil
+}

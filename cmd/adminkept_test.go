@@ -29,10 +29,10 @@ func dbWithAdmin(t *testing.T) *db.DB {
 	if _, err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reason, err := adminKept(ctx, accounts.NewStore(func() *db.DB { return d }), "ops@example.com", "anything at all"); err != nil || reason != "" {
+	if reason, err := adminKept(ctx, accounts.NewStore(d), "ops@example.com", "anything at all"); err != nil || reason != "" {
 		t.Fatalf("without an admin: %q, %v; want nothing to warn about", reason, err)
 	}
-	store := accounts.NewStore(func() *db.DB { return d })
+	store := accounts.NewStore(d)
 	if _, err := store.Bootstrap(ctx, accounts.NewUser{Email: "ops@example.com", Password: "correct horse battery"}); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func dbWithAdmin(t *testing.T) *db.DB {
 func TestAdminKept(t *testing.T) {
 	ctx := t.Context()
 	d := dbWithAdmin(t)
-	st := accounts.NewStore(func() *db.DB { return d })
+	st := accounts.NewStore(d)
 	admin, err := st.UserByEmail(ctx, "ops@example.com")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 )
@@ -58,7 +59,7 @@ type autoProvisioner struct {
 // act (set a password, fix an address), so auto-provisioning stops.
 var errGiveUp = errors.New("auto-provisioning stopped")
 
-func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoProvisioner {
+func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, d *db.DB, out io.Writer) *autoProvisioner {
 	p := &autoProvisioner{
 		log:      r.Component("auto-provision"),
 		apiURL:   "http://" + net.JoinHostPort(dialHost(cfg.API.Bind), strconv.Itoa(cfg.API.Port)),
@@ -75,19 +76,12 @@ func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoP
 		p.agentKey = cfg.Agent.APIKey.Reveal()
 	}
 	p.healthy = func(ctx context.Context) bool { return r.Health.Report(ctx).Healthy }
-	p.adminKept = func(ctx context.Context) {
-		if r.DB != nil {
-			warnAdminKept(ctx, p.log, cfg, r.DB)
-		}
-	}
+	p.adminKept = func(ctx context.Context) { warnAdminKept(ctx, p.log, cfg, d) }
 	// The API shows a tenant by its id only; the name is what an operator
 	// recognises. The database is open by the time this runs.
 	p.tenant = func(ctx context.Context, id string) string {
-		if r.DB == nil {
-			return ""
-		}
 		var name string
-		if err := r.DB.SQL().QueryRowContext(ctx, `SELECT name FROM tenants WHERE uuid = $1`, id).Scan(&name); err != nil {
+		if err := d.SQL().QueryRowContext(ctx, `SELECT name FROM tenants WHERE uuid = $1`, id).Scan(&name); err != nil {
 			return ""
 		}
 		return name

@@ -554,8 +554,7 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 		return res, err
 	}
 	defer rstore.Close()
-	r := &rt.Runtime{Logger: b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second),
-		DB: rdb, Streams: rstore}
+	r := &rt.Runtime{Logger: b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
 	// Port 0: the kernel picks a free port for /health and /metrics.
 	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
 	if cfg.Spool.Enabled {
@@ -569,7 +568,7 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 	}
 	// Only the bench tenant's streams: the role must never read, acknowledge
 	// or trim anyone else's.
-	svcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "bench",
+	svcs, err := ingest.New(cfg, r, rt.Backends{DB: rdb, Streams: rstore}, ingest.Options{PortHint: "bench",
 		StreamPattern: telemetry.IngestionStream(g.tenant), LogStreamPattern: telemetry.LogsStream(g.tenant)})
 	if err != nil {
 		return res, err

@@ -490,7 +490,8 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer rstore.Close()
-	r := &rt.Runtime{Logger: p.b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second), DB: rdb, Streams: rstore}
+	r := &rt.Runtime{Logger: p.b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
+	back := rt.Backends{DB: rdb, Streams: rstore}
 	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
 	apiCfg.API.Bind, apiCfg.API.Port = "127.0.0.1", 0
 	// A subscriber of its own: a unique client id (its session is removed
@@ -516,12 +517,12 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 			c.Spool.Path = dir
 		}
 	}
-	isvcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "bench",
+	isvcs, err := ingest.New(cfg, r, back, ingest.Options{PortHint: "bench",
 		StreamPattern: telemetry.IngestionStream(p.tenant), LogStreamPattern: telemetry.LogsStream(p.tenant)})
 	if err != nil {
 		return err
 	}
-	asvcs, err := api.New(apiCfg, r, api.Options{PortHint: "bench"})
+	asvcs, err := api.New(apiCfg, r, back, api.Options{PortHint: "bench"})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func newServeAPICmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			svcs, err := api.New(cfg, r, api.Options{PortHint: "--port or PORT"})
+			svcs, err := api.New(cfg, r, b.handles(), api.Options{PortHint: "--port or PORT"})
 			if err != nil {
 				return nil, err
 			}

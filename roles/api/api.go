@@ -7,7 +7,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -42,19 +41,20 @@ type Options struct {
 	BrokerAuth *BrokerAuth
 }
 
-// New builds the role's services without doing I/O. The HTTP server comes
-// first so it stops last and drains in-flight requests.
-func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
+// New builds the role's services without doing I/O; the services use b
+// from their Start on. The HTTP server comes first so it stops last and
+// drains in-flight requests.
+func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]lifecycle.Service, error) {
 	log := r.Component("api")
 	tokens, err := token.New(cfg.JWT)
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := newPipeline(cfg, r)
+	pipe, err := newPipeline(cfg, r, b.Streams)
 	if err != nil {
 		return nil, err
 	}
-	mo := mqttOptions(cfg, r)
+	mo := mqttOptions(cfg, b.DB)
 	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Logger, r.Metrics // mqttx adds component=Name
 	// Handlers spend most of their time waiting on the stream store, and a
 	// subscriber that falls behind makes the broker drop its queue: run
@@ -76,7 +76,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
 		return nil, err
 	}
-	rep := newReports(r)
+	rep := newReports(r, b.DB)
 	rep.received = pipe.m.received
 	rep.clock = pipe.clock
 	for _, f := range reportFilters {
@@ -94,20 +94,20 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Server:         "api",
 		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
 	})
-	h := &handlers{rt: r, pipe: pipe}
+	h := &handlers{rt: r, streams: b.Streams, pipe: pipe}
 	ba := opts.BrokerAuth
 	ownBrokerAuth := ba == nil
 	if ownBrokerAuth {
-		if ba, err = NewBrokerAuth(cfg, r); err != nil {
+		if ba, err = NewBrokerAuth(cfg, r, b.DB); err != nil {
 			return nil, err
 		}
 	}
-	acc, err := newAccess(cfg, r, tokens)
+	acc, err := newAccess(cfg, r, b, tokens)
 	if err != nil {
 		return nil, err
 	}
 	acc.revoked, acc.invalidate = ba.Revoked, ba.Authorizer.Invalidate
-	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
+	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
@@ -125,8 +125,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	v1.GET("/agents/:uuid/current-state", agent, rep.currentState)
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	readings.Register(v1, readings.Deps{
-		// rt.DB is opened after the roles are built.
-		DB:         func() *db.DB { return r.DB },
+		DB:         b.DB,
 		Tenant:     tenantKey,
 		WriteError: WriteError,
 		Log:        r.Component("api-readings"),
@@ -180,14 +179,11 @@ func clientIDLabel() string {
 	return k.Label()
 }
 
-func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
+func mqttOptions(cfg *config.Config, d *db.DB) mqttx.Options {
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, "")
 	if mo.ClientID == "" {
 		mo.ResolveClientID = func(ctx context.Context) (string, error) {
-			if r.DB == nil {
-				return "", errors.New("no database to read the installation id from; set " + clientIDLabel())
-			}
-			in, err := r.DB.Installation(ctx)
+			in, err := d.Installation(ctx)
 			if err != nil {
 				return "", fmt.Errorf("default from the installation id (or set %s): %w", clientIDLabel(), err)
 			}
@@ -220,8 +216,9 @@ func WriteError(c *gin.Context, status int, code, message string) {
 }
 
 type handlers struct {
-	rt   *rt.Runtime
-	pipe *pipeline
+	rt      *rt.Runtime
+	streams streamstore.Store
+	pipe    *pipeline
 }
 
 func (h *handlers) info(c *gin.Context) {
@@ -258,7 +255,7 @@ func (h *handlers) health(c *gin.Context) {
 func (h *handlers) ingestionHealth(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	connected := h.rt.Streams != nil && h.rt.Streams.Ping(ctx) == nil
+	connected := h.streams.Ping(ctx) == nil
 	body := gin.H{"streamStoreConnected": connected, "circuitBreaker": h.pipe.breaker.State().String(),
 		"spoolFileCount": 0, "spoolSizeMb": 0.0}
 	if h.pipe.spool != nil {

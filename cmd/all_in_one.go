@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/edgeplat/edgeplat/cmd/internal/autoprovision"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
@@ -128,7 +129,7 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 	services = append(services, ingestSvcs...)
 	services = append(services, agentSvcs...)
 	if cfg.AllInOne.AutoProvision {
-		services = append(services, newAutoProvisioner(cfg, r, back.db, out).service())
+		services = append(services, autoprovision.Service(cfg, r, back.db, out))
 	}
 	return services, nil
 }

@@ -1,4 +1,4 @@
-package cmd
+package autoprovision
 
 import (
 	"context"

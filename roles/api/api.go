@@ -23,7 +23,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
-	"github.com/edgeplat/edgeplat/core/streamstore"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -94,7 +93,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		Server:         "api",
 		TrustedProxies: splitList(cfg.Auth.TrustedProxies),
 	})
-	h := &handlers{rt: r, streams: b.Streams, pipe: pipe}
+	h := &handlers{rt: r, pipe: pipe}
 	ba := opts.BrokerAuth
 	ownBrokerAuth := ba == nil
 	if ownBrokerAuth {
@@ -216,9 +215,8 @@ func WriteError(c *gin.Context, status int, code, message string) {
 }
 
 type handlers struct {
-	rt      *rt.Runtime
-	streams streamstore.Store
-	pipe    *pipeline
+	rt   *rt.Runtime
+	pipe *pipeline
 }
 
 func (h *handlers) info(c *gin.Context) {
@@ -255,7 +253,7 @@ func (h *handlers) health(c *gin.Context) {
 func (h *handlers) ingestionHealth(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	connected := h.streams.Ping(ctx) == nil
+	connected := h.pipe.streams.Ping(ctx) == nil
 	body := gin.H{"streamStoreConnected": connected, "circuitBreaker": h.pipe.breaker.State().String(),
 		"spoolFileCount": 0, "spoolSizeMb": 0.0}
 	if h.pipe.spool != nil {

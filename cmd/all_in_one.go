@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/edgeplat/edgeplat/cmd/internal/autoprovision"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
@@ -99,7 +100,7 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 	// One authorizer for the embedded broker and the API: devices connect
 	// with the credentials registration hands out, and revoking a key in
 	// the API is seen by the broker at once.
-	ba, err := api.NewBrokerAuth(cfg, r)
+	ba, err := api.NewBrokerAuth(cfg, r, back.db)
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +113,11 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 	// up to the end are recorded) and before the database.
 	services := []lifecycle.Service{dataDir, back, ba, brk}
 
-	apiSvcs, err := api.New(cfg, r, api.Options{PortHint: "--api-port", BrokerAuth: ba})
+	apiSvcs, err := api.New(cfg, r, back.handles(), api.Options{PortHint: "--api-port", BrokerAuth: ba})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	ingestSvcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "--ingest-port"})
+	ingestSvcs, err := ingest.New(cfg, r, back.handles(), ingest.Options{PortHint: "--ingest-port"})
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
@@ -128,7 +129,7 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 	services = append(services, ingestSvcs...)
 	services = append(services, agentSvcs...)
 	if cfg.AllInOne.AutoProvision {
-		services = append(services, newAutoProvisioner(cfg, r, out).service())
+		services = append(services, autoprovision.Service(cfg, r, back.db, out))
 	}
 	return services, nil
 }

@@ -246,3 +246,38 @@ func TestAllInOneAutoProvisionNeedsThePasswordOfAnExistingAdmin(t *testing.T) {
 		t.Errorf("the agent after auto-provisioning gave up: %d %v", code, err)
 	}
 }
+
+// TestAllInOneWarnsWhenTheExistingAdminIsKept: the admin variables on a
+// data directory that has an admin already (and an agent provisioned, so
+// nothing logs in) used to be ignored without a word.
+func TestAllInOneWarnsWhenTheExistingAdminIsKept(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs all-in-one")
+	}
+	clearEnv(t)
+	p := freeAIOPorts(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	args := append(p.args(dataDir), "--auto-provision=true", "--log-format", "json")
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
+
+	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "first password")
+	first := startAIO(t, args)
+	coretest.Eventually(t, 30*time.Second, "the agent to be provisioned", func() bool {
+		return provisionStatusOf(agentURL)["provisioned"] == true
+	})
+	first.stop()
+	if strings.Contains(first.stderr.String(), "only create the first admin") {
+		t.Errorf("the first start, which created the admin, warned:\n%s", first.stderr.String())
+	}
+
+	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "second password")
+	second := startAIO(t, args)
+	waitLog(t, second, "the warning that the existing admin is kept", `"level":"WARN"`,
+		"EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD only create the first admin", "it is kept",
+		"the password is not that of the existing admin admin@edgeplat.local", "remove "+dataDir, "--data-dir elsewhere", "password/reset")
+	waitLog(t, second, "the second start to find the agent provisioned", `"msg":"agent is provisioned already"`)
+	second.stop()
+	if n := strings.Count(second.stderr.String(), "only create the first admin"); n != 1 {
+		t.Errorf("%d warnings, want 1", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
@@ -15,15 +16,21 @@ import (
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 )
 
-// backends opens the database (and migrates it) and the stream store before
-// any role starts, hands them to the roles through the Runtime, and closes
-// them after every role has stopped. Owning them here, in the composition
-// root, is what lets all-in-one's roles share one SQLite file and one
-// in-process stream store.
+// backends owns the database and the stream store. Their handles are made
+// without I/O when the process is composed and handed to the roles'
+// constructors (handles); the service opens and migrates the database and
+// pings the store before any role starts, and closes both after every role
+// has stopped. Owning them here, in the composition root, is what lets
+// all-in-one's roles share one SQLite file and one in-process stream store.
+//
+// The database connects in Start rather than in db.New: a handle that held
+// a pool (with its background goroutines) from the start would have to be
+// closed on every path where composing the process fails later, before any
+// service ran.
 type backends struct {
-	rt    *rt.Runtime
-	db    *db.DB
-	store streamstore.Store
+	health *health.Registry
+	db     *db.DB
+	store  streamstore.Store
 }
 
 func newBackends(cfg *config.Config, r *rt.Runtime) (*backends, error) {
@@ -41,8 +48,11 @@ func newBackends(cfg *config.Config, r *rt.Runtime) (*backends, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream store: %w", err)
 	}
-	return &backends{rt: r, db: d, store: store}, nil
+	return &backends{health: r.Health, db: d, store: store}, nil
 }
+
+// handles returns what the roles are given; usable once Start has run.
+func (b *backends) handles() rt.Backends { return rt.Backends{DB: b.db, Streams: b.store} }
 
 func (b *backends) Name() string { return "backends" }
 
@@ -60,9 +70,8 @@ func (b *backends) Start(ctx context.Context) error {
 		_ = b.db.Close()
 		return fmt.Errorf("stream store: %w", err)
 	}
-	b.rt.DB, b.rt.Streams = b.db, b.store
-	b.rt.Health.Register("db", b.db.Ping)
-	b.rt.Health.Register("streamstore", b.store.Ping)
+	b.health.Register("db", b.db.Ping)
+	b.health.Register("streamstore", b.store.Ping)
 	return nil
 }
 

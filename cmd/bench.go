@@ -2,65 +2,16 @@ package cmd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"maps"
-	"net"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"runtime/pprof"
-	"slices"
-	"strconv"
-	"strings"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
 
+	"github.com/edgeplat/edgeplat/cmd/internal/bench"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
-	"github.com/edgeplat/edgeplat/core/db"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/lifecycle"
-	"github.com/edgeplat/edgeplat/core/logging"
-	"github.com/edgeplat/edgeplat/core/metrics"
-	"github.com/edgeplat/edgeplat/core/rt"
-	"github.com/edgeplat/edgeplat/core/streamstore"
-	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
-	"github.com/edgeplat/edgeplat/core/telemetry"
-	"github.com/edgeplat/edgeplat/profiles"
-	"github.com/edgeplat/edgeplat/roles/ingest"
 )
-
-// Bench sizes: preload chunks (bounding the client-side memory of the
-// preload) and the ceiling's COPY batches (the issue's reference figure).
-const (
-	benchPreloadChunk = 500
-	benchCeilingBatch = 10_000
-	benchPollEvery    = 10 * time.Millisecond
-)
-
-type benchIngestOptions struct {
-	messages, readings int
-	agents, devices    int
-	profiles           string
-	keep, asJSON       bool
-	vacuum             bool
-	timeout            time.Duration
-	cpuProfile         string
-}
 
 func newBenchCmd() *cobra.Command {
 	c := &cobra.Command{
@@ -78,7 +29,7 @@ tenant and tables and remove them afterwards.`,
 }
 
 func newBenchIngestCmd() *cobra.Command {
-	var o benchIngestOptions
+	var o bench.IngestOptions
 	c := &cobra.Command{
 		Use:   "ingest",
 		Short: "Readings/s from stream to committed rows, against the COPY ceiling",
@@ -128,834 +79,169 @@ docs/benchmarks.md.`,
   edgeplat bench ingest --profile benchmark --messages 20000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBenchIngest(cmd, o)
+			return runBench(cmd, func(ctx context.Context, env bench.Env) error { return bench.RunIngest(ctx, o, env) })
 		},
 	}
 	f := c.Flags()
-	f.IntVar(&o.messages, "messages", 2000, "stream entries (telemetry messages) to preload per profile")
-	f.IntVar(&o.readings, "readings", 50, "readings per message")
-	f.IntVar(&o.agents, "agents", 10, "distinct agents the messages come from")
-	f.IntVar(&o.devices, "devices", 4, "devices per agent")
+	f.IntVar(&o.Messages, "messages", 2000, "stream entries (telemetry messages) to preload per profile")
+	f.IntVar(&o.Readings, "readings", 50, "readings per message")
+	f.IntVar(&o.Agents, "agents", 10, "distinct agents the messages come from")
+	f.IntVar(&o.Devices, "devices", 4, "devices per agent")
 	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile to measure")
-	f.StringVar(&o.profiles, "profiles", "", `several profiles in one run: "all" or a comma list (instead of --profile)`)
-	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams and rows (the ceiling table is always dropped)")
-	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each profile's rows, so every profile starts from the same table (only for a dedicated bench database: it locks and rewrites the table)")
-	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on a profile whose ingest has not finished after this long")
-	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each ingest run to this file (FILE.<profile> with several profiles)")
+	f.StringVar(&o.Profiles, "profiles", "", `several profiles in one run: "all" or a comma list (instead of --profile)`)
+	f.BoolVar(&o.Keep, "keep", false, "keep the bench tenants' streams and rows (the ceiling table is always dropped)")
+	f.BoolVar(&o.Vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each profile's rows, so every profile starts from the same table (only for a dedicated bench database: it locks and rewrites the table)")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up on a profile whose ingest has not finished after this long")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each ingest run to this file (FILE.<profile> with several profiles)")
 	return c
 }
 
-func (o benchIngestOptions) validate() error {
-	switch {
-	case o.messages < 1:
-		return fmt.Errorf("--messages must be at least 1, got %d", o.messages)
-	case o.readings < 1 || o.readings > 10_000:
-		return fmt.Errorf("--readings must be 1..10000, got %d", o.readings)
-	case o.agents < 1:
-		return fmt.Errorf("--agents must be at least 1, got %d", o.agents)
-	case o.devices < 1:
-		return fmt.Errorf("--devices must be at least 1, got %d", o.devices)
-	case o.timeout <= 0:
-		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+func newBenchPipelineCmd() *cobra.Command {
+	var o bench.PipelineOptions
+	c := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Readings/s from MQTT publishers through serve-api and ingest to committed rows",
+		Long: `Measure the whole telemetry write path on the real Mosquitto, Redis and
+PostgreSQL: publishers -> broker -> serve-api pipeline -> ingestion stream ->
+ingest -> rows.
+
+On a fresh random tenant:
+  1. run the serve-api role (HTTP server, pipeline, MQTT subscriber with a
+     unique client id and no shared-subscription group) and the ingest role
+     (discovering only the bench tenant's streams) in this process, sharing
+     one Runtime, both HTTP servers on free ports of 127.0.0.1;
+  2. encode --publishers x --messages custom envelopes of --readings
+     readings each (one device per message, every (agent, metric, time) key
+     distinct, msgId v2_<kid>_<seq>) in --format, before timing;
+  3. publish them at QoS 1 to i/{tenant}/a/{agent}/endpoints/modbus from
+     --publishers MQTT clients, one agent each, at --rate messages/s in
+     total (0: as fast as the broker acknowledges);
+  4. meanwhile a latency probe publishes one one-reading message every
+     --probe-interval and polls PostgreSQL every 10 ms until its row is
+     visible;
+  5. time from the first publish until every row is committed (the ingest
+     role has inserted them all and the consumer group has nothing
+     undelivered or pending), then check the table holds exactly the rows
+     published.
+Messages/s and readings/s are end to end. The backlog, sampled every
+second, is the messages the broker acknowledged but has not delivered to the
+subscriber yet plus the bench stream's undelivered and unacknowledged
+entries (one per message); "drain" is
+the time from the last publish acknowledgement to the last commit: a
+backlog that grows while publishing shows up as a long drain. Probe latency
+is publish -> row visible to a query, p50/p99; run with --rate at half the
+measured maximum for the latency target.
+
+Unless --no-ingest-only, the same run first measures the ingestion-only
+rate as "edgeplat bench ingest" does (same rows preloaded into another fresh
+tenant's stream, same ingest profile) and prints ratio = end-to-end /
+ingestion-only readings/s.
+
+The serve-api MQTT client subscribes to every tenant's agent topics
+(i/+/a/+/...), as serve-api does; other tenants' traffic on the broker is
+decoded and appended to their own streams as serve-api would, and is not
+counted. Run it against a broker and Redis database of its own. The bench
+tenants' streams, msgId de-duplication keys, rows and the subscriber's
+broker session are removed at the end unless --keep. Progress goes to
+stderr, results to stdout. See docs/benchmarks.md.`,
+		Example: `  export DB_HOST=127.0.0.1 DB_USER=postgres DB_NAME=edgeplat_bench STREAMSTORE_HOST=127.0.0.1 STREAMSTORE_DB=5 MQTT_BROKER_URL=tcp://127.0.0.1:1883
+  edgeplat bench pipeline --publishers 4 --messages 5000 --profile benchmark
+  edgeplat bench pipeline --messages 5000 --rate 1500 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, env bench.Env) error { return bench.RunPipeline(ctx, o, env) })
+		},
 	}
-	return nil
+	f := c.Flags()
+	f.IntVar(&o.Publishers, "publishers", 4, "MQTT publishers, one agent each")
+	f.IntVar(&o.Messages, "messages", 2000, "messages per publisher")
+	f.IntVar(&o.Readings, "readings", 50, "readings per message")
+	f.StringVar(&o.Format, "format", string(codec.FormatMsgpackDeflate), "payload format: json, msgpack, json+deflate, msgpack+deflate")
+	f.Float64Var(&o.Rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
+	f.DurationVar(&o.ProbeEvery, "probe-interval", 100*time.Millisecond, "interval of the latency probe's messages")
+	f.BoolVar(&o.NoIngestOnly, "no-ingest-only", false, "skip the ingestion-only measurement")
+	f.IntVar(&o.Rounds, "rounds", 1, "measure this many times, each round an ingestion-only run followed by an end-to-end run, and report the medians (a shared host's speed drifts; adjacent pairs compare fairly)")
+	f.BoolVar(&o.Vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each phase's rows, so both phases (and the next run) start from the same table (only for a dedicated bench database: it locks and rewrites the table)")
+	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest role")
+	f.BoolVar(&o.Keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
+	f.DurationVar(&o.StallAfter, "stall-after", 30*time.Second, "once everything is published, fail when no message or row has moved for this long (a broker that dropped acknowledged messages); 0 waits until --timeout")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the pipeline run (both roles and the publishers) to this file")
+	return c
 }
 
-// profileNames resolves --profiles; nil means the one profile the config
-// selects (--profile, INGESTION_PROFILE, file).
-func (o benchIngestOptions) profileNames(cmd *cobra.Command) ([]string, error) {
-	if o.profiles == "" {
-		return nil, nil
+func newBenchAgentCmd() *cobra.Command {
+	var o bench.AgentOptions
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Footprint of the edge agent polling Modbus devices: RSS, CPU share, requests per poll",
+		Long: `Measure the edge agent's footprint against a real Modbus TCP server.
+
+The benchmark starts "edgeplat agent" from this binary as a child process
+(own data directory, own loopback port), creates --devices Modbus endpoints
+over its API, unit ids --first-unit.., each reading holding registers
+0..--registers-1 as uint16 every --interval, and lets it poll for
+--duration after a 10 s warm-up. Every second it samples the child's
+resident memory and CPU time from /proc. At the end it reads each device's
+diagnostics for the Modbus requests it really sent per poll and compares
+them with the contiguous blocks and with the register count.
+
+The Modbus server is the operator's; "make bench-agent" starts the
+pymodbus test server with 10 units of 100 registers and runs this. Progress
+goes to stderr, results to stdout. See docs/benchmarks.md.`,
+		Example: `  /usr/bin/python3 roles/agent/adapters/modbus/testdata/server.py --port 15020 --units 10 --registers 100 &
+  edgeplat bench agent --modbus 127.0.0.1:15020 --devices 10 --registers 100 --duration 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, env bench.Env) error { return bench.RunAgent(ctx, o, env) })
+		},
 	}
-	if cmd.Flags().Changed("profile") {
-		return nil, errors.New("give --profile or --profiles, not both")
-	}
-	valid := profiles.Names()
-	if strings.TrimSpace(o.profiles) == "all" {
-		return valid, nil
-	}
-	var names []string
-	for p := range strings.SplitSeq(o.profiles, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			continue
-		}
-		if p != "none" && !slices.Contains(valid, p) {
-			return nil, fmt.Errorf("--profiles: unknown profile %q (want all, or a comma list of %s, none)", p, strings.Join(valid, ", "))
-		}
-		if !slices.Contains(names, p) {
-			names = append(names, p)
-		}
-	}
-	if len(names) == 0 {
-		return nil, errors.New("--profiles names no profile")
-	}
-	return names, nil
+	f := c.Flags()
+	f.StringVar(&o.Modbus, "modbus", "", "host:port of the Modbus TCP server to poll (required)")
+	f.IntVar(&o.Devices, "devices", 10, "Modbus devices (endpoints), one unit id each")
+	f.IntVar(&o.Registers, "registers", 100, "holding registers read per device, from address 0")
+	f.IntVar(&o.FirstUnit, "first-unit", 1, "unit id of the first device")
+	f.DurationVar(&o.Interval, "interval", time.Second, "poll interval of every device")
+	f.DurationVar(&o.Duration, "duration", 5*time.Minute, "measured time after the warm-up")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.BoolVar(&o.KeepDir, "keep", false, "keep the agent's data directory")
+	return c
 }
 
-// benchConfig loads the ingest role's configuration, with profile (when not
-// empty) given as if by --profile: the highest layer for ingest.profile,
-// while every variable still overrides the profile's values.
-func benchConfig(cmd *cobra.Command, profile string) (*config.Config, error) {
-	file, _ := cmd.Flags().GetString("config")
-	if profile != "" {
-		if err := cmd.Flags().Set("profile", profile); err != nil {
-			panic("BUG: set --profile: " + err.Error())
-		}
-	}
-	keys := maps.Clone(persistentFlagKeys)
-	keys["profile"] = "ingest.profile"
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleIngest, File: file, Flags: cmd.Flags(), FlagKeys: keys})
-	if err != nil {
-		return nil, &configError{role: "bench ingest", err: err}
-	}
-	switch {
-	case cfg.DB.Driver != "postgres":
-		return nil, &usageError{fmt.Errorf("bench ingest needs PostgreSQL, but %s is %q", config.Label("db.driver"), cfg.DB.Driver)}
-	case cfg.StreamStore.Driver != "redis":
-		return nil, &usageError{fmt.Errorf("bench ingest needs Redis, but %s is %q", config.Label("streamstore.driver"), cfg.StreamStore.Driver)}
-	}
-	return cfg, nil
-}
-
-// benchReport is the outcome of one invocation; --json prints it as is.
-type benchReport struct {
-	Messages           int             `json:"messages"`
-	ReadingsPerMessage int             `json:"readingsPerMessage"`
-	Rows               int             `json:"rows"`
-	Host               benchHost       `json:"host"`
-	Ceiling            ceilingResult   `json:"ceiling"`
-	Results            []profileResult `json:"results"`
-}
-
-type benchHost struct {
-	CPUs          int    `json:"cpus"`
-	GOMAXPROCS    int    `json:"gomaxprocs"`
-	GoVersion     string `json:"goVersion"`
-	Postgres      string `json:"postgres"`
-	PostgresAt    string `json:"postgresAt"`
-	TimescaleDB   bool   `json:"timescaledb"`
-	Redis         string `json:"redis"`
-	RedisDatabase int    `json:"redisDatabase"`
-	// ReadingsMB is the size of readings (with indexes) before the run: the
-	// ceiling is measured on an empty table, so a big one skews the ratio.
-	ReadingsMB   float64 `json:"readingsMbBefore"`
-	ReadingsRows int64   `json:"readingsRowsBefore"` // estimate (pg_stat_user_tables)
-}
-
-type ceilingResult struct {
-	Rows        int64   `json:"rows"`
-	Batch       int     `json:"batchRows"`
-	CopySeconds float64 `json:"copySeconds"`
-	RowsPerSec  float64 `json:"rowsPerSec"`
-	Connections int     `json:"connections"`
-}
-
-type profileResult struct {
-	Profile           string  `json:"profile"`
-	Tenant            string  `json:"tenant"`
-	WorkersStart      int     `json:"workersStart"`
-	WorkersMax        int     `json:"workersMax"`
-	BatchSize         int     `json:"batchSize"`
-	InsertMode        string  `json:"insertMode"`
-	CopyMinRows       int     `json:"copyMinRows"`
-	PoolSize          int     `json:"poolSize"`
-	Messages          int     `json:"messages"`
-	Rows              int64   `json:"rows"`
-	ElapsedSeconds    float64 `json:"elapsedSeconds"`
-	ReadingsPerSec    float64 `json:"readingsPerSec"`
-	CeilingRowsPerSec float64 `json:"ceilingRowsPerSec"`
-	Ratio             float64 `json:"ratio"`
-	PeakRSSMB         float64 `json:"peakRssMb"`
-	// CPUSeconds is this process's user+system CPU time during the run:
-	// the workers' share; PostgreSQL's and Redis's are not in it.
-	CPUSeconds float64 `json:"cpuSeconds"`
-	// ServiceCPUSeconds is the CPU of the local PostgreSQL, Redis and
-	// Mosquitto processes over the same time, by command name.
-	ServiceCPUSeconds map[string]float64 `json:"serviceCpuSeconds,omitempty"`
-}
-
-func runBenchIngest(cmd *cobra.Command, o benchIngestOptions) error {
-	if err := o.validate(); err != nil {
-		return &usageError{err}
-	}
-	names, err := o.profileNames(cmd)
-	if err != nil {
-		return &usageError{err}
-	}
-	first := ""
-	if len(names) > 0 {
-		first = names[0]
-	}
-	cfg, err := benchConfig(cmd, first)
-	if err != nil {
-		return err
-	}
-	if names == nil {
-		names = []string{cfg.Ingest.Profile}
-	}
-	if pc, _ := cmd.Flags().GetBool("print-config"); pc {
-		for i, name := range names {
-			if i > 0 {
-				if cfg, err = benchConfig(cmd, name); err != nil {
-					return err
+// runBench runs a benchmark with the command's configuration, flags and
+// output, and gives its errors the exit codes and the format of every
+// other command's.
+func runBench(cmd *cobra.Command, run func(context.Context, bench.Env) error) error {
+	pc, _ := cmd.Flags().GetBool("print-config")
+	env := bench.Env{
+		Load: func(role, profile string) (*config.Config, error) {
+			keys := maps.Clone(persistentFlagKeys)
+			if role == config.RoleIngest {
+				keys["profile"] = "ingest.profile"
+				if profile != "" {
+					if err := cmd.Flags().Set("profile", profile); err != nil {
+						panic("BUG: set --profile: " + err.Error())
+					}
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "# profile %s\n", name)
-			if err := cfg.WritePrintable(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-		}
-		return nil
+			file, _ := cmd.Flags().GetString("config")
+			return config.Load(config.LoadOptions{Role: role, File: file, Flags: cmd.Flags(), FlagKeys: keys})
+		},
+		ProfileSet:  cmd.Flags().Changed("profile"),
+		PrintConfig: pc,
+		Stdout:      cmd.OutOrStdout(),
+		Stderr:      cmd.ErrOrStderr(),
 	}
-	log, err := benchLogger(cmd.ErrOrStderr(), cfg.Log)
-	if err != nil {
-		return &configError{role: "bench ingest", err: err}
-	}
-
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	b := &bench{o: o, log: log, progress: cmd.ErrOrStderr()}
-	if err := b.open(ctx, cfg); err != nil {
-		return err
-	}
-	defer b.close()
-
-	rep := benchReport{Messages: o.messages, ReadingsPerMessage: o.readings, Rows: o.messages * o.readings, Host: b.host}
-	if rep.Ceiling, err = b.ceiling(ctx); err != nil {
-		return err
-	}
-	for i, name := range names {
-		if i > 0 {
-			if cfg, err = benchConfig(cmd, name); err != nil {
-				return err
-			}
-		}
-		res, err := b.runProfile(ctx, cfg, o.profileFile(name, len(names)))
-		if err != nil {
-			return fmt.Errorf("profile %s: %w", name, err)
-		}
-		res.CeilingRowsPerSec = rep.Ceiling.RowsPerSec
-		if res.CeilingRowsPerSec > 0 {
-			res.Ratio = res.ReadingsPerSec / res.CeilingRowsPerSec
-		}
-		rep.Results = append(rep.Results, res)
-	}
-	if o.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	return rep.writeTable(cmd.OutOrStdout())
-}
-
-func (o benchIngestOptions) profileFile(profile string, n int) string {
-	if o.cpuProfile == "" || n == 1 {
-		return o.cpuProfile
-	}
-	ext := filepath.Ext(o.cpuProfile)
-	return strings.TrimSuffix(o.cpuProfile, ext) + "." + profile + ext
-}
-
-// benchLogger keeps the role's logs out of the way: warnings and errors
-// only, unless the operator asked for debug.
-func benchLogger(w io.Writer, c config.Log) (*slog.Logger, error) {
-	level, err := logging.ParseLevel(c.Level)
-	if err != nil {
-		return nil, err
-	}
-	if level > slog.LevelDebug {
-		level = max(level, slog.LevelWarn)
-	}
-	return logging.New(w, level, c.Format)
-}
-
-// bench holds what every step of one invocation shares.
-type bench struct {
-	o        benchIngestOptions
-	log      *slog.Logger
-	progress io.Writer
-	db       *db.DB            // the bench's own handle: ceiling, counts, clean-up
-	store    *redisstore.Store // the bench's own client: preload, watching, clean-up
-	host     benchHost
-}
-
-// open connects to both backends, migrates the database as the ingest role
-// would, and fails with one line naming the settings when either is out of
-// reach.
-func (b *bench) open(ctx context.Context, cfg *config.Config) error {
-	pgAddr := net.JoinHostPort(cfg.DB.Host, strconv.Itoa(cfg.DB.Port))
-	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	d, err := db.Open(octx, cfg.DB, b.log)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("cannot open PostgreSQL database %q at %s as user %q (%s): %s", cfg.DB.Name, pgAddr, cfg.DB.User, config.EnvNames("db.name", "db.user", "db.password"), benchOneLine(err))
-		}
-		return fmt.Errorf("cannot reach PostgreSQL at %s (%s): %s", pgAddr, config.EnvNames("db.host", "db.port"), benchOneLine(err))
-	}
-	if _, err := d.Migrate(octx); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("migrate PostgreSQL database %q at %s: %s", cfg.DB.Name, pgAddr, benchOneLine(err))
-	}
-	ropts := redisstore.OptionsFromConfig(cfg.StreamStore)
-	store, err := redisstore.New(ropts)
-	if err != nil {
-		_ = d.Close()
-		return &usageError{fmt.Errorf("stream store settings (%s): %w", ropts.Settings, err)}
-	}
-	if err := store.Ping(octx); err != nil {
-		_ = store.Close()
-		_ = d.Close()
-		return fmt.Errorf("cannot reach Redis at %s (%s): %s", strings.Join(ropts.Addrs, ","), ropts.Settings, benchOneLine(err))
-	}
-	b.db, b.store = d, store
-	var version string
-	var readingsBytes, readingsRows int64
-	if err := d.Pool().QueryRow(octx, `SELECT current_setting('server_version'), pg_total_relation_size('readings'),
-		COALESCE((SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'readings'::regclass), 0)`).Scan(&version, &readingsBytes, &readingsRows); err != nil {
-		b.close()
-		return fmt.Errorf("query PostgreSQL version: %w", err)
-	}
-	b.host = benchHost{
-		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		Postgres: version, PostgresAt: pgAddr + "/" + cfg.DB.Name, TimescaleDB: d.Dialect().Timescale,
-		Redis: strings.Join(ropts.Addrs, ","), RedisDatabase: ropts.DB, ReadingsMB: float64(readingsBytes) / (1 << 20), ReadingsRows: readingsRows,
-	}
-	if others, err := store.Streams(octx, telemetry.IngestionStreamPattern); err == nil && len(others) > 0 {
-		fmt.Fprintf(b.progress, "note: %d other tenants' ingestion streams in this Redis database; an ingest service running on it would compete for the bench's entries (pick an unused %s)\n", len(others), config.EnvNames("streamstore.db"))
-	}
-	return nil
-}
-
-func (b *bench) close() {
-	if b.store != nil {
-		_ = b.store.Close()
-	}
-	if b.db != nil {
-		_ = b.db.Close()
-	}
-}
-
-// benchOneLine keeps a wrapped driver error on the single line the operator sees.
-func benchOneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
-// cleanupCtx bounds clean-up, which must run even after Ctrl-C.
-func cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-}
-
-// ceiling times CopyFrom of the bench rows into an empty copy of readings
-// over one connection.
-func (b *bench) ceiling(ctx context.Context) (ceilingResult, error) {
-	res := ceilingResult{Batch: max(1, benchCeilingBatch/b.o.readings) * b.o.readings, Connections: 1}
-	conn, err := b.db.Pool().Acquire(ctx)
-	if err != nil {
-		return res, fmt.Errorf("ceiling: acquire connection: %w", err)
-	}
-	defer conn.Release()
-	table := "bench_ceiling_" + randomHex(6)
-	ident := pgx.Identifier{table}
-	if _, err := conn.Exec(ctx, "CREATE TABLE "+ident.Sanitize()+" (LIKE readings INCLUDING ALL)"); err != nil {
-		return res, fmt.Errorf("ceiling: create %s: %w", table, err)
-	}
-	defer func() {
-		cctx, cancel := cleanupCtx(ctx)
-		defer cancel()
-		if _, err := conn.Exec(cctx, "DROP TABLE IF EXISTS "+ident.Sanitize()); err != nil {
-			fmt.Fprintf(b.progress, "warning: drop ceiling table %s: %v\n", table, err)
-		}
-	}()
-
-	g := newBenchGen(newTenantID(), b.o)
-	perBatch := max(1, benchCeilingBatch/b.o.readings)
-	rows := make([]telemetry.Row, 0, perBatch*b.o.readings)
-	p := newBenchTicker(b.progress, "ceiling")
-	var copyTime time.Duration
-	for start := 0; start < b.o.messages; start += perBatch {
-		rows = rows[:0]
-		for i := start; i < min(start+perBatch, b.o.messages); i++ {
-			m := g.message(i)
-			rows = m.Rows(g.tenant, m.Timestamp.Time, rows)
-		}
-		rows = telemetry.Normalize(rows)
-		t0 := time.Now()
-		n, err := conn.Conn().CopyFrom(ctx, ident, benchColumns, benchCopySource(rows))
-		copyTime += time.Since(t0)
-		if err != nil {
-			return res, fmt.Errorf("ceiling: copy into %s: %w", table, err)
-		}
-		res.Rows += n
-		p.maybe(func() string {
-			return fmt.Sprintf("%d/%d rows, %s rows/s", res.Rows, b.o.messages*b.o.readings, benchHuman(float64(res.Rows)/copyTime.Seconds()))
-		})
-	}
-	res.CopySeconds = copyTime.Seconds()
-	res.RowsPerSec = float64(res.Rows) / copyTime.Seconds()
-	p.done(fmt.Sprintf("%d rows by CopyFrom in %s of COPY: %s rows/s", res.Rows, benchRound(copyTime), benchHuman(res.RowsPerSec)))
-	return res, nil
-}
-
-// benchColumns and benchCopySource mirror the ingest writer's COPY.
-var benchColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id"}
-
-func benchCopySource(rows []telemetry.Row) pgx.CopyFromSource {
-	return pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-		r := &rows[i]
-		var v any
-		if r.Value != nil {
-			v = *r.Value
-		}
-		return []any{r.Time, [16]byte(r.AgentUUID), r.MetricName, v, benchNullable(r.Protocol), benchNullable(r.Unit), benchNullable(r.Quality), benchNullable(r.DeviceName), benchNullable(r.TenantID)}, nil
-	})
-}
-
-func benchNullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// runProfile measures one profile on a fresh tenant.
-func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile string) (res profileResult, err error) {
-	g := newBenchGen(newTenantID(), b.o)
-	profile := cfg.Ingest.Profile
-	res = profileResult{Profile: profile, Tenant: g.tenant, WorkersStart: cfg.Ingest.WorkerCount, WorkersMax: cfg.Ingest.WorkerCount,
-		BatchSize: cfg.Ingest.BatchSize, InsertMode: cfg.Ingest.InsertMode, CopyMinRows: cfg.Ingest.CopyMinRows,
-		PoolSize: cfg.DB.PoolSize, Messages: b.o.messages}
-	stream, group := telemetry.IngestionStream(g.tenant), telemetry.WriterGroup(g.tenant)
-	if !b.o.keep {
-		defer func() {
-			if cerr := b.cleanup(ctx, g); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-		}()
-	}
-
-	lastID, err := b.preload(ctx, g, stream, profile)
-	if err != nil {
-		return res, err
-	}
-
-	// The role gets its own database pool (its profile sets the size) and
-	// stream store client, as in "edgeplat ingest".
-	rdb, err := db.Open(ctx, cfg.DB, b.log)
-	if err != nil {
-		return res, fmt.Errorf("open database for the ingest role: %w", err)
-	}
-	defer rdb.Close()
-	rstore, err := redisstore.New(redisstore.OptionsFromConfig(cfg.StreamStore))
-	if err != nil {
-		return res, err
-	}
-	defer rstore.Close()
-	r := &rt.Runtime{Logger: b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second),
-		DB: rdb, Streams: rstore}
-	// Port 0: the kernel picks a free port for /health and /metrics.
-	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
-	if cfg.Spool.Enabled {
-		// Never replay (or add to) the spool of a real ingest service.
-		dir, err := os.MkdirTemp("", "edgeplat-bench-spool-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(dir)
-		cfg.Spool.Path = dir
-	}
-	// Only the bench tenant's streams: the role must never read, acknowledge
-	// or trim anyone else's.
-	svcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "bench",
-		StreamPattern: telemetry.IngestionStream(g.tenant), LogStreamPattern: telemetry.LogsStream(g.tenant)})
-	if err != nil {
-		return res, err
-	}
-
-	runtime.GC()
-	debug.FreeOSMemory()
-	resetPeakRSS()
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return res, fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	cpu0, procs0 := cpuTime(), sampleProcs(benchServices)
-	runCtx, stopRole := context.WithCancel(ctx)
-	defer stopRole()
-	done := make(chan error, 1)
-	t0 := time.Now()
-	go func() {
-		done <- lifecycle.Run(runCtx, lifecycle.Options{Logger: b.log, GracePeriod: cfg.Lifecycle.ShutdownGrace}, svcs...)
-	}()
-	elapsed, err := b.waitDrained(ctx, r, stream, group, lastID, t0, done, &res)
-	if err == nil {
-		res.CPUSeconds = (cpuTime() - cpu0).Seconds()
-		res.ServiceCPUSeconds = sampleProcs(benchServices).cpuSecondsSince(procs0)
-		res.PeakRSSMB = float64(peakRSS()) / (1 << 20)
-	}
-	stopRole()
-	select {
-	case rerr := <-done:
-		if rerr != nil && err == nil {
-			err = fmt.Errorf("ingest role: %w", rerr)
-		}
-	case <-time.After(cfg.Lifecycle.ShutdownGrace + 5*time.Second):
-		if err == nil {
-			err = errors.New("ingest role did not stop within the shutdown grace period")
-		}
-	}
-	if err != nil {
-		return res, err
-	}
-
-	want := int64(b.o.messages * b.o.readings)
-	got, err := b.countRows(ctx, g)
-	if err != nil {
-		return res, err
-	}
-	if got != want {
-		dlq, _ := b.store.Len(ctx, telemetry.DLQStream(g.tenant))
-		return res, fmt.Errorf("ingest finished with %d rows of %d in the table (%d entries dead-lettered); another ingest service on this Redis database may have taken bench entries", got, want, dlq)
-	}
-	res.Rows = got
-	res.ElapsedSeconds = elapsed.Seconds()
-	res.ReadingsPerSec = float64(got) / elapsed.Seconds()
-	return res, nil
-}
-
-// waitDrained polls the consumer group until every preloaded entry has been
-// delivered and acknowledged, printing progress every second, and returns
-// the time from t0.
-func (b *bench) waitDrained(ctx context.Context, r *rt.Runtime, stream, group, lastID string, t0 time.Time, done <-chan error, res *profileResult) (time.Duration, error) {
-	want := float64(b.o.messages * b.o.readings)
-	p := newBenchTicker(b.progress, "ingest "+res.Profile)
-	poll := time.NewTicker(benchPollEvery)
-	defer poll.Stop()
-	deadline := time.NewTimer(b.o.timeout)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("interrupted: %w", ctx.Err())
-		case err := <-done:
-			return 0, fmt.Errorf("ingest role stopped early: %v", err)
-		case <-deadline.C:
-			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
-			return 0, fmt.Errorf("not finished after --timeout %s: %.0f of %.0f rows written", b.o.timeout, inserted, want)
-		case <-poll.C:
-		}
-		gi, err := b.store.Group(ctx, stream, group)
-		if err == nil && gi.Pending == 0 && gi.LastDeliveredID == lastID {
-			elapsed := time.Since(t0)
-			if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
-				res.WorkersMax = max(res.WorkersMax, int(w))
-			}
-			p.done(fmt.Sprintf("%.0f rows in %s: %s readings/s", want, benchRound(elapsed), benchHuman(want/elapsed.Seconds())))
-			return elapsed, nil
-		}
-		if err != nil && !errors.Is(err, streamstore.ErrNoGroup) && ctx.Err() == nil {
-			return 0, fmt.Errorf("watch consumer group: %w", err)
-		}
-		p.maybe(func() string {
-			// Gathering walks the whole registry: once a second, not per poll.
-			// The autoscaler acts at most once per 5 s sample, so a change of
-			// the worker count is not missed.
-			if w, ok := roleMetric(r, "edgeplat_ingestion_workers"); ok {
-				res.WorkersMax = max(res.WorkersMax, int(w))
-			}
-			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
-			return fmt.Sprintf("%.0f/%.0f rows committed (%.0f%%), %s rows/s, %d workers",
-				inserted, want, 100*inserted/want, benchHuman(inserted/time.Since(t0).Seconds()), res.WorkersMax)
-		})
-	}
-}
-
-// roleMetric reads one unlabelled counter or gauge of the role's registry.
-func roleMetric(r *rt.Runtime, name string) (float64, bool) {
-	mfs, err := r.Metrics.Gather()
-	if err != nil {
-		return 0, false
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		if c := m.GetCounter(); c != nil {
-			return c.GetValue(), true
-		}
-		if g := m.GetGauge(); g != nil {
-			return g.GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-// preload appends the bench messages in chunks, so the client never holds
-// more than one chunk, and returns the last entry's id.
-func (b *bench) preload(ctx context.Context, g *benchGen, stream, profile string) (string, error) {
-	p := newBenchTicker(b.progress, "preload "+profile)
-	t0 := time.Now()
-	var lastID string
-	var bytes int64
-	batch := make([]map[string]string, 0, benchPreloadChunk)
-	for start := 0; start < b.o.messages; start += benchPreloadChunk {
-		batch = batch[:0]
-		for i := start; i < min(start+benchPreloadChunk, b.o.messages); i++ {
-			data, err := json.Marshal(g.message(i))
-			if err != nil {
-				panic("BUG: bench message does not marshal: " + err.Error())
-			}
-			bytes += int64(len(data))
-			batch = append(batch, map[string]string{telemetry.StreamField: string(data)})
-		}
-		ids, err := b.store.AddBatch(ctx, stream, batch, 0)
-		if err != nil {
-			return "", fmt.Errorf("preload %s: %w", stream, err)
-		}
-		lastID = ids[len(ids)-1]
-		p.maybe(func() string {
-			return fmt.Sprintf("%d/%d messages", start+len(batch), b.o.messages)
-		})
-	}
-	p.done(fmt.Sprintf("%d messages (%.1f MB) into %s in %s", b.o.messages, float64(bytes)/(1<<20), stream, benchRound(time.Since(t0))))
-	return lastID, nil
-}
-
-func (b *bench) countRows(ctx context.Context, g *benchGen) (int64, error) {
-	var n int64
-	err := b.db.Pool().QueryRow(ctx, `SELECT count(*) FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`,
-		g.agentStrings(), g.tenant).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count bench rows: %w", err)
-	}
-	return n, nil
-}
-
-// cleanup removes the bench tenant's streams and rows: its agents are
-// random, so the key prefix finds exactly the bench's rows.
-func (b *bench) cleanup(ctx context.Context, g *benchGen) error {
-	cctx, cancel := cleanupCtx(ctx)
-	defer cancel()
-	_, serr := b.store.Delete(cctx, telemetry.IngestionStream(g.tenant), telemetry.DLQStream(g.tenant))
-	_, derr := b.db.Pool().Exec(cctx, `DELETE FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, g.agentStrings(), g.tenant)
-	if err := errors.Join(serr, derr); err != nil {
-		return fmt.Errorf("clean up bench tenant %s: %w", g.tenant, err)
-	}
-	if b.o.vacuum {
-		return vacuumReadings(ctx, b.db, b.log)
-	}
-	return nil
-}
-
-// vacuumReadings rewrites the readings table without the deleted rows
-// (VACUUM FULL) and then asks for a checkpoint, so that every measurement
-// starts from the same state. After a plain VACUUM the next one writes into
-// the space the deleted rows left, scattered over the table and its index;
-// without any vacuum, autovacuum gets to the dead rows in the middle of the
-// next measurement. The checkpoint writes out the pages the rewrite dirtied
-// now instead of during the next measurement; it needs a superuser or
-// pg_checkpoint, and without either the run goes on and says so. VACUUM
-// FULL locks the table while it runs: this is for a dedicated bench
-// database.
-func vacuumReadings(ctx context.Context, d *db.DB, log *slog.Logger) error {
-	ctx = context.WithoutCancel(ctx)
-	if _, err := d.Pool().Exec(ctx, "VACUUM FULL readings"); err != nil {
-		return fmt.Errorf("vacuum readings: %w", err)
-	}
-	if _, err := d.Pool().Exec(ctx, "CHECKPOINT"); err != nil {
-		log.Warn("no checkpoint after the vacuum: the next measurement may share the machine with PostgreSQL writing out the pages the last one dirtied", "err", err)
-	}
-	return nil
-}
-
-// benchGen generates the bench messages deterministically from their index:
-// message i comes from device i mod (agents x devices) and is that device's
-// (i div (agents x devices))-th sample, one second apart, so every
-// (agent, metric, time) key is distinct. The samples end about now.
-type benchGen struct {
-	tenant  string
-	agents  []codec.UUID
-	devices int
-	base    time.Time
-	names   []string
-	units   []string
-}
-
-var benchKinds = []struct{ name, unit string }{
-	{"temperature", "°C"}, {"pressure", "bar"}, {"flow", "m3/h"}, {"power", "kW"},
-	{"voltage", "V"}, {"current", "A"}, {"speed", "rpm"}, {"level", "%"},
-}
-
-func newBenchGen(tenant string, o benchIngestOptions) *benchGen {
-	g := &benchGen{tenant: tenant, devices: o.devices}
-	for range o.agents {
-		g.agents = append(g.agents, codec.NewUUID())
-	}
-	for r := range o.readings {
-		k := benchKinds[r%len(benchKinds)]
-		g.names = append(g.names, fmt.Sprintf("%s_%d", k.name, r/len(benchKinds)+1))
-		g.units = append(g.units, k.unit)
-	}
-	sources := o.agents * o.devices
-	samples := (o.messages + sources - 1) / sources
-	g.base = time.Now().UTC().Truncate(time.Second).Add(-time.Duration(samples) * time.Second)
-	return g
-}
-
-func (g *benchGen) message(i int) telemetry.Message {
-	src := i % (len(g.agents) * g.devices)
-	ts := telemetry.TimestampOf(g.base.Add(time.Duration(i/(len(g.agents)*g.devices)) * time.Second))
-	m := telemetry.Message{
-		AgentUUID:  g.agents[src/g.devices].String(),
-		DeviceName: fmt.Sprintf("plc-%02d", src%g.devices+1),
-		Protocol:   "modbus",
-		Timestamp:  ts,
-		MsgID:      fmt.Sprintf("bench-%d", i),
-		Readings:   make([]telemetry.Reading, len(g.names)),
-	}
-	values := make([]float64, len(g.names))
-	for r := range g.names {
-		values[r] = float64((i*7919+r*104729)%100_000) / 100
-		m.Readings[r] = telemetry.Reading{Name: g.names[r], Value: &values[r], Unit: g.units[r], Quality: "GOOD", Timestamp: ts}
-	}
-	return m
-}
-
-func (g *benchGen) agentStrings() []string {
-	out := make([]string, len(g.agents))
-	for i, a := range g.agents {
-		out[i] = a.String()
-	}
-	return out
-}
-
-// newTenantID returns a random tenant id in its 22-character form.
-func newTenantID() string {
-	return codec.EncodeID(codec.NewUUID())
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// benchTicker prints a progress line at most once a second.
-type benchTicker struct {
-	w     io.Writer
-	what  string
-	start time.Time
-	last  time.Time
-}
-
-func newBenchTicker(w io.Writer, what string) *benchTicker {
-	now := time.Now()
-	return &benchTicker{w: w, what: what, start: now, last: now}
-}
-
-func (t *benchTicker) maybe(line func() string) {
-	if time.Since(t.last) < time.Second {
-		return
-	}
-	t.last = time.Now()
-	fmt.Fprintf(t.w, "%s: %s (%s)\n", t.what, line(), benchRound(time.Since(t.start)))
-}
-
-func (t *benchTicker) done(line string) { fmt.Fprintf(t.w, "%s: %s\n", t.what, line) }
-
-func benchRound(d time.Duration) time.Duration {
-	if d < time.Second {
-		return d.Round(time.Millisecond)
-	}
-	return d.Round(10 * time.Millisecond)
-}
-
-// benchHuman prints a rate as 123.4k.
-func benchHuman(v float64) string {
+	err := run(cmd.Context(), env)
+	var ce *bench.ConfigError
+	var ue *bench.UsageError
 	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.2fM", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1fk", v/1e3)
+	case errors.As(err, &ce):
+		return &configError{role: ce.Role, err: ce.Err}
+	case errors.As(err, &ue):
+		return &usageError{err}
 	}
-	return fmt.Sprintf("%.0f", v)
-}
-
-// resetPeakRSS resets the kernel's high-water mark of this process's
-// resident set to its current size (Linux 4.0+); elsewhere the peak stays
-// the process's lifetime peak.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSS returns VmHWM in bytes, or getrusage's lifetime peak where /proc
-// is missing.
-func peakRSS() int64 {
-	if p, err := procfs.Self(); err == nil {
-		if st, err := p.NewStatus(); err == nil && st.VmHWM > 0 {
-			return int64(st.VmHWM) // procfs converts kB to bytes
-		}
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	// Maxrss is a C long: int32 on 32-bit ARM, so convert before scaling.
-	// macOS reports bytes, Linux and the BSDs KiB.
-	if runtime.GOOS == "darwin" {
-		return int64(ru.Maxrss)
-	}
-	return int64(ru.Maxrss) << 10
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func (rep benchReport) writeTable(w io.Writer) error {
-	h := rep.Host
-	ts := "plain table"
-	if h.TimescaleDB {
-		ts = "hypertable"
-	}
-	fmt.Fprintf(w, "%d messages x %d readings = %d rows per profile; %d CPUs\n", rep.Messages, rep.ReadingsPerMessage, rep.Rows, h.CPUs)
-	fmt.Fprintf(w, "PostgreSQL %s at %s, readings a %s with about %d rows (%.0f MB) before the run; Redis %s db %d\n",
-		h.Postgres, h.PostgresAt, ts, h.ReadingsRows, h.ReadingsMB, h.Redis, h.RedisDatabase)
-	fmt.Fprintf(w, "ceiling: CopyFrom, one connection, %d-row batches: %.0f rows/s\n\n", rep.Ceiling.Batch, rep.Ceiling.RowsPerSec)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROFILE\tWORKERS\tBATCH\tINSERT\tMESSAGES\tROWS\tELAPSED\tREADINGS/S\tCEILING ROWS/S\tRATIO\tPEAK RSS MB")
-	for _, r := range rep.Results {
-		workers := strconv.Itoa(r.WorkersStart)
-		if r.WorkersMax != r.WorkersStart {
-			workers += "→" + strconv.Itoa(r.WorkersMax)
-		}
-		mode := r.InsertMode
-		if mode == "copy" {
-			mode = fmt.Sprintf("copy≥%d", r.CopyMinRows)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%.2fs\t%.0f\t%.0f\t%.2f\t%.0f\n",
-			r.Profile, workers, r.BatchSize, mode, r.Messages, r.Rows, r.ElapsedSeconds, r.ReadingsPerSec, r.CeilingRowsPerSec, r.Ratio, r.PeakRSSMB)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rep.Results {
-		if r.Messages > 0 && r.ElapsedSeconds > 0 {
-			fmt.Fprintf(w, "cpu/message %s: %s\n", r.Profile, formatCPUPerMessage(r.CPUSeconds, r.ServiceCPUSeconds, float64(r.Messages)))
-		}
-	}
-	return nil
+	return err
 }

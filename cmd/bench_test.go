@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgeplat/edgeplat/cmd/internal/bench"
 	"net"
 	"net/url"
 	"strconv"
@@ -54,7 +55,7 @@ func TestBenchIngestIntegration(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
 		}
-		var rep benchReport
+		var rep bench.IngestReport
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("output is not the JSON report: %v\n%s", err, out)
 		}
@@ -123,7 +124,7 @@ func TestBenchIngestIntegration(t *testing.T) {
 
 // assertBenchCleanedUp checks that the bench left neither rows, nor its
 // ceiling table, nor streams behind.
-func assertBenchCleanedUp(t *testing.T, dbc config.DB, redisAddr string, results []profileResult) {
+func assertBenchCleanedUp(t *testing.T, dbc config.DB, redisAddr string, results []bench.ProfileResult) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -204,4 +205,90 @@ func TestBenchIngestHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "\n  bench ") {
 		t.Errorf("--help does not list bench (exit %d):\n%s", code, out)
 	}
+}
+
+func TestBenchPipelineIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test; -short given")
+	}
+	clearEnv(t)
+	dbc := coretest.Postgres(t)
+	redisAddr := coretest.PrivateRedis(t).Addr()
+	mqttAddr := coretest.MQTTAddr(t)
+	benchEnv(t, dbc, redisAddr)
+	t.Setenv("MQTT_BROKER_URL", "tcp://"+mqttAddr)
+
+	code, out, errOut := run(t, "bench", "pipeline", "--publishers", "2", "--messages", "20", "--readings", "5", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+	}
+	var rep bench.PipelineReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not the JSON report: %v\n%s", err, out)
+	}
+	if rep.Messages != 40 || rep.Rows != 200 || rep.ReadingsPerSec <= 0 || rep.MessagesPerSec <= 0 || rep.ElapsedSeconds <= 0 {
+		t.Errorf("report = %+v", rep)
+	}
+	if rep.IngestOnly == nil || rep.IngestOnly.Rows != 200 || rep.Ratio <= 0 {
+		t.Errorf("ingestion-only = %+v, ratio %v", rep.IngestOnly, rep.Ratio)
+	}
+	if rep.Duplicates != 0 {
+		t.Errorf("duplicates = %d", rep.Duplicates)
+	}
+	for _, w := range []string{"encode: 40 messages", "pipeline: 200 rows in"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("progress lacks %q:\n%s", w, errOut)
+		}
+	}
+
+	// Two rounds: each its own pair of measurements, then the medians.
+	code, out, errOut = run(t, "bench", "pipeline", "--publishers", "2", "--messages", "20", "--readings", "5", "--rounds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("--rounds 2: exit %d\nstderr:\n%s", code, errOut)
+	}
+	var sum bench.RoundsSummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("--rounds 2: output is not the JSON summary: %v\n%s", err, out)
+	}
+	if len(sum.Rounds) != 2 || sum.ReadingsPerSec.Median <= 0 || sum.Ratio.Median <= 0 {
+		t.Fatalf("--rounds 2: summary = %+v", sum)
+	}
+	for i, r := range sum.Rounds {
+		if r.Rows != 200 || r.IngestOnly == nil || r.IngestOnly.Rows != 200 || r.Tenant == sum.Rounds[1-i].Tenant {
+			t.Errorf("round %d = %+v", i+1, r)
+		}
+	}
+	if code, _, errOut := run(t, "bench", "pipeline", "--rounds", "0"); code == 0 || !strings.Contains(errOut, "--rounds") {
+		t.Errorf("--rounds 0: exit %d, %q", code, errOut)
+	}
+}
+
+// TestBenchPipelineStallFaultIntegration runs the pipeline bench against a
+// Mosquitto that drops for a subscriber that falls behind (a queue of 10,
+// an inflight window of 2): the bench must fail with the cause and the
+// fix instead of waiting for rows that cannot come.
+func TestBenchPipelineStallFaultIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test; -short given")
+	}
+	clearEnv(t)
+	dbc := coretest.Postgres(t)
+	// The bench clears what it wrote, so it gets a Redis of its own
+	// (bench_test.go says why).
+	redisAddr := coretest.PrivateRedis(t).Addr()
+	broker := coretest.PrivateMosquittoWith(t, "max_queued_messages 10\nmax_inflight_messages 2\nsys_interval 1\n")
+	benchEnv(t, dbc, redisAddr)
+	t.Setenv("MQTT_BROKER_URL", broker.URL())
+
+	code, _, errOut := run(t, "bench", "pipeline", "--publishers", "2", "--messages", "2000", "--readings", "5",
+		"--no-ingest-only", "--stall-after", "3s", "--timeout", "3m")
+	if code == 0 {
+		t.Fatalf("the bench finished against a broker that drops:\n%s", errOut)
+	}
+	for _, want := range []string{"stalled", "rows committed", "max_queued_messages", "docs/benchmarks.md"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	t.Logf("bench output:\n%s", errOut[max(0, len(errOut)-1500):])
 }

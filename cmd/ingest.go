@@ -18,7 +18,7 @@ func newIngestCmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			svcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "--port or " + config.EnvNames("ingest.port")})
+			svcs, err := ingest.New(cfg, r, b.handles(), ingest.Options{PortHint: "--port or " + config.EnvNames("ingest.port")})
 			if err != nil {
 				return nil, err
 			}

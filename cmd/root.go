@@ -1,5 +1,6 @@
-// Package cmd holds the cobra commands and is the composition root: the only
-// package that imports several roles. Each role command loads the config,
+// Package cmd holds the cobra commands and is the composition root: with its
+// internal packages (the benchmarks, all-in-one's auto-provisioning), the
+// only code that imports several roles. Each role command loads the config,
 // builds the runtime and hands the role's services to the lifecycle runner;
 // all-in-one lists every service explicitly.
 package cmd

@@ -18,7 +18,7 @@ func newServeAPICmd() *cobra.Command {
 			if err != nil {
 				return nil, err
 			}
-			svcs, err := api.New(cfg, r, api.Options{PortHint: "--port or " + config.EnvNames("api.port")})
+			svcs, err := api.New(cfg, r, b.handles(), api.Options{PortHint: "--port or " + config.EnvNames("api.port")})
 			if err != nil {
 				return nil, err
 			}

@@ -1,7 +1,8 @@
-// Package rt defines Runtime, the small set of process-wide things cmd hands
-// to every role: logger, metrics registry, health registry and the shared
-// backends. They are parameters, never globals, so all-in-one can share one
-// of each across roles and tests can build their own.
+// Package rt defines what cmd hands to the roles: Runtime, the process-wide
+// logger, metrics registry and health registry, and Backends, the shared
+// database and stream store. They are parameters, never globals, so
+// all-in-one can share one of each across roles and tests can build their
+// own.
 package rt
 
 import (
@@ -14,21 +15,27 @@ import (
 )
 
 // Runtime is what every role's constructor receives besides its config.
+// It is filled in once, where it is built, and never written afterwards:
+// roles may keep the pointer and read it from any goroutine.
 type Runtime struct {
 	Logger  *slog.Logger
 	Metrics *prometheus.Registry
 	Health  *health.Registry
-
-	// DB and Streams are opened by cmd's backends service, which starts
-	// before every role service: they are nil while roles are being built
-	// and set by the time a role's Start runs. all-in-one's roles share
-	// them, which is how its ingest workers read what its API appends.
-	DB      *db.DB
-	Streams streamstore.Store
 }
 
 // Component returns a logger labelled with the component name, the way
 // every package should log.
 func (r *Runtime) Component(name string) *slog.Logger {
 	return r.Logger.With("component", name)
+}
+
+// Backends are the handles of the shared database and stream store, given
+// to the roles that use them when the process is composed. The handles
+// exist before any I/O: cmd's backends service connects, migrates and pings
+// them and starts before every role service, so a role uses them from its
+// Start on. all-in-one's roles get the same Backends, which is how its
+// ingest workers read what its API appends.
+type Backends struct {
+	DB      *db.DB
+	Streams streamstore.Store
 }

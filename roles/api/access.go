@@ -13,10 +13,8 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
-	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/rt"
-	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/brokerusers"
 	"github.com/edgeplat/edgeplat/roles/api/device"
@@ -52,6 +50,7 @@ type access struct {
 	revoked func(kids []string)
 	log     *slog.Logger
 	r       *rt.Runtime
+	b       rt.Backends
 
 	// Rate limits per minute (docs/api-errors.md, section Rate limits): every request by credential or
 	// client address, the auth endpoints by address, admin routes by
@@ -60,16 +59,16 @@ type access struct {
 	attempts                         *httpx.Attempts
 }
 
-func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*access, error) {
-	dbf := func() *db.DB { return r.DB } // opened after the roles are built
+func newAccess(cfg *config.Config, r *rt.Runtime, b rt.Backends, tokens *token.Service) (*access, error) {
 	a := &access{
 		cfg:      cfg,
 		tokens:   tokens,
-		accounts: accounts.NewStore(dbf),
-		agents:   registry.NewStore(dbf),
+		accounts: accounts.NewStore(b.DB),
+		agents:   registry.NewStore(b.DB),
 		licence:  licence.New(cfg.Licence, r.Component("api-licence")),
 		log:      r.Component("api-access"),
 		r:        r,
+		b:        b,
 		// New replaces both with the broker authorizer's.
 		invalidate: func(string) {},
 		revoked:    func([]string) {},
@@ -80,7 +79,7 @@ func newAccess(cfg *config.Config, r *rt.Runtime, tokens *token.Service) (*acces
 	}
 	a.trusted = trusted
 	a.standing = accounts.NewStandingCache(a.accounts, standingTTL, standingMax)
-	a.sync = newStandingSync(a.standing, func() streamstore.Store { return r.Streams }, r.Component("api-session-sync"))
+	a.sync = newStandingSync(a.standing, b.Streams, r.Component("api-session-sync"))
 	a.accounts.OnChange(a.sync.publish)
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log,
 		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute), clientKey: a.clientKey,
@@ -185,7 +184,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		Log:        a.r.Component("api-registry"),
 	})
 	brokerusers.Register(credentials, brokerusers.Deps{
-		Store:      brokerusers.NewStore(func() *db.DB { return a.r.DB }, reservedBrokerNames(a.cfg)...),
+		Store:      brokerusers.NewStore(a.b.DB, reservedBrokerNames(a.cfg)...),
 		Caller:     caller,
 		WriteError: WriteError,
 		Audit:      a.audit,
@@ -197,7 +196,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		Failures:   a.auth.failures,
 		ClientKey:  a.clientKey,
 		Agents:     a.agents,
-		Streams:    func() streamstore.Store { return a.r.Streams },
+		Streams:    a.b.Streams,
 		WriteError: WriteError,
 		Limit:      a.device,
 		Log:        a.r.Component("api-device"),

@@ -55,7 +55,7 @@ func holdResets(t *testing.T, d *db.DB) (release func()) {
 // held until the answers are in.
 func TestPasswordResetAnswersFirstIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		a := testAccess(t, testRuntime(d, nil), testTokens(t))
+		a := testAccess(t, testBackends(t, d, nil), testTokens(t))
 		mail := &heldMailbox{release: make(chan struct{})}
 		a.mailer = mail
 		e := mountAccess(t, a)
@@ -92,7 +92,7 @@ func TestPasswordResetAnswersFirstIntegration(t *testing.T) {
 // a secret says Cache-Control: no-store.
 func TestTokenAnswersNotStoredIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		a := testAccess(t, testRuntime(d, nil), testTokens(t), func(c *config.Config) { c.Licence = testLicence(t, 0) })
+		a := testAccess(t, testBackends(t, d, nil), testTokens(t), func(c *config.Config) { c.Licence = testLicence(t, 0) })
 		mail := &mailbox{}
 		a.mailer = mail
 		e := mountAccess(t, a)

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -45,14 +44,14 @@ func accountsEngine(t *testing.T, d *db.DB, tokens *token.Service) *gin.Engine {
 // ten calls a minute from one address) unless a mod sets it.
 func accessEngine(t *testing.T, d *db.DB, tokens *token.Service, lic config.Licence, mods ...func(*config.Config)) (*gin.Engine, *access) {
 	t.Helper()
-	a := testAccess(t, &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}, tokens,
+	a := testAccess(t, testBackends(t, d, nil), tokens,
 		append([]func(*config.Config){func(c *config.Config) { c.Licence = lic }}, mods...)...)
 	return mountAccess(t, a), a
 }
 
 // testAccess builds the access layer as accessEngine does, on r, without
 // mounting it, so that a test can replace parts (the mailer) first.
-func testAccess(t *testing.T, r *rt.Runtime, tokens *token.Service, mods ...func(*config.Config)) *access {
+func testAccess(t *testing.T, b rt.Backends, tokens *token.Service, mods ...func(*config.Config)) *access {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
@@ -64,7 +63,7 @@ func testAccess(t *testing.T, r *rt.Runtime, tokens *token.Service, mods ...func
 		m(cfg)
 	}
 	cfg.MQTT.BrokerURL = "tcp://127.0.0.1:1"
-	a, err := newAccess(cfg, r, tokens)
+	a, err := newAccess(cfg, testRuntime(), b, tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +403,7 @@ func TestTenantIsolationIntegration(t *testing.T) {
 
 func TestPasswordResetIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		a := testAccess(t, &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}, testTokens(t))
+		a := testAccess(t, testBackends(t, d, nil), testTokens(t))
 		mail := &mailbox{}
 		a.mailer = mail
 		e := mountAccess(t, a)
@@ -440,7 +439,7 @@ func TestLoginRateLimitIntegration(t *testing.T) {
 }
 
 func loginRateLimit(t *testing.T, d *db.DB) {
-	a := testAccess(t, testRuntime(d, nil), testTokens(t), func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
+	a := testAccess(t, testBackends(t, d, nil), testTokens(t), func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
 	// The budgets refill one per 6 s: on a slow machine (argon2 under the
 	// race detector) eleven logins take longer than that. The clock stands
 	// still, so the count is all the test sees.
@@ -512,8 +511,7 @@ func TestInvitesIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Auth.RateLimitAuth = 0
-		r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}
-		a, err := newAccess(cfg, r, testTokens(t))
+		a, err := newAccess(cfg, testRuntime(), testBackends(t, d, nil), testTokens(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -650,7 +648,7 @@ func TestRegistrationIsOffByDefaultIntegration(t *testing.T) {
 // at once leave the tenant one admin, never none.
 func TestLastAdminUnderConcurrencyIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		store := accounts.NewStore(func() *db.DB { return d })
+		store := accounts.NewStore(d)
 		ctx := t.Context()
 		for round := range 8 {
 			first, err := store.Register(ctx, "", accounts.NewUser{Email: fmt.Sprintf("a%d@example.com", round), Password: "correct horse battery"})

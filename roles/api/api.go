@@ -7,7 +7,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
-	"github.com/edgeplat/edgeplat/core/streamstore"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -42,19 +40,20 @@ type Options struct {
 	BrokerAuth *BrokerAuth
 }
 
-// New builds the role's services without doing I/O. The HTTP server comes
-// first so it stops last and drains in-flight requests.
-func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
+// New builds the role's services without doing I/O; the services use b
+// from their Start on. The HTTP server comes first so it stops last and
+// drains in-flight requests.
+func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]lifecycle.Service, error) {
 	log := r.Component("api")
 	tokens, err := token.New(cfg.JWT)
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := newPipeline(cfg, r)
+	pipe, err := newPipeline(cfg, r, b.Streams)
 	if err != nil {
 		return nil, err
 	}
-	mo := mqttOptions(cfg, r)
+	mo := mqttOptions(cfg, b.DB)
 	mo.Name, mo.Logger, mo.Registerer = "api-mqtt", r.Logger, r.Metrics // mqttx adds component=Name
 	// Handlers spend most of their time waiting on the stream store, and a
 	// subscriber that falls behind makes the broker drop its queue: run
@@ -76,7 +75,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
 		return nil, err
 	}
-	rep := newReports(r)
+	rep := newReports(r, b.DB)
 	rep.received = pipe.m.received
 	rep.clock = pipe.clock
 	for _, f := range reportFilters {
@@ -98,16 +97,16 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	ba := opts.BrokerAuth
 	ownBrokerAuth := ba == nil
 	if ownBrokerAuth {
-		if ba, err = NewBrokerAuth(cfg, r); err != nil {
+		if ba, err = NewBrokerAuth(cfg, r, b.DB); err != nil {
 			return nil, err
 		}
 	}
-	acc, err := newAccess(cfg, r, tokens)
+	acc, err := newAccess(cfg, r, b, tokens)
 	if err != nil {
 		return nil, err
 	}
 	acc.revoked, acc.invalidate = ba.Revoked, ba.Authorizer.Invalidate
-	lv := newLive(func() streamstore.Store { return r.Streams }, maxLiveStreams, r.Metrics)
+	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
@@ -125,8 +124,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	v1.GET("/agents/:uuid/current-state", agent, rep.currentState)
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	readings.Register(v1, readings.Deps{
-		// rt.DB is opened after the roles are built.
-		DB:         func() *db.DB { return r.DB },
+		DB:         b.DB,
 		Tenant:     tenantKey,
 		WriteError: WriteError,
 		Log:        r.Component("api-readings"),
@@ -171,14 +169,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 // different hosts apart, as before. A database in use before the
 // installation id existed keeps "edgeplat-api-<host>" (see
 // db.Installation).
-func mqttOptions(cfg *config.Config, r *rt.Runtime) mqttx.Options {
+func mqttOptions(cfg *config.Config, d *db.DB) mqttx.Options {
 	mo := mqttx.OptionsFromConfig(cfg.MQTT, "")
 	if mo.ClientID == "" {
 		mo.ResolveClientID = func(ctx context.Context) (string, error) {
-			if r.DB == nil {
-				return "", errors.New("no database to read the installation id from; set " + config.Label("mqtt.client_id"))
-			}
-			in, err := r.DB.Installation(ctx)
+			in, err := d.Installation(ctx)
 			if err != nil {
 				return "", fmt.Errorf("default from the installation id (or set %s): %w", config.Label("mqtt.client_id"), err)
 			}
@@ -250,7 +245,7 @@ func (h *handlers) health(c *gin.Context) {
 func (h *handlers) ingestionHealth(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	connected := h.rt.Streams != nil && h.rt.Streams.Ping(ctx) == nil
+	connected := h.pipe.streams.Ping(ctx) == nil
 	body := gin.H{"streamStoreConnected": connected, "circuitBreaker": h.pipe.breaker.State().String(),
 		"spoolFileCount": 0, "spoolSizeMb": 0.0}
 	if h.pipe.spool != nil {

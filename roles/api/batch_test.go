@@ -30,8 +30,8 @@ func newTestPipeline(t testing.TB, store streamstore.Store) *pipeline {
 		t.Fatal(err)
 	}
 	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(),
-		Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
+		Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
 	if err != nil {
 		t.Fatal(err)
 	}

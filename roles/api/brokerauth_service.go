@@ -35,12 +35,11 @@ type BrokerAuth struct {
 const denyQueue = 1024
 
 // NewBrokerAuth builds the authorizer for cfg: devices are checked against
-// the registry in r's database, and cfg.MQTT's username and password (the
+// the registry in database d, and cfg.MQTT's username and password (the
 // API's own MQTT client) are the service user. It does no I/O.
-func NewBrokerAuth(cfg *config.Config, r *rt.Runtime) (*BrokerAuth, error) {
-	dbf := func() *db.DB { return r.DB }
+func NewBrokerAuth(cfg *config.Config, r *rt.Runtime, d *db.DB) (*BrokerAuth, error) {
 	b := &BrokerAuth{
-		store: accounts.NewStore(dbf),
+		store: accounts.NewStore(d),
 		log:   r.Component("broker-auth"),
 		queue: make(chan brokerauth.DenyEvent, denyQueue),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_broker_auth_audit_dropped_total",
@@ -53,7 +52,7 @@ func NewBrokerAuth(cfg *config.Config, r *rt.Runtime) (*BrokerAuth, error) {
 	}
 	opts := brokerauth.OptionsFromConfig(cfg.MQTT)
 	// Devices by their keys, the tenants' broker users by name.
-	opts.Store = brokerusers.CombinedStore(registry.NewStore(dbf), brokerusers.NewStore(dbf, reservedBrokerNames(cfg)...))
+	opts.Store = brokerusers.CombinedStore(registry.NewStore(d), brokerusers.NewStore(d, reservedBrokerNames(cfg)...))
 	opts.Logger = b.log
 	opts.Registerer = r.Metrics
 	opts.OnDeny = b.enqueue

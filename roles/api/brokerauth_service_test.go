@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/edgeplat/edgeplat/core/brokerauth"
-	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 )
 
@@ -20,7 +19,7 @@ func TestBrokerRefusalWithNULIsAuditedIntegration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			d := openMigrated(t, cfg)
 			var logs bytes.Buffer
-			store := accounts.NewStore(func() *db.DB { return d })
+			store := accounts.NewStore(d)
 			b := &BrokerAuth{store: store, log: slog.New(slog.NewTextHandler(&logs, nil))}
 			events := []struct {
 				topic, client     string

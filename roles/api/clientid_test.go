@@ -2,19 +2,13 @@ package api
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
-	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
-	"github.com/edgeplat/edgeplat/core/rt"
 )
 
 // TestDefaultClientIDFromInstallationIntegration: serve-api's default MQTT
@@ -36,8 +30,7 @@ func TestDefaultClientIDFromInstallationIntegration(t *testing.T) {
 		t.Helper()
 		d := dbtest.Open(t, dbCfg)
 		defer d.Close()
-		r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), DB: d}
-		mo := mqttOptions(cfg, r)
+		mo := mqttOptions(cfg, d)
 		if mo.ClientID != "" || mo.ResolveClientID == nil {
 			t.Fatalf("without mqtt.client_id: client id %q fixed before Start, want it resolved from the database", mo.ClientID)
 		}
@@ -79,7 +72,7 @@ func TestDefaultClientIDFromInstallationIntegration(t *testing.T) {
 
 	explicit := *cfg
 	explicit.MQTT.ClientID = "api-replica-7"
-	mo := mqttOptions(&explicit, &rt.Runtime{})
+	mo := mqttOptions(&explicit, nil)
 	if mo.ClientID != "api-replica-7" || mo.ResolveClientID != nil {
 		t.Errorf("with mqtt.client_id: client id %q (resolver set: %v), want the configured one", mo.ClientID, mo.ResolveClientID != nil)
 	}

@@ -29,7 +29,7 @@ func deviceCall(t *testing.T, e http.Handler, method, path, key string, body []b
 
 func TestDeviceRoutesIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		e, r := fullEngine(t, d, testLicence(t, 0))
+		e, _, pipe := fullRole(t, d, testLicence(t, 0))
 		tok := admin(t, e)
 		reg := func(name string) reply {
 			r := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": name})
@@ -93,7 +93,7 @@ func TestDeviceRoutesIntegration(t *testing.T) {
 			t.Fatalf("log upload: %d %s", w.Code, w.Body)
 		}
 		tu, _ := codec.ParseUUID(a.str("tenantId"))
-		entries, err := r.Streams.Range(t.Context(), telemetry.LogsStream(codec.EncodeID(tu)), "-", "+", 10)
+		entries, err := pipe.streams.Range(t.Context(), telemetry.LogsStream(codec.EncodeID(tu)), "-", "+", 10)
 		if err != nil || len(entries) != 1 {
 			t.Fatalf("logs stream: %v %v", entries, err)
 		}
@@ -112,7 +112,7 @@ func TestDeviceRoutesIntegration(t *testing.T) {
 		if w := deviceCall(t, e, "POST", logsPath, key, bytes.Repeat([]byte("x"), 2<<20)); w.Code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("oversized upload: %d", w.Code)
 		}
-		entries, _ = r.Streams.Range(t.Context(), telemetry.LogsStream(codec.EncodeID(tu)), "-", "+", 10)
+		entries, _ = pipe.streams.Range(t.Context(), telemetry.LogsStream(codec.EncodeID(tu)), "-", "+", 10)
 		if len(entries) != 1 {
 			t.Fatalf("refused uploads appended %d entries", len(entries)-1)
 		}

@@ -23,7 +23,7 @@ import (
 // does not sit out its grace period waiting for connections that never end
 // by themselves.
 type live struct {
-	streams   func() streamstore.Store
+	streams   streamstore.Store
 	heartbeat time.Duration
 	// writeTimeout bounds each write to a client.
 	writeTimeout time.Duration
@@ -39,7 +39,7 @@ type live struct {
 	dropped prometheus.Counter
 }
 
-func newLive(streams func() streamstore.Store, max int, reg prometheus.Registerer) *live {
+func newLive(streams streamstore.Store, max int, reg prometheus.Registerer) *live {
 	l := &live{streams: streams, heartbeat: 15 * time.Second, writeTimeout: 30 * time.Second, max: max, done: make(chan struct{}),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgeplat_api_live_streams",
 			Help: "Open Server-Sent Event streams of real-time device values."}),
@@ -105,11 +105,6 @@ func (l *live) stream(c *gin.Context) {
 	if !ok {
 		return
 	}
-	store := l.streams()
-	if store == nil {
-		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "the stream store is not available")
-		return
-	}
 	if !l.acquire() {
 		l.refused.Inc()
 		c.Header("Retry-After", "5")
@@ -119,7 +114,7 @@ func (l *live) stream(c *gin.Context) {
 	defer l.release()
 
 	ctx := c.Request.Context()
-	sub, err := store.Subscribe(ctx, telemetry.MetricsChannel(tenant, agent))
+	sub, err := l.streams.Subscribe(ctx, telemetry.MetricsChannel(tenant, agent))
 	if err != nil {
 		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "cannot subscribe to the agent's live values")
 		return

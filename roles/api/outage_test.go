@@ -158,8 +158,8 @@ func spooledPipeline(t *testing.T, store streamstore.Store) (*pipeline, *rt.Runt
 		t.Fatal(err)
 	}
 	cfg.Spool.Enabled, cfg.Spool.Path = true, t.TempDir()
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
 	if err != nil {
 		t.Fatal(err)
 	}

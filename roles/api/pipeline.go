@@ -38,6 +38,7 @@ import (
 // instead of a key.
 type pipeline struct {
 	rt      *rt.Runtime
+	streams streamstore.Store
 	log     *slog.Logger
 	m       *pipelineMetrics
 	breaker *breaker.Breaker
@@ -60,9 +61,9 @@ type pipeline struct {
 // holds, the broker's PINGRESP may wait behind it.
 const defaultHoldFor = 3 * time.Second
 
-func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
+func newPipeline(cfg *config.Config, r *rt.Runtime, streams streamstore.Store) (*pipeline, error) {
 	p := &pipeline{
-		rt: r, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
+		rt: r, streams: streams, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
 		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
 		every: time.Second, holdFor: defaultHoldFor, clock: newClockGuard(cfg.API, r.Metrics),
 	}
@@ -93,12 +94,9 @@ func newPipeline(cfg *config.Config, r *rt.Runtime) (*pipeline, error) {
 func (p *pipeline) Name() string { return "api-pipeline" }
 
 func (p *pipeline) Start(ctx context.Context) error {
-	if p.rt.Streams == nil {
-		panic("BUG: api pipeline started before the backends")
-	}
 	// Messages are acknowledged to the broker once they are in the stream:
 	// a Redis that keeps nothing over a restart loses them.
-	streamstore.CheckPersistence(ctx, p.rt.Streams, p.log)
+	streamstore.CheckPersistence(ctx, p.streams, p.log)
 	if p.spoolOp != nil {
 		sp, err := spool.Open(*p.spoolOp)
 		if err != nil {
@@ -186,7 +184,7 @@ func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []erro
 		}
 		return errs
 	}
-	results, perrs := p.rt.Streams.ProduceBatch(ctx, reqs)
+	results, perrs := p.streams.ProduceBatch(ctx, reqs)
 	if p.spool == nil {
 		p.hold(ctx, deadline, reqs, results, perrs)
 	}
@@ -227,7 +225,7 @@ func (p *pipeline) hold(ctx context.Context, deadline time.Time, reqs []streamst
 			sub[j] = reqs[k]
 		}
 		p.m.held.Add(float64(len(sub)))
-		r, e := p.rt.Streams.ProduceBatch(ctx, sub)
+		r, e := p.streams.ProduceBatch(ctx, sub)
 		for j, k := range idx {
 			results[k], errs[k] = r[j], e[j]
 		}
@@ -322,7 +320,7 @@ func (p *pipeline) produce(ctx context.Context, source string, t envelope.Topic,
 	if !replay && !p.breaker.Allow() {
 		return p.spoolBatch(source, b, errors.New("circuit breaker open"))
 	}
-	res, err := p.rt.Streams.Produce(ctx, req)
+	res, err := p.streams.Produce(ctx, req)
 	return p.settle(ctx, source, b, res, err, replay)
 }
 
@@ -447,7 +445,7 @@ func (p *pipeline) recover(ctx context.Context) {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := p.rt.Streams.Ping(pctx)
+	err := p.streams.Ping(pctx)
 	cancel()
 	if err != nil {
 		return

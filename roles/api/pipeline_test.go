@@ -74,8 +74,8 @@ func testPipeline(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestDedupMark(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-			pipe, err := newPipeline(cfg, r)
+			pipe, err := newPipeline(cfg, r, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,7 +278,7 @@ func TestUnknownDedupModeRefused(t *testing.T) {
 	}
 	cfg.API.DedupMode = "bitmap"
 	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	if _, err := newPipeline(cfg, r); err == nil || !strings.Contains(err.Error(), "DEDUP_MODE") {
+	if _, err := newPipeline(cfg, r, nil); err == nil || !strings.Contains(err.Error(), "DEDUP_MODE") {
 		t.Errorf("newPipeline with dedup mode %q = %v, want an error naming DEDUP_MODE", cfg.API.DedupMode, err)
 	}
 }
@@ -375,8 +375,8 @@ func measureDedup(t *testing.T, rdb *goredis.Client, store *redisstore.Store, mo
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
-	pipe, err := newPipeline(cfg, r)
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
 	if err != nil {
 		t.Fatal(err)
 	}

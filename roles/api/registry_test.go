@@ -287,9 +287,8 @@ func fullRoleWith(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second),
-		Streams: streams, DB: d}
-	services, err := New(cfg, r, Options{})
+	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	services, err := New(cfg, r, rt.Backends{DB: d, Streams: streams}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +432,7 @@ func TestBrokerCallbackDeniesWhenDatabaseDownIntegration(t *testing.T) {
 		}
 		cfg.MQTT.AuthCacheTTLSeconds = 0 // every connect asks the database
 		cfg.BrokerAuth.AllowedNetworks = "192.0.2.0/24"
-		ba, err := NewBrokerAuth(cfg, acc.r)
+		ba, err := NewBrokerAuth(cfg, acc.r, acc.b.DB)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,7 @@ const maxReportBytes = 256 << 10
 // they go straight to the database; when it fails the message is not
 // acknowledged and the broker delivers it again.
 type reports struct {
-	rt  *rt.Runtime
+	db  *db.DB
 	log *slog.Logger
 	now func() time.Time
 
@@ -55,8 +55,8 @@ type reports struct {
 	clock *clockGuard
 }
 
-func newReports(r *rt.Runtime) *reports {
-	rp := &reports{rt: r, log: r.Component("api-reports"), now: time.Now,
+func newReports(r *rt.Runtime, d *db.DB) *reports {
+	rp := &reports{db: d, log: r.Component("api-reports"), now: time.Now,
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_agent_reports_total",
 			Help: "Agent state and system-metrics reports by kind and outcome (stored, stale: an older report than the one kept)."},
 			[]string{"kind", "outcome"}),
@@ -102,11 +102,7 @@ func (rp *reports) handle(ctx context.Context, msg mqttx.Message) error {
 		rp.log.Debug("undecodable report dropped", "topic", msg.Topic, "err", err)
 		return nil
 	}
-	d := rp.rt.DB
-	if d == nil {
-		return errors.New("store agent report: database not open")
-	}
-	stored, err := upsertReport(ctx, d, t.Tenant, t.AgentUUID, kind, doc, reportedAt, rp.now())
+	stored, err := upsertReport(ctx, rp.db, t.Tenant, t.AgentUUID, kind, doc, reportedAt, rp.now())
 	if db.IsDataError(err) {
 		// A document the database refuses (PostgreSQL's jsonb takes no
 		// \u0000) fails the same way on every redelivery: acknowledge it,
@@ -209,11 +205,7 @@ func (rp *reports) serve(c *gin.Context, kind string) {
 	if !ok {
 		return
 	}
-	d := rp.rt.DB
-	if d == nil {
-		WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available")
-		return
-	}
+	d := rp.db
 	var doc string
 	var reportedAt, receivedAt db.Timestamp
 	err := d.ReadSQL().QueryRowContext(c.Request.Context(),

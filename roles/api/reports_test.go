@@ -49,8 +49,7 @@ func TestReportsIntegration(t *testing.T) {
 	for name, cfg := range reportDBs(t) {
 		t.Run(name, func(t *testing.T) {
 			d := openMigrated(t, cfg)
-			r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), DB: d}
-			rep := newReports(r)
+			rep := newReports(&rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry()}, d)
 			now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 			rep.now = func() time.Time { return now }
 

@@ -250,7 +250,7 @@ func TestLiveStream(t *testing.T) {
 	for name, store := range liveStores(t) {
 		t.Run(name, func(t *testing.T) {
 			tokens := testTokens(t)
-			lv := newLive(func() streamstore.Store { return store }, 10, prometheus.NewRegistry())
+			lv := newLive(store, 10, prometheus.NewRegistry())
 			srv := httptest.NewServer(restEngine(t, tokens, lv))
 			defer srv.Close()
 
@@ -314,7 +314,7 @@ func TestLiveStreamRefusals(t *testing.T) {
 	}
 	defer mem.Close()
 	tokens := testTokens(t)
-	lv := newLive(func() streamstore.Store { return mem }, 1, prometheus.NewRegistry())
+	lv := newLive(mem, 1, prometheus.NewRegistry())
 	srv := httptest.NewServer(restEngine(t, tokens, lv))
 	defer srv.Close()
 	defer lv.Stop(context.Background())
@@ -352,7 +352,7 @@ func TestLiveStreamSlowReaderReleased(t *testing.T) {
 	}
 	defer mem.Close()
 	tokens := testTokens(t)
-	lv := newLive(func() streamstore.Store { return mem }, 1, prometheus.NewRegistry())
+	lv := newLive(mem, 1, prometheus.NewRegistry())
 	lv.writeTimeout = 200 * time.Millisecond
 	srv := httptest.NewServer(restEngine(t, tokens, lv))
 	defer srv.Close()
@@ -403,7 +403,7 @@ func TestLiveStreamEndsWithSession(t *testing.T) {
 		}
 		return accounts.Standing{UserID: c.Subject, TenantUUID: c.Tenant, Role: c.Role}, nil
 	}
-	lv := newLive(func() streamstore.Store { return mem }, 10, prometheus.NewRegistry())
+	lv := newLive(mem, 10, prometheus.NewRegistry())
 	lv.heartbeat = 10 * time.Millisecond
 	e := httpx.NewEngine(httpx.EngineOptions{WriteError: WriteError, Metrics: prometheus.NewRegistry(), Server: "api"})
 	e.GET("/api/v1/agents/:uuid/stream", auth.require, lv.stream)
@@ -433,7 +433,7 @@ func TestLiveStreamEndsWithToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lv := newLive(func() streamstore.Store { return mem }, 10, prometheus.NewRegistry())
+	lv := newLive(mem, 10, prometheus.NewRegistry())
 	srv := httptest.NewServer(restEngine(t, tokens, lv))
 	defer srv.Close()
 	defer lv.Stop(context.Background())

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
@@ -162,7 +160,7 @@ func TestClockWindowSettings(t *testing.T) {
 // PASSWORD_RESET_TOKEN_EXPIRY and INVITE_EXPIRY are how long they work.
 func TestAccountLinkSettingsIntegration(t *testing.T) {
 	d := dbtest.Migrated(t, "sqlite")
-	a := testAccess(t, &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d}, testTokens(t),
+	a := testAccess(t, rt.Backends{DB: d}, testTokens(t),
 		func(c *config.Config) {
 			c.Auth.PublicURL = "https://dash.plant.example/"
 			c.Auth.ResetTokenExpiry = 17 * time.Minute
@@ -337,8 +335,8 @@ func TestListenSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: streams}
-	services, err := New(cfg, r, Options{})
+	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	services, err := New(cfg, r, rt.Backends{Streams: streams}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +386,7 @@ func pipelineFromEnv(t *testing.T) *pipeline {
 		t.Fatal(err)
 	}
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	pipe, err := newPipeline(cfg, r)
+	pipe, err := newPipeline(cfg, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,9 +43,9 @@ func TestSharedSubscriptionReplicasIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Streams: store}
+		r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
 		runtimes = append(runtimes, r)
-		pipe, err := newPipeline(cfg, r)
+		pipe, err := newPipeline(cfg, r, store)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ const (
 // replicas make, and tells them of this replica's.
 type standingSync struct {
 	cache   *accounts.StandingCache
-	streams func() streamstore.Store // set once the runtime is built
+	streams streamstore.Store
 	log     *slog.Logger
 	// retry is the first wait before subscribing again after a failure;
 	// it doubles up to maxRetry while the failures go on.
@@ -45,7 +45,7 @@ type standingSync struct {
 	subscribed atomic.Bool
 }
 
-func newStandingSync(cache *accounts.StandingCache, streams func() streamstore.Store, log *slog.Logger) *standingSync {
+func newStandingSync(cache *accounts.StandingCache, streams streamstore.Store, log *slog.Logger) *standingSync {
 	return &standingSync{cache: cache, streams: streams, log: log, retry: time.Second, maxRetry: 30 * time.Second}
 }
 
@@ -53,13 +53,9 @@ func newStandingSync(cache *accounts.StandingCache, streams func() streamstore.S
 // change is committed, in the request that made it; a failure is logged
 // and left to standingTTL.
 func (s *standingSync) publish(ctx context.Context, userID string) {
-	store := s.streams()
-	if store == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	if err := store.Publish(ctx, accountChangesChannel, []byte(userID)); err != nil {
+	if err := s.streams.Publish(ctx, accountChangesChannel, []byte(userID)); err != nil {
 		s.log.Warn("account change not told to the other replicas; their cached rights expire on their own",
 			"user", userID, "expires_within", standingTTL, "err", err)
 	}
@@ -75,14 +71,9 @@ func (s *standingSync) Start(context.Context) error { return nil }
 // Run implements lifecycle.Service: it drops the cached answers for every
 // account another replica reports, until ctx ends.
 func (s *standingSync) Run(ctx context.Context) error {
-	store := s.streams()
-	if store == nil {
-		<-ctx.Done()
-		return nil
-	}
 	wait := s.retry
 	for {
-		heard, err := s.follow(ctx, store)
+		heard, err := s.follow(ctx)
 		// Whatever was published while not subscribed is lost.
 		s.cache.Purge()
 		if ctx.Err() != nil {
@@ -104,8 +95,8 @@ func (s *standingSync) Run(ctx context.Context) error {
 
 // follow subscribes and applies the messages until the subscription or ctx
 // ends; heard reports whether the subscription took hold.
-func (s *standingSync) follow(ctx context.Context, store streamstore.Store) (heard bool, err error) {
-	sub, err := store.Subscribe(ctx, accountChangesChannel)
+func (s *standingSync) follow(ctx context.Context) (heard bool, err error) {
+	sub, err := s.streams.Subscribe(ctx, accountChangesChannel)
 	if err != nil {
 		return false, err // the store names the channel
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"github.com/edgeplat/edgeplat/core/health"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -23,8 +24,25 @@ import (
 
 const testPassword = "correct horse battery"
 
-func testRuntime(d *db.DB, streams streamstore.Store) *rt.Runtime {
-	return &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), DB: d, Streams: streams}
+// testRuntime is a runtime whose logs go nowhere and whose metrics stay
+// in a registry of the test's own.
+func testRuntime() *rt.Runtime {
+	return &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Health: health.New(time.Second)}
+}
+
+// testBackends hands the role d and streams, or an in-process stream
+// store of the test's own when streams is nil.
+func testBackends(t *testing.T, d *db.DB, streams streamstore.Store) rt.Backends {
+	t.Helper()
+	if streams == nil {
+		mem, err := memstore.New(memstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = mem.Close() })
+		streams = mem
+	}
+	return rt.Backends{DB: d, Streams: streams}
 }
 
 // expect reports a failure unless r has status want; the test goes on, so
@@ -68,7 +86,7 @@ func newAccount(t *testing.T, e http.Handler, root, email, role string) string {
 // used before the change, so a cached answer has to be dropped by it.
 func TestAccessTokenFollowsAccountIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		a := testAccess(t, testRuntime(d, nil), testTokens(t))
+		a := testAccess(t, testBackends(t, d, nil), testTokens(t))
 		mail := &mailbox{}
 		a.mailer = mail
 		e := mountAccess(t, a)
@@ -186,7 +204,7 @@ func TestAccountChangesReachReplicasIntegration(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			t.Cleanup(func() { cancel(); wg.Wait() })
 			for i := range engines {
-				a := testAccess(t, testRuntime(d, streams), testTokens(t))
+				a := testAccess(t, testBackends(t, d, streams), testTokens(t))
 				a.standing = accounts.NewStandingCache(a.accounts, time.Hour, 100)
 				a.sync.cache = a.standing
 				wg.Add(1)
@@ -222,7 +240,7 @@ func TestAccountChangeFeedLossDropsCacheIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := testAccess(t, testRuntime(d, streams), testTokens(t))
+	a := testAccess(t, testBackends(t, d, streams), testTokens(t))
 	a.standing = accounts.NewStandingCache(a.accounts, time.Hour, 100)
 	a.sync.cache = a.standing
 	ctx, cancel := context.WithCancel(t.Context())

@@ -50,10 +50,10 @@ type engine struct {
 	spoolOp *spool.Options // nil: spool disabled
 	scaler  *scaler
 	prefix  string // consumer name prefix, unique per process
+	store   streamstore.Store
+	db      *db.DB
 
 	// Set by Start.
-	store streamstore.Store
-	db    *db.DB
 	w     writer
 	spool *spool.Spool
 
@@ -82,8 +82,10 @@ type engine struct {
 	holding held
 }
 
-func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, error) {
+func newEngine(cfg *config.Config, r *rt.Runtime, back rt.Backends, every intervals) (*engine, error) {
 	e := &engine{
+		store:  back.Streams,
+		db:     back.DB,
 		cfg:    cfg.Ingest,
 		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen),
 		every:  every,
@@ -120,10 +122,6 @@ func newEngine(cfg *config.Config, r *rt.Runtime, every intervals) (*engine, err
 func (e *engine) Name() string { return "ingest-workers" }
 
 func (e *engine) Start(ctx context.Context) error {
-	if e.rt.DB == nil || e.rt.Streams == nil {
-		panic("BUG: ingest started before the backends")
-	}
-	e.store, e.db = e.rt.Streams, e.rt.DB
 	// Entries wait in the stream until they are rows: a Redis that keeps
 	// nothing over a restart loses a backlog serve-api already acknowledged.
 	streamstore.CheckPersistence(ctx, e.store, e.log)

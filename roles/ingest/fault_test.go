@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"github.com/edgeplat/edgeplat/core/rt"
 	"os"
 	"strconv"
 	"strings"
@@ -195,9 +196,8 @@ func TestGracefulStopFault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.rt.DB, h.rt.Streams = d, store
-		h.rt.Metrics = metrics.NewRegistry()
-		svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, testIntervals)
+		r := &rt.Runtime{Logger: h.rt.Logger, Metrics: metrics.NewRegistry(), Health: h.rt.Health}
+		svcs, err := newWithIntervals(h.cfg, r, rt.Backends{DB: d, Streams: store}, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, testIntervals)
 		if err != nil {
 			t.Fatal(err)
 		}

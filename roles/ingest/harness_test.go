@@ -113,7 +113,7 @@ func newHarness(t *testing.T, dbc config.DB, store streamstore.Store) *harness {
 		t: t, cfg: cfg, store: store, db: d,
 		rt: &rt.Runtime{
 			Logger:  testLogger(),
-			Metrics: metrics.NewRegistry(), Health: health.New(time.Second), DB: d, Streams: store,
+			Metrics: metrics.NewRegistry(), Health: health.New(time.Second),
 		},
 		tenant: randomID(t),
 		every:  testIntervals,
@@ -154,10 +154,11 @@ func (h *harness) start() {
 	h.t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.rt.Metrics = metrics.NewRegistry() // a restart registers its metrics again
+	// A restart registers its metrics again, in a registry of its own.
+	h.rt = &rt.Runtime{Logger: h.rt.Logger, Metrics: metrics.NewRegistry(), Health: h.rt.Health}
 	// Only this tenant's stream: parallel tests share one Redis and must
 	// not take each other's entries.
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
+	svcs, err := newWithIntervals(h.cfg, h.rt, rt.Backends{DB: h.db, Streams: h.store}, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
 	if err != nil {
 		h.t.Fatal(err)
 	}

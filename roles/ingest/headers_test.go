@@ -22,7 +22,7 @@ func TestSecurityHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	svcs, err := New(cfg, r, Options{})
+	svcs, err := New(cfg, r, rt.Backends{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,20 +41,20 @@ type Options struct {
 
 // New builds the role's services without doing I/O: the HTTP server first,
 // so it answers health probes for the whole run and stops last, then the
-// engine. The database and stream store come from the Runtime, opened by
-// cmd before this role starts.
-func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, error) {
-	return newWithIntervals(cfg, r, opts, defaultIntervals)
+// engine. The database and stream store of b are opened by cmd before this
+// role starts.
+func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]lifecycle.Service, error) {
+	return newWithIntervals(cfg, r, b, opts, defaultIntervals)
 }
 
-func newWithIntervals(cfg *config.Config, r *rt.Runtime, opts Options, every intervals) ([]lifecycle.Service, error) {
+func newWithIntervals(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options, every intervals) ([]lifecycle.Service, error) {
 	if opts.StreamPattern != "" {
 		every.pattern = opts.StreamPattern
 	}
 	if opts.LogStreamPattern != "" {
 		every.logsPattern = opts.LogStreamPattern
 	}
-	eng, err := newEngine(cfg, r, every)
+	eng, err := newEngine(cfg, r, b, every)
 	if err != nil {
 		return nil, err
 	}

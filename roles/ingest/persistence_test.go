@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"github.com/edgeplat/edgeplat/core/rt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestWarnsWhenRedisKeepsNothingIntegration(t *testing.T) {
 			t.Cleanup(func() { _ = store.Close() })
 			h := newHarness(t, coretest.SQLite(t), store)
 			var logs coretest.SyncBuffer
-			h.rt.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			h.rt = &rt.Runtime{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: h.rt.Metrics, Health: h.rt.Health}
 			h.start()
 			coretest.Eventually(t, 10*time.Second, "ingest started", func() bool { return strings.Contains(logs.String(), "ingestion starting") })
 			h.stop()

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"github.com/edgeplat/edgeplat/core/rt"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestSettleOutlivesTheBatchDeadlineIntegration(t *testing.T) {
 // stopped when the test ends.
 func (h *harness) startedEngine() *engine {
 	h.t.Helper()
-	svcs, err := newWithIntervals(h.cfg, h.rt, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
+	svcs, err := newWithIntervals(h.cfg, h.rt, rt.Backends{DB: h.db, Streams: h.store}, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
 	if err != nil {
 		h.t.Fatal(err)
 	}

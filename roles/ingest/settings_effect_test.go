@@ -283,7 +283,7 @@ func TestListenSettings(t *testing.T) {
 	port := coretest.FreePort(t)
 	cfg.Ingest.Port, cfg.Ingest.Bind = port, "127.0.0.1"
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	svcs, err := New(cfg, r, Options{})
+	svcs, err := New(cfg, r, rt.Backends{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,13 @@ package accounts
 import (
 	"testing"
 
-	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 )
 
 func TestHasAdminAndPasswordMatches(t *testing.T) {
 	ctx := t.Context()
 	d := dbtest.Migrated(t, "sqlite")
-	store := NewStore(func() *db.DB { return d })
+	store := NewStore(d)
 	if has, err := store.HasAdmin(ctx); err != nil || has {
 		t.Fatalf("HasAdmin on an empty installation = %v, %v; want false", has, err)
 	}

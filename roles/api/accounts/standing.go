@@ -58,7 +58,7 @@ func (s *Store) Standing(ctx context.Context, userID, family string) (Standing, 
 	}
 	// Read-only: on SQLite it runs beside the one writer instead of
 	// queueing behind it; WAL readers see every committed change.
-	conn := s.db().ReadSQL()
+	conn := s.db.ReadSQL()
 	var st Standing
 	var active bool
 	var fam sql.NullString

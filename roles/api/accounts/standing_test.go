@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 )
 
@@ -17,7 +16,7 @@ func TestStandingCacheIntegration(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			d := dbtest.Migrated(t, engine)
 			ctx := t.Context()
-			store := NewStore(func() *db.DB { return d })
+			store := NewStore(d)
 			u, err := store.Register(ctx, "", NewUser{Email: "a@example.com", Password: "correct horse battery"})
 			if err != nil {
 				t.Fatal(err)
@@ -84,7 +83,7 @@ func TestStandingCacheIntegration(t *testing.T) {
 func BenchmarkStanding(b *testing.B) {
 	d := dbtest.Migrated(b, "sqlite")
 	ctx := b.Context()
-	store := NewStore(func() *db.DB { return d })
+	store := NewStore(d)
 	u, err := store.Register(ctx, "", NewUser{Email: "a@example.com", Password: "correct horse battery"})
 	if err != nil {
 		b.Fatal(err)

@@ -49,21 +49,20 @@ type User struct {
 // from the caller's credential and filters on it; a record of another
 // tenant is ErrNotFound, never a different answer.
 type Store struct {
-	db  func() *db.DB // opened after the role is built
+	db  *db.DB
 	now func() time.Time
 	// listeners are told of committed changes to an account's rights or
 	// sessions (OnChange).
 	listeners []func(ctx context.Context, userID string)
 }
 
-// NewStore returns a store on the database d returns once it is open.
-func NewStore(d func() *db.DB) *Store {
+// NewStore returns a store on d, which must be open by the first call.
+func NewStore(d *db.DB) *Store {
 	return &Store{db: d, now: func() time.Time { return time.Now().UTC() }}
 }
 
 func (s *Store) sql() (*sql.DB, db.Dialect) {
-	d := s.db()
-	return d.SQL(), d.Dialect()
+	return s.db.SQL(), s.db.Dialect()
 }
 
 // NewUser is what creating an account takes.

@@ -22,7 +22,7 @@ const testPassword = "correct horse battery"
 func newTestStore(t *testing.T, engine string) (*Store, *db.DB) {
 	t.Helper()
 	d := dbtest.Migrated(t, engine)
-	return NewStore(func() *db.DB { return d }), d
+	return NewStore(d), d
 }
 
 // forEngines runs fn, in parallel, on a fresh store of each engine.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
-	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
@@ -24,11 +23,11 @@ func TestAedesWithRegistryIntegration(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			d := dbtest.Migrated(t, engine)
 			ctx := t.Context()
-			admin, err := accounts.NewStore(func() *db.DB { return d }).Bootstrap(ctx, accounts.NewUser{Email: "ops@example.com", Password: "correct horse battery"})
+			admin, err := accounts.NewStore(d).Bootstrap(ctx, accounts.NewUser{Email: "ops@example.com", Password: "correct horse battery"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			agents := registry.NewStore(func() *db.DB { return d })
+			agents := registry.NewStore(d)
 			register := func(name string) registry.Credentials {
 				_, key, err := agents.CreateProvisioningKey(ctx, admin.TenantUUID, admin.ID, registry.NewProvisioningKey{})
 				if err != nil {

@@ -36,7 +36,7 @@ func newTestStore(t *testing.T, engine string) (*Store, *db.DB) {
 			t.Fatal(err)
 		}
 	}
-	return NewStore(func() *db.DB { return d }, "edgeplat-api", "historian:plant1", ""), d
+	return NewStore(d, "edgeplat-api", "historian:plant1", ""), d
 }
 
 // topicPrefix returns i/{tenant}/ in topic form.

@@ -91,17 +91,17 @@ type Change struct {
 // (AuthenticateBrokerUser) looks a user up by name alone, as the broker
 // knows no tenant.
 type Store struct {
-	db       func() *db.DB
+	db       *db.DB
 	now      func() time.Time
 	reserved []string
 }
 
-// NewStore returns a store on the database d returns once it is open.
+// NewStore returns a store on d, which must be open by the first call.
 // reserved are names no broker user may take: the service users' usernames
 // (mqtt.username) and the client ids of the platform's own MQTT clients
 // (mqtt.client_id), since a broker user's client ids begin with its name.
 // Empty entries are ignored.
-func NewStore(d func() *db.DB, reserved ...string) *Store {
+func NewStore(d *db.DB, reserved ...string) *Store {
 	s := &Store{db: d, now: func() time.Time { return time.Now().UTC() }}
 	for _, r := range reserved {
 		if r = strings.ToLower(strings.TrimSpace(r)); r != "" {
@@ -112,8 +112,7 @@ func NewStore(d func() *db.DB, reserved ...string) *Store {
 }
 
 func (s *Store) sql() (*sql.DB, db.Dialect) {
-	d := s.db()
-	return d.SQL(), d.Dialect()
+	return s.db.SQL(), s.db.Dialect()
 }
 
 // ValidateUsername reports whether name may be a broker user's name: 3 to

@@ -47,8 +47,8 @@ const (
 // Deps is what the handlers need from the role.
 type Deps struct {
 	Agents *registry.Store
-	// Streams returns the stream store (opened after the role is built).
-	Streams    func() streamstore.Store
+	// Streams is the stream store the logs are appended to.
+	Streams    streamstore.Store
 	WriteError httpx.ErrorWriter
 	// Limit is the device rate limit, keyed by the device's key id; nil
 	// limits nothing.
@@ -212,12 +212,7 @@ func (h *handler) logs(c *gin.Context) {
 	for _, v := range values {
 		req.Entries = append(req.Entries, map[string]string{telemetry.StreamField: string(v)})
 	}
-	store := h.Streams()
-	if store == nil {
-		h.WriteError(c, http.StatusServiceUnavailable, "unavailable", "the stream store is not ready; retry")
-		return
-	}
-	if _, err := store.Produce(c.Request.Context(), req); err != nil {
+	if _, err := h.Streams.Produce(c.Request.Context(), req); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			h.Log.Error("append agent logs", "agent", dev.AgentUUID, "err", err)
 		}

@@ -166,10 +166,7 @@ func (h *handler) aggregate(c *gin.Context) {
 
 // serveBuckets answers body plus start, end and the series.
 func (h *handler) serveBuckets(c *gin.Context, tenant string, f seriesFilter, w time.Duration, r timeRange, body gin.H) {
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	series, err := h.queryBuckets(c.Request.Context(), d, tenant, f, w, r)
 	if err != nil {
 		h.fail(c, "buckets", err)
@@ -213,10 +210,7 @@ func (h *handler) timeseries(c *gin.Context) {
 		h.fail(c, "timeseries", err)
 		return
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	body := gin.H{"agentUuid": agent, "metricName": metric, "start": utcTime(r.start), "end": utcTime(r.end)}
 	if w == 0 {
 		points, err := h.queryRaw(c.Request.Context(), d, tenant, agent, metric, r)

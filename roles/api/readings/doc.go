@@ -6,7 +6,7 @@
 // and SQLite; the few differences come from core/db's Dialect.
 //
 //	readings.Register(v1, readings.Deps{
-//		DB:         func() *db.DB { return rt.DB }, // opened after the roles are built
+//		DB:         backends.DB,
 //		Tenant:     tenantKey,
 //		WriteError: WriteError,
 //		Limits:     lim,

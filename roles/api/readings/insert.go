@@ -94,10 +94,7 @@ func (h *handler) insert(c *gin.Context) {
 			return
 		}
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	if !h.registered(c, rows, single) {
 		return
 	}

@@ -24,7 +24,7 @@ import (
 func insertRouter(t *testing.T, d *db.DB, deps Deps) *gin.Engine {
 	e := gin.New()
 	v1 := e.Group("/api/v1", func(c *gin.Context) { c.Set("tenant", tenantA); c.Next() })
-	deps.DB = func() *db.DB { return d }
+	deps.DB = d
 	deps.Tenant = func(c *gin.Context) (string, bool) { return tenantA, true }
 	deps.WriteError = writeError
 	deps.Now = func() time.Time { return testNow }

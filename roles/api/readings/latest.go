@@ -107,10 +107,7 @@ func (h *handler) serveLatest(c *gin.Context, inPath bool, allowed ...string) {
 		h.fail(c, "latest", err)
 		return
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	rows, more, err := queryLatest(c.Request.Context(), d, tenant, f, false, limit)
 	if err != nil {
 		h.fail(c, "latest", err)
@@ -152,10 +149,7 @@ func (h *handler) catalog(c *gin.Context) {
 		h.fail(c, "catalog", err)
 		return
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	rows, more, err := queryLatest(c.Request.Context(), d, tenant, f, true, maxCatalogSeries)
 	if err == nil && more {
 		err = seriesCapError()
@@ -209,10 +203,7 @@ func (h *handler) metricNames(c *gin.Context) {
 		h.fail(c, "metric names", err)
 		return
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	text, args := metricNamesSQL(d.Dialect(), tenant, maxCatalogSeries+1)
 	names, err := queryStrings(c.Request.Context(), d.ReadSQL(), text, args)
 	if err == nil && len(names) > maxCatalogSeries {
@@ -276,10 +267,7 @@ func (h *handler) profiles(c *gin.Context) {
 		h.fail(c, "profiles", err)
 		return
 	}
-	d, ok := h.database(c)
-	if !ok {
-		return
-	}
+	d := h.DB
 	rows, more, err := queryLatest(c.Request.Context(), d, tenant, seriesFilter{}, false, maxCatalogSeries)
 	if err == nil && more {
 		err = seriesCapError()

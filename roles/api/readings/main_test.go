@@ -47,7 +47,7 @@ func newRouter(t testing.TB, d *db.DB, lim query.Limits, now time.Time) *gin.Eng
 		c.Next()
 	})
 	Register(v1, Deps{
-		DB: func() *db.DB { return d },
+		DB: d,
 		Tenant: func(c *gin.Context) (string, bool) {
 			t, ok := c.Get("tenant")
 			s, _ := t.(string)

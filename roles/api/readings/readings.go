@@ -17,10 +17,8 @@ import (
 
 // Deps is what the endpoints need from the API role.
 type Deps struct {
-	// DB returns the cloud database. It is called for every request
-	// because cmd opens the database after the roles are built; nil
-	// answers 503.
-	DB func() *db.DB
+	// DB is the cloud database, open before the routes serve.
+	DB *db.DB
 	// Tenant returns the caller's tenant id as the readings table stores
 	// it, set by the authentication middleware; false makes the handler
 	// answer 401. The tenant never comes from the request itself.
@@ -97,15 +95,6 @@ func (h *handler) tenant(c *gin.Context) (string, bool) {
 		return "", false
 	}
 	return t, true
-}
-
-// database returns the open database, or answers 503 and false.
-func (h *handler) database(c *gin.Context) (*db.DB, bool) {
-	if d := h.DB(); d != nil && d.ReadSQL() != nil {
-		return d, true
-	}
-	h.WriteError(c, http.StatusServiceUnavailable, "database_unavailable", "the database is not available")
-	return nil, false
 }
 
 // limitError is a cap a request exceeds: past it the whole request fails

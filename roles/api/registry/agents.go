@@ -71,18 +71,17 @@ type Agent struct {
 // on the tenant taken from the caller's credential; another tenant's
 // record is ErrNotFound.
 type Store struct {
-	db  func() *db.DB
+	db  *db.DB
 	now func() time.Time
 }
 
-// NewStore returns a store on the database d returns once it is open.
-func NewStore(d func() *db.DB) *Store {
+// NewStore returns a store on d, which must be open by the first call.
+func NewStore(d *db.DB) *Store {
 	return &Store{db: d, now: func() time.Time { return time.Now().UTC() }}
 }
 
 func (s *Store) sql() (*sql.DB, db.Dialect) {
-	d := s.db()
-	return d.SQL(), d.Dialect()
+	return s.db.SQL(), s.db.Dialect()
 }
 
 // Limits of agent metadata.

@@ -36,7 +36,7 @@ func newTestStore(t *testing.T, engine string) (*Store, *db.DB) {
 			t.Fatal(err)
 		}
 	}
-	return NewStore(func() *db.DB { return d }), d
+	return NewStore(d), d
 }
 
 // forEngines runs fn, in parallel, on a fresh store of each engine.

@@ -1,11 +1,9 @@
-package cmd
+package bench
 
 import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
 func TestStallDetector(t *testing.T) {
@@ -50,34 +48,4 @@ func TestStallErrorNamesCauseAndFix(t *testing.T) {
 			t.Errorf("error does not give the broker's count: %s", msg)
 		}
 	}
-}
-
-// TestBenchPipelineStallFaultIntegration runs the pipeline bench against a
-// Mosquitto that drops for a subscriber that falls behind (a queue of 10,
-// an inflight window of 2): the bench must fail with the cause and the
-// fix instead of waiting for rows that cannot come.
-func TestBenchPipelineStallFaultIntegration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test; -short given")
-	}
-	clearEnv(t)
-	dbc := coretest.Postgres(t)
-	// The bench clears what it wrote, so it gets a Redis of its own
-	// (bench_test.go says why).
-	redisAddr := coretest.PrivateRedis(t).Addr()
-	broker := coretest.PrivateMosquittoWith(t, "max_queued_messages 10\nmax_inflight_messages 2\nsys_interval 1\n")
-	benchEnv(t, dbc, redisAddr)
-	t.Setenv("MQTT_BROKER_URL", broker.URL())
-
-	code, _, errOut := run(t, "bench", "pipeline", "--publishers", "2", "--messages", "2000", "--readings", "5",
-		"--no-ingest-only", "--stall-after", "3s", "--timeout", "3m")
-	if code == 0 {
-		t.Fatalf("the bench finished against a broker that drops:\n%s", errOut)
-	}
-	for _, want := range []string{"stalled", "rows committed", "max_queued_messages", "docs/benchmarks.md"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errOut)
-		}
-	}
-	t.Logf("bench output:\n%s", errOut[max(0, len(errOut)-1500):])
 }

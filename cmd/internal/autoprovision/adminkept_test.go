@@ -1,14 +1,12 @@
-package cmd
+package autoprovision
 
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
-	"path/filepath"
+	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
@@ -29,10 +27,10 @@ func dbWithAdmin(t *testing.T) *db.DB {
 	if _, err := d.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reason, err := adminKept(ctx, accounts.NewStore(func() *db.DB { return d }), "ops@example.com", "anything at all"); err != nil || reason != "" {
+	if reason, err := adminKept(ctx, accounts.NewStore(d), "ops@example.com", "anything at all"); err != nil || reason != "" {
 		t.Fatalf("without an admin: %q, %v; want nothing to warn about", reason, err)
 	}
-	store := accounts.NewStore(func() *db.DB { return d })
+	store := accounts.NewStore(d)
 	if _, err := store.Bootstrap(ctx, accounts.NewUser{Email: "ops@example.com", Password: "correct horse battery"}); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +40,7 @@ func dbWithAdmin(t *testing.T) *db.DB {
 func TestAdminKept(t *testing.T) {
 	ctx := t.Context()
 	d := dbWithAdmin(t)
-	st := accounts.NewStore(func() *db.DB { return d })
+	st := accounts.NewStore(d)
 	admin, err := st.UserByEmail(ctx, "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -74,41 +72,6 @@ func TestAdminKept(t *testing.T) {
 	}
 }
 
-// TestAllInOneWarnsWhenTheExistingAdminIsKept: the admin variables on a
-// data directory that has an admin already (and an agent provisioned, so
-// nothing logs in) used to be ignored without a word.
-func TestAllInOneWarnsWhenTheExistingAdminIsKept(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: runs all-in-one")
-	}
-	clearEnv(t)
-	p := freeAIOPorts(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	args := append(p.args(dataDir), "--auto-provision=true", "--log-format", "json")
-	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
-
-	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "first password")
-	first := startAIO(t, args)
-	coretest.Eventually(t, 30*time.Second, "the agent to be provisioned", func() bool {
-		return provisionStatusOf(agentURL)["provisioned"] == true
-	})
-	first.stop()
-	if strings.Contains(first.stderr.String(), "only create the first admin") {
-		t.Errorf("the first start, which created the admin, warned:\n%s", first.stderr.String())
-	}
-
-	t.Setenv("EDGEPLAT_ADMIN_PASSWORD", "second password")
-	second := startAIO(t, args)
-	waitLog(t, second, "the warning that the existing admin is kept", `"level":"WARN"`,
-		"EDGEPLAT_ADMIN_EMAIL and EDGEPLAT_ADMIN_PASSWORD only create the first admin", "it is kept",
-		"the password is not that of the existing admin admin@edgeplat.local", "remove "+dataDir, "--data-dir elsewhere", "password/reset")
-	waitLog(t, second, "the second start to find the agent provisioned", `"msg":"agent is provisioned already"`)
-	second.stop()
-	if n := strings.Count(second.stderr.String(), "only create the first admin"); n != 1 {
-		t.Errorf("%d warnings, want 1", n)
-	}
-}
-
 // TestWarnAdminKeptOnlyWhenConfigured: the built-in default e-mail is not
 // the operator's choice, so an existing admin is no news then.
 func TestWarnAdminKeptOnlyWhenConfigured(t *testing.T) {
@@ -125,7 +88,7 @@ func TestWarnAdminKeptOnlyWhenConfigured(t *testing.T) {
 		{name: "the existing admin's", env: map[string]string{"EDGEPLAT_ADMIN_EMAIL": "ops@example.com", "EDGEPLAT_ADMIN_PASSWORD": "correct horse battery"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t)
+			unsetAdminEnv(t)
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
@@ -139,5 +102,21 @@ func TestWarnAdminKeptOnlyWhenConfigured(t *testing.T) {
 				t.Errorf("warned %v, want %v:\n%s", got, tt.warn, buf.String())
 			}
 		})
+	}
+}
+
+// unsetAdminEnv keeps the developer's shell out of the test: whether it
+// warns depends on the admin settings having been set.
+func unsetAdminEnv(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"all_in_one.admin_email", "all_in_one.admin_password"} {
+		k, ok := config.KeyByName(name)
+		if !ok {
+			t.Fatalf("no key %s", name)
+		}
+		for _, env := range append([]string{k.Env}, k.Aliases...) {
+			t.Setenv(env, "")
+			os.Unsetenv(env)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package cmd
+package bench
 
 import (
 	"bytes"
@@ -17,8 +17,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -32,76 +30,35 @@ const (
 	benchAgentSampleGap = time.Second
 )
 
-type benchAgentOptions struct {
-	modbus    string
-	devices   int
-	registers int
-	interval  time.Duration
-	duration  time.Duration
-	firstUnit int
-	asJSON    bool
-	keepDir   bool
+type AgentOptions struct {
+	Modbus    string
+	Devices   int
+	Registers int
+	Interval  time.Duration
+	Duration  time.Duration
+	FirstUnit int
+	JSON      bool
+	KeepDir   bool
 }
 
-func newBenchAgentCmd() *cobra.Command {
-	var o benchAgentOptions
-	c := &cobra.Command{
-		Use:   "agent",
-		Short: "Footprint of the edge agent polling Modbus devices: RSS, CPU share, requests per poll",
-		Long: `Measure the edge agent's footprint against a real Modbus TCP server.
-
-The benchmark starts "edgeplat agent" from this binary as a child process
-(own data directory, own loopback port), creates --devices Modbus endpoints
-over its API, unit ids --first-unit.., each reading holding registers
-0..--registers-1 as uint16 every --interval, and lets it poll for
---duration after a 10 s warm-up. Every second it samples the child's
-resident memory and CPU time from /proc. At the end it reads each device's
-diagnostics for the Modbus requests it really sent per poll and compares
-them with the contiguous blocks and with the register count.
-
-The Modbus server is the operator's; "make bench-agent" starts the
-pymodbus test server with 10 units of 100 registers and runs this. Progress
-goes to stderr, results to stdout. See docs/benchmarks.md.`,
-		Example: `  /usr/bin/python3 roles/agent/adapters/modbus/testdata/server.py --port 15020 --units 10 --registers 100 &
-  edgeplat bench agent --modbus 127.0.0.1:15020 --devices 10 --registers 100 --duration 5m`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return &usageError{err}
-			}
-			return runBenchAgent(cmd, o)
-		},
-	}
-	f := c.Flags()
-	f.StringVar(&o.modbus, "modbus", "", "host:port of the Modbus TCP server to poll (required)")
-	f.IntVar(&o.devices, "devices", 10, "Modbus devices (endpoints), one unit id each")
-	f.IntVar(&o.registers, "registers", 100, "holding registers read per device, from address 0")
-	f.IntVar(&o.firstUnit, "first-unit", 1, "unit id of the first device")
-	f.DurationVar(&o.interval, "interval", time.Second, "poll interval of every device")
-	f.DurationVar(&o.duration, "duration", 5*time.Minute, "measured time after the warm-up")
-	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
-	f.BoolVar(&o.keepDir, "keep", false, "keep the agent's data directory")
-	return c
-}
-
-func (o benchAgentOptions) validate() error {
-	if o.modbus == "" {
+func (o AgentOptions) validate() error {
+	if o.Modbus == "" {
 		return errors.New("--modbus is required: the host:port of a Modbus TCP server")
 	}
-	if _, _, err := net.SplitHostPort(o.modbus); err != nil {
-		return fmt.Errorf("--modbus %q: %w", o.modbus, err)
+	if _, _, err := net.SplitHostPort(o.Modbus); err != nil {
+		return fmt.Errorf("--modbus %q: %w", o.Modbus, err)
 	}
 	switch {
-	case o.devices < 1 || o.devices > 247:
-		return fmt.Errorf("--devices must be 1..247, got %d", o.devices)
-	case o.registers < 1 || o.registers > 65536:
-		return fmt.Errorf("--registers must be 1..65536, got %d", o.registers)
-	case o.firstUnit < 1 || o.firstUnit+o.devices-1 > 247:
-		return fmt.Errorf("--first-unit %d with %d devices runs past unit id 247", o.firstUnit, o.devices)
-	case o.interval < 10*time.Millisecond:
-		return fmt.Errorf("--interval must be at least 10ms, got %s", o.interval)
-	case o.duration < time.Second:
-		return fmt.Errorf("--duration must be at least 1s, got %s", o.duration)
+	case o.Devices < 1 || o.Devices > 247:
+		return fmt.Errorf("--devices must be 1..247, got %d", o.Devices)
+	case o.Registers < 1 || o.Registers > 65536:
+		return fmt.Errorf("--registers must be 1..65536, got %d", o.Registers)
+	case o.FirstUnit < 1 || o.FirstUnit+o.Devices-1 > 247:
+		return fmt.Errorf("--first-unit %d with %d devices runs past unit id 247", o.FirstUnit, o.Devices)
+	case o.Interval < 10*time.Millisecond:
+		return fmt.Errorf("--interval must be at least 10ms, got %s", o.Interval)
+	case o.Duration < time.Second:
+		return fmt.Errorf("--duration must be at least 1s, got %s", o.Duration)
 	}
 	return nil
 }
@@ -126,38 +83,41 @@ type agentReport struct {
 	Pass             bool    `json:"pass"`
 }
 
-func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
-	ctx := cmd.Context()
-	progress := cmd.ErrOrStderr()
-	conn, err := net.DialTimeout("tcp", o.modbus, 3*time.Second)
+// RunAgent runs `edgeplat bench agent`.
+func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
+	if err := o.validate(); err != nil {
+		return &UsageError{err}
+	}
+	progress := env.Stderr
+	conn, err := net.DialTimeout("tcp", o.Modbus, 3*time.Second)
 	if err != nil {
-		return fmt.Errorf("--modbus %s is not reachable: %w", o.modbus, err)
+		return fmt.Errorf("--modbus %s is not reachable: %w", o.Modbus, err)
 	}
 	_ = conn.Close()
-	host, port, _ := net.SplitHostPort(o.modbus)
+	host, port, _ := net.SplitHostPort(o.Modbus)
 
-	child, err := startBenchAgent(ctx, o.keepDir, progress)
+	child, err := startBenchAgent(ctx, o.KeepDir, progress)
 	if err != nil {
 		return err
 	}
 	defer child.stop()
 
-	for i := range o.devices {
-		dps := make([]map[string]any, o.registers)
-		for r := range o.registers {
+	for i := range o.Devices {
+		dps := make([]map[string]any, o.Registers)
+		for r := range o.Registers {
 			dps[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "register": fmt.Sprintf("holding:%d", r), "type": "uint16"}
 		}
 		portN, _ := strconv.Atoi(port)
 		ep := map[string]any{
-			"name": fmt.Sprintf("bench-%d", i+1), "protocol": "modbus", "poll_interval": o.interval.Milliseconds(),
-			"connection":  map[string]any{"host": host, "port": portN, "unitId": o.firstUnit + i},
+			"name": fmt.Sprintf("bench-%d", i+1), "protocol": "modbus", "poll_interval": o.Interval.Milliseconds(),
+			"connection":  map[string]any{"host": host, "port": portN, "unitId": o.FirstUnit + i},
 			"data_points": dps,
 		}
 		if err := child.call(ctx, "POST", "/v1/endpoints", ep, nil, http.StatusCreated); err != nil {
 			return fmt.Errorf("create endpoint %d: %w", i+1, err)
 		}
 	}
-	fmt.Fprintf(progress, "%d endpoints created; warming up for %s\n", o.devices, benchAgentWarmup)
+	fmt.Fprintf(progress, "%d endpoints created; warming up for %s\n", o.Devices, benchAgentWarmup)
 	if !lifecycle.Sleep(ctx, benchAgentWarmup) {
 		return ctx.Err()
 	}
@@ -166,7 +126,7 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 	if err != nil {
 		return fmt.Errorf("read the agent's /proc figures: %w", err)
 	}
-	before, err := child.totals(ctx, o.devices)
+	before, err := child.totals(ctx, o.Devices)
 	if err != nil {
 		return err
 	}
@@ -174,7 +134,7 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 	var rssMax, rssSum uint64
 	samples := 0
 	nextProgress := t0.Add(30 * time.Second)
-	for time.Since(t0) < o.duration {
+	for time.Since(t0) < o.Duration {
 		if !lifecycle.Sleep(ctx, benchAgentSampleGap) {
 			return ctx.Err()
 		}
@@ -186,7 +146,7 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 		rssSum += ps.RSSBytes
 		samples++
 		if time.Now().After(nextProgress) {
-			fmt.Fprintf(progress, "%s/%s: rss %.1f MB, cpu %.2f%% of one core\n", time.Since(t0).Round(time.Second), o.duration,
+			fmt.Fprintf(progress, "%s/%s: rss %.1f MB, cpu %.2f%% of one core\n", time.Since(t0).Round(time.Second), o.Duration,
 				mb(ps.RSSBytes), (ps.CPUSeconds-start.CPUSeconds)/time.Since(t0).Seconds()*100)
 			nextProgress = nextProgress.Add(30 * time.Second)
 		}
@@ -196,14 +156,14 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 	if err != nil {
 		return fmt.Errorf("the agent exited during the run: %w", err)
 	}
-	after, err := child.totals(ctx, o.devices)
+	after, err := child.totals(ctx, o.Devices)
 	if err != nil {
 		return err
 	}
 	rep := agentReport{
-		Devices: o.devices, Registers: o.registers, IntervalMS: o.interval.Milliseconds(), DurationS: wall,
+		Devices: o.Devices, Registers: o.Registers, IntervalMS: o.Interval.Milliseconds(), DurationS: wall,
 		Polls: after.polls - before.polls, ReadingsGood: after.good - before.good, ReadingsBad: after.bad - before.bad,
-		BlocksPerPoll: after.blocks, RegistersPerPoll: o.devices * o.registers,
+		BlocksPerPoll: after.blocks, RegistersPerPoll: o.Devices * o.Registers,
 		RSSMaxMB: mb(rssMax), CPUPercent: (end.CPUSeconds - start.CPUSeconds) / wall * 100,
 		RSSTargetMB: agentRSSTargetMB, CPUTargetPercent: agentCPUTargetPct,
 	}
@@ -213,11 +173,11 @@ func runBenchAgent(cmd *cobra.Command, o benchAgentOptions) error {
 	if polls := rep.Polls; polls > 0 {
 		// Requests per poll of all devices together: one poll round is one
 		// poll of every device.
-		rep.RequestsPerPoll = float64(after.requests-before.requests) / float64(polls) * float64(o.devices)
+		rep.RequestsPerPoll = float64(after.requests-before.requests) / float64(polls) * float64(o.Devices)
 	}
 	rep.Pass = rep.RSSMaxMB <= agentRSSTargetMB && rep.CPUPercent <= agentCPUTargetPct &&
 		rep.RequestsPerPoll <= float64(rep.BlocksPerPoll)+0.01 && rep.ReadingsBad == 0 && rep.Polls > 0
-	return printAgentReport(cmd.OutOrStdout(), rep, o.asJSON)
+	return printAgentReport(env.Stdout, rep, o.JSON)
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -1,4 +1,4 @@
-package cmd
+package autoprovision
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func warnAdminKept(ctx context.Context, log *slog.Logger, cfg *config.Config, d 
 	if !emailSet && !passwordSet {
 		return
 	}
-	st := accounts.NewStore(func() *db.DB { return d })
+	st := accounts.NewStore(d)
 	reason, err := adminKept(ctx, st, cfg.AllInOne.AdminEmail, cfg.AllInOne.AdminPassword.Reveal())
 	if err != nil {
 		log.Debug("cannot compare the configured admin with the existing one", "err", err)

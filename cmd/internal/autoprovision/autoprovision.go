@@ -1,4 +1,8 @@
-package cmd
+// Package autoprovision provisions all-in-one's own agent against its own
+// Cloud API at start: it creates the first admin, logs in, creates a
+// provisioning key and hands it to the agent, over loopback HTTP as an
+// operator would. See docs/all-in-one.md.
+package autoprovision
 
 import (
 	"bytes"
@@ -18,6 +22,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 )
@@ -32,12 +37,12 @@ const autoProvisionMarker = "agent-auto-provisioned"
 // all-in-one agent is recognisable in the cloud's agent list.
 const autoProvisionDevice = "all-in-one"
 
-// autoProvisioner provisions all-in-one's own agent against its own Cloud
+// provisioner provisions all-in-one's own agent against its own Cloud
 // API, so a newcomer sees an agent in the cloud without bootstrapping an
 // admin, creating a provisioning key and calling the agent by hand. It does
 // over loopback HTTP exactly what an operator would, so it exercises the
 // same paths and needs no access to either role's internals.
-type autoProvisioner struct {
+type provisioner struct {
 	log      *slog.Logger
 	apiURL   string // the Cloud API's base URL, handed to the agent too
 	agentURL string
@@ -58,8 +63,8 @@ type autoProvisioner struct {
 // act (set a password, fix an address), so auto-provisioning stops.
 var errGiveUp = errors.New("auto-provisioning stopped")
 
-func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoProvisioner {
-	p := &autoProvisioner{
+func newProvisioner(cfg *config.Config, r *rt.Runtime, d *db.DB, out io.Writer) *provisioner {
+	p := &provisioner{
 		log:      r.Component("auto-provision"),
 		apiURL:   "http://" + net.JoinHostPort(dialHost(cfg.API.Bind), strconv.Itoa(cfg.API.Port)),
 		agentURL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Agent.Port)),
@@ -75,19 +80,12 @@ func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoP
 		p.agentKey = cfg.Agent.APIKey.Reveal()
 	}
 	p.healthy = func(ctx context.Context) bool { return r.Health.Report(ctx).Healthy }
-	p.adminKept = func(ctx context.Context) {
-		if r.DB != nil {
-			warnAdminKept(ctx, p.log, cfg, r.DB)
-		}
-	}
+	p.adminKept = func(ctx context.Context) { warnAdminKept(ctx, p.log, cfg, d) }
 	// The API shows a tenant by its id only; the name is what an operator
 	// recognises. The database is open by the time this runs.
 	p.tenant = func(ctx context.Context, id string) string {
-		if r.DB == nil {
-			return ""
-		}
 		var name string
-		if err := r.DB.SQL().QueryRowContext(ctx, `SELECT name FROM tenants WHERE uuid = $1`, id).Scan(&name); err != nil {
+		if err := d.SQL().QueryRowContext(ctx, `SELECT name FROM tenants WHERE uuid = $1`, id).Scan(&name); err != nil {
 			return ""
 		}
 		return name
@@ -95,10 +93,13 @@ func newAutoProvisioner(cfg *config.Config, r *rt.Runtime, out io.Writer) *autoP
 	return p
 }
 
-// service runs the provisioning in the background of Run, so it neither
-// delays the start of the later services nor holds up shutdown: every
-// request and wait ends with the context.
-func (p *autoProvisioner) service() lifecycle.Service {
+// Service provisions all-in-one's agent as configured by cfg; d is the
+// Cloud API's database, open by the time the service runs, and out shows
+// a generated admin password. The provisioning runs in the background of
+// Run, so it neither delays the start of the later services nor holds up
+// shutdown: every request and wait ends with the context.
+func Service(cfg *config.Config, r *rt.Runtime, d *db.DB, out io.Writer) lifecycle.Service {
+	p := newProvisioner(cfg, r, d, out)
 	return &lifecycle.Funcs{
 		ServiceName: "agent-auto-provision",
 		RunFunc: func(ctx context.Context) error {
@@ -109,7 +110,7 @@ func (p *autoProvisioner) service() lifecycle.Service {
 	}
 }
 
-func (p *autoProvisioner) run(ctx context.Context) {
+func (p *provisioner) run(ctx context.Context) {
 	defer p.client.CloseIdleConnections()
 	// Before anything is provisioned: the database is open once Run
 	// runs, and no admin has been created by this start yet.
@@ -138,7 +139,7 @@ func (p *autoProvisioner) run(ctx context.Context) {
 // waitReady polls the API's and the agent's readiness until both answer.
 // They run in this process, so this is a short wait unless a start-up
 // step is slow; nothing is logged unless it becomes a long one.
-func (p *autoProvisioner) waitReady(ctx context.Context) bool {
+func (p *provisioner) waitReady(ctx context.Context) bool {
 	t0 := time.Now()
 	interval := 100 * time.Millisecond
 	told := false
@@ -160,7 +161,7 @@ func (p *autoProvisioner) waitReady(ctx context.Context) bool {
 	}
 }
 
-func (p *autoProvisioner) ready(ctx context.Context, url string) bool {
+func (p *provisioner) ready(ctx context.Context, url string) bool {
 	code, _, err := p.call(ctx, http.MethodGet, url, "", nil)
 	return err == nil && code == http.StatusOK
 }
@@ -168,7 +169,7 @@ func (p *autoProvisioner) ready(ctx context.Context, url string) bool {
 // agentReady asks the health report rather than /v1/readiness: it is the
 // same check, answered 200 with the verdict inside, so polling an agent
 // that is still starting does not log a failed request each time.
-func (p *autoProvisioner) agentReady(ctx context.Context) bool {
+func (p *provisioner) agentReady(ctx context.Context) bool {
 	var h struct {
 		Ready bool `json:"ready"`
 	}
@@ -183,7 +184,7 @@ type provisionStatus struct {
 
 // attempt provisions the agent unless it is, or was on purpose, provisioned
 // already. Errors other than errGiveUp are worth retrying.
-func (p *autoProvisioner) attempt(ctx context.Context) error {
+func (p *provisioner) attempt(ctx context.Context) error {
 	var st provisionStatus
 	if err := p.expect(ctx, http.MethodGet, p.agentURL+"/v1/provision/status", "", nil, http.StatusOK, &st); err != nil {
 		return fmt.Errorf("agent provisioning status: %w", err)
@@ -225,7 +226,7 @@ func (p *autoProvisioner) attempt(ctx context.Context) error {
 
 // login makes sure an admin exists and signs in as it, returning the
 // access token and the tenant id.
-func (p *autoProvisioner) login(ctx context.Context) (token, tenant string, err error) {
+func (p *provisioner) login(ctx context.Context) (token, tenant string, err error) {
 	password, generated := p.password, false
 	if password == "" {
 		password, generated = rand.Text(), true
@@ -280,7 +281,7 @@ func (p *autoProvisioner) login(ctx context.Context) (token, tenant string, err 
 
 // provision calls the agent's POST /v1/provision, which registers with the
 // cloud, fetches the target state and reports over MQTT.
-func (p *autoProvisioner) provision(ctx context.Context, req map[string]string, tenantID string) error {
+func (p *provisioner) provision(ctx context.Context, req map[string]string, tenantID string) error {
 	code, body, err := p.call(ctx, http.MethodPost, p.agentURL+"/v1/provision", "", req)
 	switch {
 	case err != nil:
@@ -321,7 +322,7 @@ func (p *autoProvisioner) provision(ctx context.Context, req map[string]string, 
 // it, once: it is stored only as a hash, so this is the only chance. It
 // goes to the command's output, never through the logger, so log
 // collection does not keep it.
-func (p *autoProvisioner) showPassword(password string) {
+func (p *provisioner) showPassword(password string) {
 	lines := []string{
 		"Cloud API admin: " + p.email,
 		"password: " + password + " (shown once)",
@@ -345,7 +346,7 @@ func (p *autoProvisioner) showPassword(password string) {
 }
 
 // expect calls url and decodes a want answer into out.
-func (p *autoProvisioner) expect(ctx context.Context, method, url, bearer string, in any, want int, out any) error {
+func (p *provisioner) expect(ctx context.Context, method, url, bearer string, in any, want int, out any) error {
 	code, body, err := p.call(ctx, method, url, bearer, in)
 	if err != nil {
 		return err
@@ -360,7 +361,7 @@ func (p *autoProvisioner) expect(ctx context.Context, method, url, bearer string
 }
 
 // call sends one request and returns the status and the body, at most 1 MiB.
-func (p *autoProvisioner) call(ctx context.Context, method, url, bearer string, in any) (int, []byte, error) {
+func (p *provisioner) call(ctx context.Context, method, url, bearer string, in any) (int, []byte, error) {
 	var rd io.Reader
 	if in != nil {
 		doc, err := json.Marshal(in)

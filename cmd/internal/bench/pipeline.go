@@ -1,4 +1,4 @@
-package cmd
+package bench
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"os"
 	"os/signal"
@@ -21,7 +20,6 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/jackc/pgx/v5"
-	"github.com/spf13/cobra"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -48,121 +46,46 @@ const (
 	pipelineProbeExpire = 30 * time.Second
 )
 
-type benchPipelineOptions struct {
-	publishers, messages, readings int
-	format                         string
-	rate                           float64
-	probeEvery                     time.Duration
-	noIngestOnly, vacuum           bool
-	rounds                         int
-	keep, asJSON                   bool
-	timeout                        time.Duration
-	stallAfter                     time.Duration
-	cpuProfile                     string
+type PipelineOptions struct {
+	Publishers, Messages, Readings int
+	Format                         string
+	Rate                           float64
+	ProbeEvery                     time.Duration
+	NoIngestOnly, Vacuum           bool
+	Rounds                         int
+	Keep, JSON                     bool
+	Timeout                        time.Duration
+	StallAfter                     time.Duration
+	CPUProfile                     string
 }
 
-func newBenchPipelineCmd() *cobra.Command {
-	var o benchPipelineOptions
-	c := &cobra.Command{
-		Use:   "pipeline",
-		Short: "Readings/s from MQTT publishers through serve-api and ingest to committed rows",
-		Long: `Measure the whole telemetry write path on the real Mosquitto, Redis and
-PostgreSQL: publishers -> broker -> serve-api pipeline -> ingestion stream ->
-ingest -> rows.
-
-On a fresh random tenant:
-  1. run the serve-api role (HTTP server, pipeline, MQTT subscriber with a
-     unique client id and no shared-subscription group) and the ingest role
-     (discovering only the bench tenant's streams) in this process, sharing
-     one Runtime, both HTTP servers on free ports of 127.0.0.1;
-  2. encode --publishers x --messages custom envelopes of --readings
-     readings each (one device per message, every (agent, metric, time) key
-     distinct, msgId v2_<kid>_<seq>) in --format, before timing;
-  3. publish them at QoS 1 to i/{tenant}/a/{agent}/endpoints/modbus from
-     --publishers MQTT clients, one agent each, at --rate messages/s in
-     total (0: as fast as the broker acknowledges);
-  4. meanwhile a latency probe publishes one one-reading message every
-     --probe-interval and polls PostgreSQL every 10 ms until its row is
-     visible;
-  5. time from the first publish until every row is committed (the ingest
-     role has inserted them all and the consumer group has nothing
-     undelivered or pending), then check the table holds exactly the rows
-     published.
-Messages/s and readings/s are end to end. The backlog, sampled every
-second, is the messages the broker acknowledged but has not delivered to the
-subscriber yet plus the bench stream's undelivered and unacknowledged
-entries (one per message); "drain" is
-the time from the last publish acknowledgement to the last commit: a
-backlog that grows while publishing shows up as a long drain. Probe latency
-is publish -> row visible to a query, p50/p99; run with --rate at half the
-measured maximum for the latency target.
-
-Unless --no-ingest-only, the same run first measures the ingestion-only
-rate as "edgeplat bench ingest" does (same rows preloaded into another fresh
-tenant's stream, same ingest profile) and prints ratio = end-to-end /
-ingestion-only readings/s.
-
-The serve-api MQTT client subscribes to every tenant's agent topics
-(i/+/a/+/...), as serve-api does; other tenants' traffic on the broker is
-decoded and appended to their own streams as serve-api would, and is not
-counted. Run it against a broker and Redis database of its own. The bench
-tenants' streams, msgId de-duplication keys, rows and the subscriber's
-broker session are removed at the end unless --keep. Progress goes to
-stderr, results to stdout. See docs/benchmarks.md.`,
-		Example: `  export DB_HOST=127.0.0.1 DB_USER=postgres DB_NAME=edgeplat_bench STREAMSTORE_HOST=127.0.0.1 STREAMSTORE_DB=5 MQTT_BROKER_URL=tcp://127.0.0.1:1883
-  edgeplat bench pipeline --publishers 4 --messages 5000 --profile benchmark
-  edgeplat bench pipeline --messages 5000 --rate 1500 --json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBenchPipeline(cmd, o)
-		},
-	}
-	f := c.Flags()
-	f.IntVar(&o.publishers, "publishers", 4, "MQTT publishers, one agent each")
-	f.IntVar(&o.messages, "messages", 2000, "messages per publisher")
-	f.IntVar(&o.readings, "readings", 50, "readings per message")
-	f.StringVar(&o.format, "format", string(codec.FormatMsgpackDeflate), "payload format: json, msgpack, json+deflate, msgpack+deflate")
-	f.Float64Var(&o.rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
-	f.DurationVar(&o.probeEvery, "probe-interval", 100*time.Millisecond, "interval of the latency probe's messages")
-	f.BoolVar(&o.noIngestOnly, "no-ingest-only", false, "skip the ingestion-only measurement")
-	f.IntVar(&o.rounds, "rounds", 1, "measure this many times, each round an ingestion-only run followed by an end-to-end run, and report the medians (a shared host's speed drifts; adjacent pairs compare fairly)")
-	f.BoolVar(&o.vacuum, "vacuum", false, "VACUUM FULL readings and CHECKPOINT after removing each phase's rows, so both phases (and the next run) start from the same table (only for a dedicated bench database: it locks and rewrites the table)")
-	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest role")
-	f.BoolVar(&o.keep, "keep", false, "keep the bench tenants' streams, de-duplication keys and rows")
-	f.BoolVar(&o.asJSON, "json", false, "print the results as JSON")
-	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
-	f.DurationVar(&o.stallAfter, "stall-after", 30*time.Second, "once everything is published, fail when no message or row has moved for this long (a broker that dropped acknowledged messages); 0 waits until --timeout")
-	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the pipeline run (both roles and the publishers) to this file")
-	return c
-}
-
-func (o benchPipelineOptions) validate() error {
-	if _, err := codec.ParseFormat(o.format); err != nil {
+func (o PipelineOptions) validate() error {
+	if _, err := codec.ParseFormat(o.Format); err != nil {
 		return fmt.Errorf("--format: %w", err)
 	}
 	switch {
-	case o.publishers < 1 || o.publishers > 1000:
-		return fmt.Errorf("--publishers must be 1..1000, got %d", o.publishers)
-	case o.messages < 1:
-		return fmt.Errorf("--messages must be at least 1, got %d", o.messages)
-	case o.readings < 1 || o.readings > 10_000:
-		return fmt.Errorf("--readings must be 1..10000, got %d", o.readings)
-	case o.rate < 0 || math.IsNaN(o.rate) || math.IsInf(o.rate, 0):
-		return fmt.Errorf("--rate must be 0 or positive, got %v", o.rate)
-	case o.probeEvery < 10*time.Millisecond:
-		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.probeEvery)
-	case o.timeout <= 0:
-		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
-	case o.stallAfter < 0:
-		return fmt.Errorf("--stall-after must be 0 or positive, got %s", o.stallAfter)
-	case o.rounds < 1 || o.rounds > 50:
-		return fmt.Errorf("--rounds must be 1..50, got %d", o.rounds)
+	case o.Publishers < 1 || o.Publishers > 1000:
+		return fmt.Errorf("--publishers must be 1..1000, got %d", o.Publishers)
+	case o.Messages < 1:
+		return fmt.Errorf("--messages must be at least 1, got %d", o.Messages)
+	case o.Readings < 1 || o.Readings > 10_000:
+		return fmt.Errorf("--readings must be 1..10000, got %d", o.Readings)
+	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
+		return fmt.Errorf("--rate must be 0 or positive, got %v", o.Rate)
+	case o.ProbeEvery < 10*time.Millisecond:
+		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.ProbeEvery)
+	case o.Timeout <= 0:
+		return fmt.Errorf("--timeout must be positive, got %s", o.Timeout)
+	case o.StallAfter < 0:
+		return fmt.Errorf("--stall-after must be 0 or positive, got %s", o.StallAfter)
+	case o.Rounds < 1 || o.Rounds > 50:
+		return fmt.Errorf("--rounds must be 1..50, got %d", o.Rounds)
 	}
 	return nil
 }
 
-// pipelineReport is the outcome of one run; --json prints it as is.
-type pipelineReport struct {
+// PipelineReport is the outcome of one run; --json prints it as is.
+type PipelineReport struct {
 	Publishers         int       `json:"publishers"`
 	MessagesPerPub     int       `json:"messagesPerPublisher"`
 	ReadingsPerMessage int       `json:"readingsPerMessage"`
@@ -201,38 +124,39 @@ type pipelineReport struct {
 	// Mosquitto processes used from the first publish to the last commit.
 	ServiceCPUSeconds map[string]float64 `json:"serviceCpuSeconds,omitempty"`
 	PeakRSSMB         float64            `json:"peakRssMb"`
-	IngestOnly        *profileResult     `json:"ingestOnly,omitempty"`
+	IngestOnly        *ProfileResult     `json:"ingestOnly,omitempty"`
 	Ratio             float64            `json:"ratio,omitempty"` // readingsPerSec / ingestOnly.readingsPerSec
 }
 
-func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
+// RunPipeline runs `edgeplat bench pipeline`.
+func RunPipeline(ctx context.Context, o PipelineOptions, env Env) error {
 	if err := o.validate(); err != nil {
-		return &usageError{err}
+		return &UsageError{err}
 	}
-	cfg, err := benchConfig(cmd, "")
+	cfg, err := benchConfig(env, "")
 	if err != nil {
 		return err
 	}
-	apiCfg, err := pipelineAPIConfig(cmd)
+	apiCfg, err := pipelineAPIConfig(env)
 	if err != nil {
 		return err
 	}
-	if pc, _ := cmd.Flags().GetBool("print-config"); pc {
-		if err := apiCfg.WritePrintable(cmd.OutOrStdout()); err != nil {
+	if env.PrintConfig {
+		if err := apiCfg.WritePrintable(env.Stdout); err != nil {
 			return err
 		}
-		return cfg.WritePrintable(cmd.OutOrStdout())
+		return cfg.WritePrintable(env.Stdout)
 	}
-	log, err := benchLogger(cmd.ErrOrStderr(), cfg.Log)
+	log, err := benchLogger(env.Stderr, cfg.Log)
 	if err != nil {
-		return &configError{role: "bench pipeline", err: err}
+		return &ConfigError{Role: "bench pipeline", Err: err}
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	total := o.publishers * o.messages
-	b := &bench{o: benchIngestOptions{messages: total, readings: o.readings, agents: o.publishers, devices: pipelineDevices,
-		keep: o.keep, timeout: o.timeout, vacuum: o.vacuum}, log: log, progress: cmd.ErrOrStderr()}
+	total := o.Publishers * o.Messages
+	b := &bench{o: IngestOptions{Messages: total, Readings: o.Readings, Agents: o.Publishers, Devices: pipelineDevices,
+		Keep: o.Keep, Timeout: o.Timeout, Vacuum: o.Vacuum}, log: log, progress: env.Stderr}
 	if err := b.open(ctx, cfg); err != nil {
 		return err
 	}
@@ -241,16 +165,16 @@ func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
 		return err
 	}
 
-	var reps []pipelineReport
-	for round := 1; round <= o.rounds; round++ {
-		if o.rounds > 1 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "pipeline: round %d of %d\n", round, o.rounds)
+	var reps []PipelineReport
+	for round := 1; round <= o.Rounds; round++ {
+		if o.Rounds > 1 {
+			fmt.Fprintf(env.Stderr, "pipeline: round %d of %d\n", round, o.Rounds)
 		}
-		rep := pipelineReport{Publishers: o.publishers, MessagesPerPub: o.messages, ReadingsPerMessage: o.readings,
-			Format: o.format, TargetRate: o.rate, Profile: cfg.Ingest.Profile, Host: b.host, Broker: apiCfg.MQTT.BrokerURL,
+		rep := PipelineReport{Publishers: o.Publishers, MessagesPerPub: o.Messages, ReadingsPerMessage: o.Readings,
+			Format: o.Format, TargetRate: o.Rate, Profile: cfg.Ingest.Profile, Host: b.host, Broker: apiCfg.MQTT.BrokerURL,
 			Messages: total}
-		if !o.noIngestOnly {
-			icfg, err := benchConfig(cmd, "")
+		if !o.NoIngestOnly {
+			icfg, err := benchConfig(env, "")
 			if err != nil {
 				return err
 			}
@@ -269,8 +193,8 @@ func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
 		}
 		reps = append(reps, rep)
 	}
-	out := cmd.OutOrStdout()
-	if o.asJSON {
+	out := env.Stdout
+	if o.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if len(reps) == 1 {
@@ -291,9 +215,9 @@ func runBenchPipeline(cmd *cobra.Command, o benchPipelineOptions) error {
 	return nil
 }
 
-// roundsSummary is the outcome of several rounds; --json prints it.
-type roundsSummary struct {
-	Rounds []pipelineReport `json:"rounds"`
+// RoundsSummary is the outcome of several rounds; --json prints it.
+type RoundsSummary struct {
+	Rounds []PipelineReport `json:"rounds"`
 	// Medians over the rounds, and their spread.
 	ReadingsPerSec           benchSpread `json:"readingsPerSec"`
 	IngestOnlyReadingsPerSec benchSpread `json:"ingestOnlyReadingsPerSec,omitzero"`
@@ -324,8 +248,8 @@ func spreadOf(vals []float64) benchSpread {
 	return benchSpread{Median: med, Min: s[0], Max: s[len(s)-1]}
 }
 
-func summarizeRounds(reps []pipelineReport) roundsSummary {
-	sum := roundsSummary{Rounds: reps}
+func summarizeRounds(reps []PipelineReport) RoundsSummary {
+	sum := RoundsSummary{Rounds: reps}
 	var e2e, ingest, ratio, p99 []float64
 	for _, r := range reps {
 		e2e, p99 = append(e2e, r.ReadingsPerSec), append(p99, r.LatencyP99Ms)
@@ -383,7 +307,7 @@ func formatSpreads(s map[string]benchSpread) string {
 	return strings.Join(parts, ", ")
 }
 
-func (s roundsSummary) write(w io.Writer) {
+func (s RoundsSummary) write(w io.Writer) {
 	fmt.Fprintf(w, "median of %d:   end to end %.0f readings/s (%.0f-%.0f), p99 %.0f ms (%.0f-%.0f), backlog grew in %d\n",
 		len(s.Rounds), s.ReadingsPerSec.Median, s.ReadingsPerSec.Min, s.ReadingsPerSec.Max,
 		s.LatencyP99Ms.Median, s.LatencyP99Ms.Min, s.LatencyP99Ms.Max, s.BacklogGrewRounds)
@@ -402,11 +326,10 @@ func (s roundsSummary) write(w io.Writer) {
 
 // pipelineAPIConfig loads the serve-api role's configuration (mqtt, api,
 // spool sections) from the same flags, environment and file.
-func pipelineAPIConfig(cmd *cobra.Command) (*config.Config, error) {
-	file, _ := cmd.Flags().GetString("config")
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI, File: file, Flags: cmd.Flags(), FlagKeys: maps.Clone(persistentFlagKeys)})
+func pipelineAPIConfig(env Env) (*config.Config, error) {
+	cfg, err := env.Load(config.RoleAPI, "")
 	if err != nil {
-		return nil, &configError{role: "bench pipeline", err: err}
+		return nil, &ConfigError{Role: "bench pipeline", Err: err}
 	}
 	return cfg, nil
 }
@@ -444,9 +367,9 @@ func pipelineConnect(m config.MQTT, clientID string, clean bool) (paho.Client, e
 // pipelineRun is one measurement of the whole path.
 type pipelineRun struct {
 	b           *bench
-	o           benchPipelineOptions
+	o           PipelineOptions
 	cfg, apiCfg *config.Config
-	rep         *pipelineReport
+	rep         *PipelineReport
 
 	tenant   string
 	agents   []string // 22-character ids of the publishers' agents
@@ -463,12 +386,12 @@ type pipelineRun struct {
 func (p *pipelineRun) run(ctx context.Context) (err error) {
 	p.tenant = newTenantID()
 	p.kid = randomAlnum(codec.KidLen)
-	for range p.o.publishers {
+	for range p.o.Publishers {
 		p.agents = append(p.agents, newTenantID()) // a random UUID in its 22-character form
 	}
 	p.probe = newTenantID()
 	p.rep.Tenant = p.tenant
-	if !p.o.keep {
+	if !p.o.Keep {
 		defer func() {
 			if cerr := p.cleanup(ctx); cerr != nil {
 				err = errors.Join(err, cerr)
@@ -490,7 +413,8 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer rstore.Close()
-	r := &rt.Runtime{Logger: p.b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second), DB: rdb, Streams: rstore}
+	r := &rt.Runtime{Logger: p.b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
+	back := rt.Backends{DB: rdb, Streams: rstore}
 	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
 	apiCfg.API.Bind, apiCfg.API.Port = "127.0.0.1", 0
 	// A subscriber of its own: a unique client id (its session is removed
@@ -516,12 +440,12 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 			c.Spool.Path = dir
 		}
 	}
-	isvcs, err := ingest.New(cfg, r, ingest.Options{PortHint: "bench",
+	isvcs, err := ingest.New(cfg, r, back, ingest.Options{PortHint: "bench",
 		StreamPattern: telemetry.IngestionStream(p.tenant), LogStreamPattern: telemetry.LogsStream(p.tenant)})
 	if err != nil {
 		return err
 	}
-	asvcs, err := api.New(apiCfg, r, api.Options{PortHint: "bench"})
+	asvcs, err := api.New(apiCfg, r, back, api.Options{PortHint: "bench"})
 	if err != nil {
 		return err
 	}
@@ -554,7 +478,7 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	want := int64(p.o.publishers * p.o.messages * p.o.readings)
+	want := int64(p.o.Publishers * p.o.Messages * p.o.Readings)
 	var got, probes int64
 	if err := p.b.db.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_uuid <> $3::uuid), count(*) FILTER (WHERE agent_uuid = $3::uuid)
 		FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDs(true), p.tenant, pipelineUUID(p.probe)).Scan(&got, &probes); err != nil {
@@ -572,22 +496,22 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 // agents' encoding cost is not the pipeline's.
 func (p *pipelineRun) encode() error {
 	t0 := time.Now()
-	format := codec.Format(p.o.format)
-	base := time.Now().UTC().Truncate(time.Second).Add(-time.Duration(p.o.messages/pipelineDevices+1) * time.Second)
-	names := make([]string, p.o.readings)
-	units := make([]string, p.o.readings)
+	format := codec.Format(p.o.Format)
+	base := time.Now().UTC().Truncate(time.Second).Add(-time.Duration(p.o.Messages/pipelineDevices+1) * time.Second)
+	names := make([]string, p.o.Readings)
+	units := make([]string, p.o.Readings)
 	for r := range names {
 		k := benchKinds[r%len(benchKinds)]
 		names[r], units[r] = fmt.Sprintf("%s_%d", k.name, r/len(benchKinds)+1), k.unit
 	}
 	var bytes int64
-	p.payloads = make([][][]byte, p.o.publishers)
-	for pub := range p.o.publishers {
-		p.payloads[pub] = make([][]byte, p.o.messages)
-		for i := range p.o.messages {
+	p.payloads = make([][][]byte, p.o.Publishers)
+	for pub := range p.o.Publishers {
+		p.payloads[pub] = make([][]byte, p.o.Messages)
+		for i := range p.o.Messages {
 			ts := base.Add(time.Duration(i/pipelineDevices) * time.Second).UnixMilli()
 			dev := fmt.Sprintf("plc-%02d", i%pipelineDevices+1)
-			readings := make([]any, p.o.readings)
+			readings := make([]any, p.o.Readings)
 			for r := range readings {
 				readings[r] = map[string]any{"deviceName": dev, "metric": names[r], "unit": units[r], "quality": "GOOD",
 					"timestamp": ts, "value": float64((pub*7919+i*104729+r*31)%100_000) / 100}
@@ -600,9 +524,9 @@ func (p *pipelineRun) encode() error {
 			p.payloads[pub][i] = data
 		}
 	}
-	p.rep.PayloadBytes = float64(bytes) / float64(p.o.publishers*p.o.messages)
+	p.rep.PayloadBytes = float64(bytes) / float64(p.o.Publishers*p.o.Messages)
 	fmt.Fprintf(p.b.progress, "encode: %d messages of %d readings in %s, %.0f bytes each on average (%s)\n",
-		p.o.publishers*p.o.messages, p.o.readings, p.o.format, p.rep.PayloadBytes, benchRound(time.Since(t0)))
+		p.o.Publishers*p.o.Messages, p.o.Readings, p.o.Format, p.rep.PayloadBytes, benchRound(time.Since(t0)))
 	return nil
 }
 
@@ -628,7 +552,7 @@ func (p *pipelineRun) topic(agent string) string {
 // last commit.
 func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan error) error {
 	m := p.apiCfg.MQTT
-	clients := make([]paho.Client, p.o.publishers)
+	clients := make([]paho.Client, p.o.Publishers)
 	defer func() {
 		for _, c := range clients {
 			if c != nil {
@@ -672,8 +596,8 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		return inBroker + gi.Lag + gi.Pending
 	}
 
-	if p.o.cpuProfile != "" {
-		f, err := os.Create(p.o.cpuProfile)
+	if p.o.CPUProfile != "" {
+		f, err := os.Create(p.o.CPUProfile)
 		if err != nil {
 			return fmt.Errorf("cpu profile: %w", err)
 		}
@@ -702,17 +626,17 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 	allPublished := make(chan struct{})
 	go func() { wg.Wait(); close(allPublished) }()
 
-	total := float64(p.o.publishers * p.o.messages)
-	want := int64(p.o.publishers * p.o.messages * p.o.readings)
+	total := float64(p.o.Publishers * p.o.Messages)
+	want := int64(p.o.Publishers * p.o.Messages * p.o.Readings)
 	pt := newBenchTicker(p.b.progress, "pipeline")
 	poll := time.NewTicker(benchPollEvery)
 	defer poll.Stop()
-	deadline := time.NewTimer(p.o.timeout)
+	deadline := time.NewTimer(p.o.Timeout)
 	defer deadline.Stop()
 	var tPub time.Time
 	sampled := false
 	publishing := true
-	stall := stallDetector{after: p.o.stallAfter}
+	stall := stallDetector{after: p.o.StallAfter}
 	for {
 		select {
 		case <-ctx.Done():
@@ -727,7 +651,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		case <-deadline.C:
 			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			return fmt.Errorf("not finished after --timeout %s: %d of %.0f messages published, %.0f of %d rows written",
-				p.o.timeout, p.published.Load(), total, inserted, want)
+				p.o.Timeout, p.published.Load(), total, inserted, want)
 		case <-allPublished:
 			allPublished = nil
 			publishing = false
@@ -748,7 +672,7 @@ func (p *pipelineRun) measure(ctx context.Context, r *rt.Runtime, done <-chan er
 		if !publishing {
 			inserted, _ := roleMetric(r, "edgeplat_ingestion_readings_inserted_total")
 			if rcv := received(); stall.observe(time.Now(), inserted+rcv) && int64(inserted) < want+p.probeRows.Load() {
-				return stallError(p.o.stallAfter, p.published.Load(), rcv, inserted, want,
+				return stallError(p.o.StallAfter, p.published.Load(), rcv, inserted, want,
 					pipelineMetricSum(r, "edgeplat_api_broker_messages_dropped_total"))
 			}
 			if int64(inserted) >= want+p.probeRows.Load() {
@@ -842,8 +766,8 @@ func (p *pipelineRun) waitSubscribed(ctx context.Context, r *rt.Runtime, c paho.
 func (p *pipelineRun) publish(ctx context.Context, c paho.Client, pub int, t0 time.Time) error {
 	topic := p.topic(p.agents[pub])
 	var interval time.Duration
-	if p.o.rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(p.o.publishers) / p.o.rate)
+	if p.o.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(p.o.Publishers) / p.o.Rate)
 	}
 	window := make([]paho.Token, 0, pipelineWindow)
 	wait := func(tok paho.Token) error {
@@ -887,8 +811,8 @@ func (p *pipelineRun) runProbe(ctx context.Context, c paho.Client, stop <-chan s
 	topic := p.topic(p.probe)
 	agent := pipelineUUID(p.probe)
 	kid := randomAlnum(codec.KidLen)
-	format := codec.Format(p.o.format)
-	tick := time.NewTicker(p.o.probeEvery)
+	format := codec.Format(p.o.Format)
+	tick := time.NewTicker(p.o.ProbeEvery)
 	defer tick.Stop()
 	var last int64
 	for seq := uint64(1); ; seq++ {
@@ -982,7 +906,7 @@ func (p *pipelineRun) cleanup(ctx context.Context) error {
 		keys = keys[:0]
 	}
 	for _, a := range p.agents {
-		for i := range p.o.messages {
+		for i := range p.o.Messages {
 			id, _ := codec.FormatMsgID(p.kid, uint64(i+1))
 			keys = append(keys, "tenant:"+p.tenant+":agent:"+a+":msgid:"+id)
 			if len(keys) == cap(keys) {
@@ -996,7 +920,7 @@ func (p *pipelineRun) cleanup(ctx context.Context) error {
 	if err := errors.Join(serr, kerr, derr); err != nil {
 		return fmt.Errorf("clean up bench tenant %s: %w", p.tenant, err)
 	}
-	if p.o.vacuum {
+	if p.o.Vacuum {
 		return vacuumReadings(ctx, p.b.db, p.b.log)
 	}
 	return nil
@@ -1061,7 +985,7 @@ func randomAlnum(n int) string {
 }
 
 // writeHeader writes what the run measured and where.
-func (rep pipelineReport) writeHeader(w io.Writer) {
+func (rep PipelineReport) writeHeader(w io.Writer) {
 	h := rep.Host
 	fmt.Fprintf(w, "%d publishers x %d messages x %d readings = %d rows, %s (%.0f bytes/message), rate %s; %d CPUs\n",
 		rep.Publishers, rep.MessagesPerPub, rep.ReadingsPerMessage, rep.Messages*rep.ReadingsPerMessage, rep.Format, rep.PayloadBytes,
@@ -1071,7 +995,7 @@ func (rep pipelineReport) writeHeader(w io.Writer) {
 }
 
 // writeRound writes one round of several on one line.
-func (rep pipelineReport) writeRound(w io.Writer) {
+func (rep PipelineReport) writeRound(w io.Writer) {
 	grew := "no"
 	if rep.BacklogGrew {
 		grew = "yes"
@@ -1084,7 +1008,7 @@ func (rep pipelineReport) writeRound(w io.Writer) {
 	fmt.Fprintf(w, "; %d duplicates, %d dropped\n", rep.Duplicates, rep.Dropped)
 }
 
-func (rep pipelineReport) write(w io.Writer) {
+func (rep PipelineReport) write(w io.Writer) {
 	rep.writeHeader(w)
 	fmt.Fprintf(w, "end to end:     %d rows in %.2fs: %.0f messages/s, %.0f readings/s (publishing took %.2fs at %.0f messages/s; drain after it %.2fs)\n",
 		rep.Rows, rep.ElapsedSeconds, rep.MessagesPerSec, rep.ReadingsPerSec, rep.PublishSeconds, rep.PublishRate, rep.DrainSeconds)

@@ -11,7 +11,10 @@ import (
 )
 
 // Admins is the admin_users and admin_sessions tables.
-type Admins struct{ db *db.DB }
+type Admins struct {
+	db   *db.DB
+	cond *condition
+}
 
 // AdminUser is a user of the agent's admin UI. The hash never leaves the
 // store's callers.
@@ -30,9 +33,10 @@ type AdminPatch struct {
 }
 
 // Create adds an admin user; ErrDuplicate when the name is taken.
-func (a *Admins) Create(ctx context.Context, u AdminUser) error {
+func (a *Admins) Create(ctx context.Context, u AdminUser) (err error) {
+	defer a.cond.observe(&err)
 	now := nowMS()
-	_, err := a.db.SQL().ExecContext(ctx,
+	_, err = a.db.SQL().ExecContext(ctx,
 		`INSERT INTO admin_users (username, password_hash, is_active, is_superuser, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)`,
 		u.Username, u.PasswordHash, u.Active, u.Superuser, now)
 	if db.IsUniqueViolation(err) {
@@ -47,7 +51,8 @@ func (a *Admins) Create(ctx context.Context, u AdminUser) error {
 // CreateFirst adds u only when no admin user exists yet, in one
 // transaction so two concurrent setup calls cannot both succeed. It reports
 // whether u was created.
-func (a *Admins) CreateFirst(ctx context.Context, u AdminUser) (bool, error) {
+func (a *Admins) CreateFirst(ctx context.Context, u AdminUser) (_ bool, err error) {
+	defer a.cond.observe(&err)
 	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("create first admin: %w", err)
@@ -73,7 +78,12 @@ func (a *Admins) CreateFirst(ctx context.Context, u AdminUser) (bool, error) {
 }
 
 // Get returns one admin user.
-func (a *Admins) Get(ctx context.Context, username string) (AdminUser, error) {
+func (a *Admins) Get(ctx context.Context, username string) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
+	return a.get(ctx, username)
+}
+
+func (a *Admins) get(ctx context.Context, username string) (AdminUser, error) {
 	u := AdminUser{Username: username}
 	err := a.db.SQL().QueryRowContext(ctx,
 		`SELECT password_hash, is_active, is_superuser FROM admin_users WHERE username = $1`, username).
@@ -88,7 +98,8 @@ func (a *Admins) Get(ctx context.Context, username string) (AdminUser, error) {
 }
 
 // List returns the admin users by name.
-func (a *Admins) List(ctx context.Context) ([]AdminUser, error) {
+func (a *Admins) List(ctx context.Context) (_ []AdminUser, err error) {
+	defer a.cond.observe(&err)
 	rows, err := a.db.SQL().QueryContext(ctx,
 		`SELECT username, password_hash, is_active, is_superuser FROM admin_users ORDER BY username`)
 	if err != nil {
@@ -110,7 +121,8 @@ func (a *Admins) List(ctx context.Context) ([]AdminUser, error) {
 }
 
 // Count is the number of admin users.
-func (a *Admins) Count(ctx context.Context) (int, error) {
+func (a *Admins) Count(ctx context.Context) (_ int, err error) {
+	defer a.cond.observe(&err)
 	var n int
 	if err := a.db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_users`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count admin users: %w", err)
@@ -120,7 +132,8 @@ func (a *Admins) Count(ctx context.Context) (int, error) {
 
 // Update applies p. A deactivated user or a new password ends the
 // user's sessions in the same transaction.
-func (a *Admins) Update(ctx context.Context, username string, p AdminPatch) (AdminUser, error) {
+func (a *Admins) Update(ctx context.Context, username string, p AdminPatch) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
 	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return AdminUser{}, fmt.Errorf("update admin user: %w", err)
@@ -147,11 +160,12 @@ func (a *Admins) Update(ctx context.Context, username string, p AdminPatch) (Adm
 	if err := tx.Commit(); err != nil {
 		return AdminUser{}, fmt.Errorf("update admin user: %w", err)
 	}
-	return a.Get(ctx, username)
+	return a.get(ctx, username)
 }
 
 // Delete removes an admin user and, by cascade, its sessions.
-func (a *Admins) Delete(ctx context.Context, username string) error {
+func (a *Admins) Delete(ctx context.Context, username string) (err error) {
+	defer a.cond.observe(&err)
 	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("delete admin user: %w", err)
@@ -192,8 +206,9 @@ func keepsSuperuser(ctx context.Context, tx *sql.Tx) error {
 }
 
 // CreateSession records a session by the hash of its id.
-func (a *Admins) CreateSession(ctx context.Context, idHash, username string, expires time.Time) error {
-	_, err := a.db.SQL().ExecContext(ctx,
+func (a *Admins) CreateSession(ctx context.Context, idHash, username string, expires time.Time) (err error) {
+	defer a.cond.observe(&err)
+	_, err = a.db.SQL().ExecContext(ctx,
 		`INSERT INTO admin_sessions (id_hash, username, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		idHash, username, nowMS(), expires.UnixMilli())
 	if err != nil {
@@ -204,9 +219,10 @@ func (a *Admins) CreateSession(ctx context.Context, idHash, username string, exp
 
 // SessionUser returns the active user of an unexpired session;
 // ErrNotFound for an unknown, expired or deactivated one.
-func (a *Admins) SessionUser(ctx context.Context, idHash string, now time.Time) (AdminUser, error) {
+func (a *Admins) SessionUser(ctx context.Context, idHash string, now time.Time) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
 	var u AdminUser
-	err := a.db.SQL().QueryRowContext(ctx, `SELECT u.username, u.password_hash, u.is_active, u.is_superuser
+	err = a.db.SQL().QueryRowContext(ctx, `SELECT u.username, u.password_hash, u.is_active, u.is_superuser
 		FROM admin_sessions s JOIN admin_users u ON u.username = s.username
 		WHERE s.id_hash = $1 AND s.expires_at > $2 AND u.is_active = 1`, idHash, now.UnixMilli()).
 		Scan(&u.Username, &u.PasswordHash, &u.Active, &u.Superuser)
@@ -220,7 +236,8 @@ func (a *Admins) SessionUser(ctx context.Context, idHash string, now time.Time) 
 }
 
 // DeleteSession ends a session.
-func (a *Admins) DeleteSession(ctx context.Context, idHash string) error {
+func (a *Admins) DeleteSession(ctx context.Context, idHash string) (err error) {
+	defer a.cond.observe(&err)
 	if _, err := a.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE id_hash = $1`, idHash); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
@@ -228,7 +245,8 @@ func (a *Admins) DeleteSession(ctx context.Context, idHash string) error {
 }
 
 // PurgeSessions deletes expired sessions and returns how many.
-func (a *Admins) PurgeSessions(ctx context.Context, now time.Time) (int64, error) {
+func (a *Admins) PurgeSessions(ctx context.Context, now time.Time) (_ int64, err error) {
+	defer a.cond.observe(&err)
 	res, err := a.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE expires_at <= $1`, now.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("purge sessions: %w", err)

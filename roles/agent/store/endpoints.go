@@ -13,11 +13,15 @@ import (
 
 // Endpoints is the endpoints table: the protocol endpoints the agent
 // polls, each kept as its JSON document.
-type Endpoints struct{ db *db.DB }
+type Endpoints struct {
+	db   *db.DB
+	cond *condition
+}
 
 // Create stores a new endpoint; ErrDuplicate when its name is
 // taken.
-func (e *Endpoints) Create(ctx context.Context, ep adapters.Endpoint) error {
+func (e *Endpoints) Create(ctx context.Context, ep adapters.Endpoint) (err error) {
+	defer e.cond.observe(&err)
 	body, err := json.Marshal(ep)
 	if err != nil {
 		return fmt.Errorf("encode endpoint %s: %w", ep.Name, err)
@@ -36,7 +40,8 @@ func (e *Endpoints) Create(ctx context.Context, ep adapters.Endpoint) error {
 }
 
 // Update replaces a stored endpoint, found by UUID.
-func (e *Endpoints) Update(ctx context.Context, ep adapters.Endpoint) error {
+func (e *Endpoints) Update(ctx context.Context, ep adapters.Endpoint) (err error) {
+	defer e.cond.observe(&err)
 	body, err := json.Marshal(ep)
 	if err != nil {
 		return fmt.Errorf("encode endpoint %s: %w", ep.Name, err)
@@ -57,9 +62,10 @@ func (e *Endpoints) Update(ctx context.Context, ep adapters.Endpoint) error {
 }
 
 // Get returns the endpoint whose UUID or, failing that, name is ref.
-func (e *Endpoints) Get(ctx context.Context, ref string) (adapters.Endpoint, error) {
+func (e *Endpoints) Get(ctx context.Context, ref string) (_ adapters.Endpoint, err error) {
+	defer e.cond.observe(&err)
 	var body string
-	err := e.db.ReadSQL().QueryRowContext(ctx,
+	err = e.db.ReadSQL().QueryRowContext(ctx,
 		`SELECT body FROM endpoints WHERE uuid = $1 OR name = $1 ORDER BY uuid = $1 DESC LIMIT 1`, ref).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return adapters.Endpoint{}, fmt.Errorf("endpoint %q: %w", ref, ErrNotFound)
@@ -71,7 +77,8 @@ func (e *Endpoints) Get(ctx context.Context, ref string) (adapters.Endpoint, err
 }
 
 // List returns the endpoints by name, of one protocol when protocol is set.
-func (e *Endpoints) List(ctx context.Context, protocol string) ([]adapters.Endpoint, error) {
+func (e *Endpoints) List(ctx context.Context, protocol string) (_ []adapters.Endpoint, err error) {
+	defer e.cond.observe(&err)
 	rows, err := e.db.ReadSQL().QueryContext(ctx,
 		`SELECT body FROM endpoints WHERE $1 = '' OR protocol = $1 ORDER BY name`, protocol)
 	if err != nil {
@@ -97,7 +104,8 @@ func (e *Endpoints) List(ctx context.Context, protocol string) ([]adapters.Endpo
 }
 
 // Delete removes an endpoint by UUID; ErrNotFound when absent.
-func (e *Endpoints) Delete(ctx context.Context, uuid string) error {
+func (e *Endpoints) Delete(ctx context.Context, uuid string) (err error) {
+	defer e.cond.observe(&err)
 	res, err := e.db.SQL().ExecContext(ctx, `DELETE FROM endpoints WHERE uuid = $1`, uuid)
 	if err != nil {
 		return fmt.Errorf("delete endpoint %s: %w", uuid, err)
@@ -109,7 +117,8 @@ func (e *Endpoints) Delete(ctx context.Context, uuid string) error {
 }
 
 // DeleteAll removes every endpoint and returns their UUIDs.
-func (e *Endpoints) DeleteAll(ctx context.Context) ([]string, error) {
+func (e *Endpoints) DeleteAll(ctx context.Context) (_ []string, err error) {
+	defer e.cond.observe(&err)
 	rows, err := e.db.SQL().QueryContext(ctx, `DELETE FROM endpoints RETURNING uuid`)
 	if err != nil {
 		return nil, fmt.Errorf("delete endpoints: %w", err)

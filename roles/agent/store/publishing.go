@@ -12,7 +12,10 @@ import (
 
 // Publishing is the publishing configuration: the publish_destinations,
 // publish_subscriptions and protocol_outputs tables.
-type Publishing struct{ db *db.DB }
+type Publishing struct {
+	db   *db.DB
+	cond *condition
+}
 
 // Destination is a place the agent publishes to.
 type Destination struct {
@@ -58,9 +61,10 @@ func rawJSON(s sql.NullString) json.RawMessage {
 
 // CreateDestination stores d and returns it with its id; ErrDuplicate when
 // the name is taken.
-func (p *Publishing) CreateDestination(ctx context.Context, d Destination) (Destination, error) {
+func (p *Publishing) CreateDestination(ctx context.Context, d Destination) (_ Destination, err error) {
+	defer p.cond.observe(&err)
 	now := nowMS()
-	err := p.db.SQL().QueryRowContext(ctx,
+	err = p.db.SQL().QueryRowContext(ctx,
 		`INSERT INTO publish_destinations (name, type, config_json, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`,
 		d.Name, d.Type, nullJSON(d.Config), d.Enabled, now).Scan(&d.ID)
 	if db.IsUniqueViolation(err) {
@@ -76,7 +80,8 @@ func (p *Publishing) CreateDestination(ctx context.Context, d Destination) (Dest
 }
 
 // UpdateDestination replaces a destination by id.
-func (p *Publishing) UpdateDestination(ctx context.Context, d Destination) error {
+func (p *Publishing) UpdateDestination(ctx context.Context, d Destination) (err error) {
+	defer p.cond.observe(&err)
 	res, err := p.db.SQL().ExecContext(ctx,
 		`UPDATE publish_destinations SET name = $2, type = $3, config_json = $4, enabled = $5, updated_at = $6 WHERE id = $1`,
 		d.ID, d.Name, d.Type, nullJSON(d.Config), d.Enabled, nowMS())
@@ -93,10 +98,11 @@ func (p *Publishing) UpdateDestination(ctx context.Context, d Destination) error
 }
 
 // Destination returns one destination.
-func (p *Publishing) Destination(ctx context.Context, id int64) (Destination, error) {
+func (p *Publishing) Destination(ctx context.Context, id int64) (_ Destination, err error) {
+	defer p.cond.observe(&err)
 	d := Destination{ID: id}
 	var cfg sql.NullString
-	err := p.db.SQL().QueryRowContext(ctx,
+	err = p.db.SQL().QueryRowContext(ctx,
 		`SELECT name, type, config_json, enabled FROM publish_destinations WHERE id = $1`, id).Scan(&d.Name, &d.Type, &cfg, &d.Enabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("destination %d: %w", id, ErrNotFound)
@@ -110,7 +116,8 @@ func (p *Publishing) Destination(ctx context.Context, id int64) (Destination, er
 
 // Destinations lists destinations by id, only enabled ones unless
 // includeDisabled.
-func (p *Publishing) Destinations(ctx context.Context, includeDisabled bool) ([]Destination, error) {
+func (p *Publishing) Destinations(ctx context.Context, includeDisabled bool) (_ []Destination, err error) {
+	defer p.cond.observe(&err)
 	rows, err := p.db.ReadSQL().QueryContext(ctx,
 		`SELECT id, name, type, config_json, enabled FROM publish_destinations WHERE $1 OR enabled = 1 ORDER BY id`, includeDisabled)
 	if err != nil {
@@ -135,7 +142,8 @@ func (p *Publishing) Destinations(ctx context.Context, includeDisabled bool) ([]
 
 // DeleteDestination removes a destination and, by cascade, its
 // subscriptions.
-func (p *Publishing) DeleteDestination(ctx context.Context, id int64) error {
+func (p *Publishing) DeleteDestination(ctx context.Context, id int64) (err error) {
+	defer p.cond.observe(&err)
 	res, err := p.db.SQL().ExecContext(ctx, `DELETE FROM publish_destinations WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("delete destination: %w", err)
@@ -147,7 +155,8 @@ func (p *Publishing) DeleteDestination(ctx context.Context, id int64) error {
 }
 
 // CreateSubscription stores sub and returns it with its id.
-func (p *Publishing) CreateSubscription(ctx context.Context, sub Subscription) (Subscription, error) {
+func (p *Publishing) CreateSubscription(ctx context.Context, sub Subscription) (_ Subscription, err error) {
+	defer p.cond.observe(&err)
 	topics, err := json.Marshal(sub.Topics)
 	if err != nil {
 		return sub, err
@@ -167,7 +176,8 @@ func (p *Publishing) CreateSubscription(ctx context.Context, sub Subscription) (
 }
 
 // UpdateSubscription replaces a subscription by id.
-func (p *Publishing) UpdateSubscription(ctx context.Context, sub Subscription) error {
+func (p *Publishing) UpdateSubscription(ctx context.Context, sub Subscription) (err error) {
+	defer p.cond.observe(&err)
 	topics, err := json.Marshal(sub.Topics)
 	if err != nil {
 		return err
@@ -185,7 +195,8 @@ func (p *Publishing) UpdateSubscription(ctx context.Context, sub Subscription) e
 }
 
 // Subscription returns one subscription.
-func (p *Publishing) Subscription(ctx context.Context, id int64) (Subscription, error) {
+func (p *Publishing) Subscription(ctx context.Context, id int64) (_ Subscription, err error) {
+	defer p.cond.observe(&err)
 	subs, err := p.subscriptions(ctx, `WHERE id = $1`, id)
 	if err != nil {
 		return Subscription{}, err
@@ -198,7 +209,8 @@ func (p *Publishing) Subscription(ctx context.Context, id int64) (Subscription, 
 
 // Subscriptions lists subscriptions by id, of one destination when
 // destination > 0, only enabled ones unless includeDisabled.
-func (p *Publishing) Subscriptions(ctx context.Context, destination int64, includeDisabled bool) ([]Subscription, error) {
+func (p *Publishing) Subscriptions(ctx context.Context, destination int64, includeDisabled bool) (_ []Subscription, err error) {
+	defer p.cond.observe(&err)
 	return p.subscriptions(ctx, `WHERE ($1 = 0 OR publish_destination_id = $1) AND ($2 OR enabled = 1)`, destination, includeDisabled)
 }
 
@@ -230,7 +242,8 @@ func (p *Publishing) subscriptions(ctx context.Context, where string, args ...an
 }
 
 // DeleteSubscription removes a subscription.
-func (p *Publishing) DeleteSubscription(ctx context.Context, id int64) error {
+func (p *Publishing) DeleteSubscription(ctx context.Context, id int64) (err error) {
+	defer p.cond.observe(&err)
 	res, err := p.db.SQL().ExecContext(ctx, `DELETE FROM publish_subscriptions WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("delete subscription: %w", err)
@@ -242,7 +255,12 @@ func (p *Publishing) DeleteSubscription(ctx context.Context, id int64) error {
 }
 
 // ProtocolOutputs lists the stored protocol outputs.
-func (p *Publishing) ProtocolOutputs(ctx context.Context) ([]ProtocolOutput, error) {
+func (p *Publishing) ProtocolOutputs(ctx context.Context) (_ []ProtocolOutput, err error) {
+	defer p.cond.observe(&err)
+	return p.protocolOutputs(ctx)
+}
+
+func (p *Publishing) protocolOutputs(ctx context.Context) ([]ProtocolOutput, error) {
 	rows, err := p.db.SQL().QueryContext(ctx, `SELECT protocol, payload_format, drift_options FROM protocol_outputs ORDER BY protocol`)
 	if err != nil {
 		return nil, fmt.Errorf("list protocol outputs: %w", err)
@@ -266,14 +284,15 @@ func (p *Publishing) ProtocolOutputs(ctx context.Context) ([]ProtocolOutput, err
 
 // SetDriftOptions stores a protocol's drift options (nil clears them) and
 // returns the protocol's output.
-func (p *Publishing) SetDriftOptions(ctx context.Context, protocol string, drift json.RawMessage) (ProtocolOutput, error) {
-	_, err := p.db.SQL().ExecContext(ctx, `INSERT INTO protocol_outputs (protocol, drift_options, updated_at) VALUES ($1, $2, $3)
+func (p *Publishing) SetDriftOptions(ctx context.Context, protocol string, drift json.RawMessage) (_ ProtocolOutput, err error) {
+	defer p.cond.observe(&err)
+	_, err = p.db.SQL().ExecContext(ctx, `INSERT INTO protocol_outputs (protocol, drift_options, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (protocol) DO UPDATE SET drift_options = excluded.drift_options, updated_at = excluded.updated_at`,
 		protocol, nullJSON(drift), nowMS())
 	if err != nil {
 		return ProtocolOutput{}, fmt.Errorf("set drift options: %w", err)
 	}
-	outs, err := p.ProtocolOutputs(ctx)
+	outs, err := p.protocolOutputs(ctx)
 	if err != nil {
 		return ProtocolOutput{}, err
 	}

@@ -52,9 +52,9 @@ func newStore(d *db.DB, path string, log *slog.Logger) *Store {
 	cond := newCondition(d, path, log)
 	return &Store{
 		db: d, path: path, cond: cond,
-		admins:     Admins{db: d},
-		endpoints:  Endpoints{db: d},
-		publishing: Publishing{db: d},
+		admins:     Admins{db: d, cond: cond},
+		endpoints:  Endpoints{db: d, cond: cond},
+		publishing: Publishing{db: d, cond: cond},
 	}
 }
 
@@ -169,7 +169,8 @@ func (s *Store) Ping(ctx context.Context) error { return s.cond.ping(ctx) }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns its verdict, "ok"
 // for a sound file.
-func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+func (s *Store) IntegrityCheck(ctx context.Context) (_ string, err error) {
+	defer s.cond.observe(&err)
 	var verdict string
 	if err := s.db.ReadSQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&verdict); err != nil {
 		return "", fmt.Errorf("integrity check: %w", err)
@@ -194,7 +195,8 @@ type Stats struct {
 }
 
 // Stats reports the file size (with its WAL) and every table's row count.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
+func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
+	defer s.cond.observe(&err)
 	st := Stats{Path: s.path, Tables: []TableStat{}}
 	for _, sfx := range []string{"", "-wal"} {
 		fi, err := os.Stat(s.path + sfx)

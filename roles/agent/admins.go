@@ -52,14 +52,14 @@ func with[T any](r *storeRef, fn func(*store.Store) (T, error)) (T, error) {
 
 func (a adminStore) Admin(ctx context.Context, username string) (httpapi.AdminUser, error) {
 	return with(a.st, func(st *store.Store) (httpapi.AdminUser, error) {
-		u, err := st.Admin(ctx, username)
+		u, err := st.Admins().Get(ctx, username)
 		return toAPI(u), err
 	})
 }
 
 func (a adminStore) Admins(ctx context.Context) ([]httpapi.AdminUser, error) {
 	return with(a.st, func(st *store.Store) ([]httpapi.AdminUser, error) {
-		us, err := st.Admins(ctx)
+		us, err := st.Admins().List(ctx)
 		out := make([]httpapi.AdminUser, len(us))
 		for i, u := range us {
 			out[i] = toAPI(u)
@@ -69,47 +69,47 @@ func (a adminStore) Admins(ctx context.Context) ([]httpapi.AdminUser, error) {
 }
 
 func (a adminStore) CreateAdmin(ctx context.Context, u httpapi.AdminUser) error {
-	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.CreateAdmin(ctx, fromAPI(u)) })
+	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.Admins().Create(ctx, fromAPI(u)) })
 	return err
 }
 
 func (a adminStore) CreateFirstAdmin(ctx context.Context, u httpapi.AdminUser) (bool, error) {
-	return with(a.st, func(st *store.Store) (bool, error) { return st.CreateFirstAdmin(ctx, fromAPI(u)) })
+	return with(a.st, func(st *store.Store) (bool, error) { return st.Admins().CreateFirst(ctx, fromAPI(u)) })
 }
 
 func (a adminStore) UpdateAdmin(ctx context.Context, username string, p httpapi.AdminPatch) (httpapi.AdminUser, error) {
 	return with(a.st, func(st *store.Store) (httpapi.AdminUser, error) {
-		u, err := st.UpdateAdmin(ctx, username, store.AdminPatch{Active: p.Active, Superuser: p.Superuser, PasswordHash: p.PasswordHash})
+		u, err := st.Admins().Update(ctx, username, store.AdminPatch{Active: p.Active, Superuser: p.Superuser, PasswordHash: p.PasswordHash})
 		return toAPI(u), err
 	})
 }
 
 func (a adminStore) DeleteAdmin(ctx context.Context, username string) error {
-	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.DeleteAdmin(ctx, username) })
+	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.Admins().Delete(ctx, username) })
 	return err
 }
 
 func (a adminStore) CreateSession(ctx context.Context, idHash, username string, expires time.Time) error {
 	_, err := with(a.st, func(st *store.Store) (struct{}, error) {
-		return struct{}{}, st.CreateSession(ctx, idHash, username, expires)
+		return struct{}{}, st.Admins().CreateSession(ctx, idHash, username, expires)
 	})
 	return err
 }
 
 func (a adminStore) SessionUser(ctx context.Context, idHash string, now time.Time) (httpapi.AdminUser, error) {
 	return with(a.st, func(st *store.Store) (httpapi.AdminUser, error) {
-		u, err := st.SessionUser(ctx, idHash, now)
+		u, err := st.Admins().SessionUser(ctx, idHash, now)
 		return toAPI(u), err
 	})
 }
 
 func (a adminStore) DeleteSession(ctx context.Context, idHash string) error {
-	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.DeleteSession(ctx, idHash) })
+	_, err := with(a.st, func(st *store.Store) (struct{}, error) { return struct{}{}, st.Admins().DeleteSession(ctx, idHash) })
 	return err
 }
 
 func (a adminStore) PurgeSessions(ctx context.Context, now time.Time) (int64, error) {
-	return with(a.st, func(st *store.Store) (int64, error) { return st.PurgeSessions(ctx, now) })
+	return with(a.st, func(st *store.Store) (int64, error) { return st.Admins().PurgeSessions(ctx, now) })
 }
 
 // bootstrapAdmin creates the first admin from AGENT_ADMIN_USERNAME and
@@ -126,7 +126,7 @@ func bootstrapAdmin(ctx context.Context, st *store.Store, cfg config.Agent, log 
 	if err != nil {
 		return err
 	}
-	created, err := st.CreateFirstAdmin(ctx, store.AdminUser{Username: cfg.AdminUsername, PasswordHash: h})
+	created, err := st.Admins().CreateFirst(ctx, store.AdminUser{Username: cfg.AdminUsername, PasswordHash: h})
 	if err != nil {
 		return err
 	}

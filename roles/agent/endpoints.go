@@ -54,7 +54,7 @@ type endpointService struct {
 func (e *endpointService) start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	eps, err := e.st.Load().Endpoints(ctx, "")
+	eps, err := e.st.Load().Endpoints().List(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (e *endpointService) List(ctx context.Context, protocol string) (any, error
 	if err != nil {
 		return nil, err
 	}
-	eps, err := st.Endpoints(ctx, protocol)
+	eps, err := st.Endpoints().List(ctx, protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (e *endpointService) Create(ctx context.Context, in httpapi.EndpointInput) 
 	if err := e.validate(ep); err != nil {
 		return httpapi.EndpointRef{}, err
 	}
-	if err := st.CreateEndpoint(ctx, ep); err != nil {
+	if err := st.Endpoints().Create(ctx, ep); err != nil {
 		return httpapi.EndpointRef{}, writeError(ep, err)
 	}
 	e.apply(ep, "stored")
@@ -255,7 +255,7 @@ func writeError(ep adapters.Endpoint, err error) error {
 
 // find resolves ref (a UUID or a name) or answers 404.
 func find(ctx context.Context, st *store.Store, ref string) (adapters.Endpoint, error) {
-	ep, err := st.Endpoint(ctx, ref)
+	ep, err := st.Endpoints().Get(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return ep, httpapi.Errorf(http.StatusNotFound, "no endpoint with uuid or name %q", ref)
 	}
@@ -280,7 +280,7 @@ func (e *endpointService) Update(ctx context.Context, name string, in httpapi.En
 	if err := e.validate(ep); err != nil {
 		return httpapi.EndpointRef{}, err
 	}
-	if err := st.UpdateEndpoint(ctx, ep); err != nil {
+	if err := st.Endpoints().Update(ctx, ep); err != nil {
 		return httpapi.EndpointRef{}, writeError(ep, err)
 	}
 	e.apply(ep, "updated")
@@ -302,7 +302,7 @@ func (e *endpointService) Delete(ctx context.Context, name string) (httpapi.Endp
 	// Polling stops before the row goes, so no reading of a deleted
 	// endpoint is produced after the answer.
 	e.runner.Remove(ep.UUID)
-	if err := st.DeleteEndpoint(ctx, ep.UUID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := st.Endpoints().Delete(ctx, ep.UUID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return httpapi.EndpointRef{}, err
 	}
 	return ref(ep), nil
@@ -318,7 +318,7 @@ func (e *endpointService) DeleteAll(ctx context.Context) (int, error) {
 	}
 	// Every endpoint stops (in parallel) before the rows go.
 	e.runner.StopAll()
-	removed, err := st.DeleteAllEndpoints(ctx)
+	removed, err := st.Endpoints().DeleteAll(ctx)
 	return len(removed), err
 }
 

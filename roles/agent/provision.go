@@ -283,7 +283,7 @@ func (s *cloudService) FactoryReset(ctx context.Context) error {
 // format, so readings reach the cloud without further setup. An operator's
 // own platform destination is left alone.
 func (s *cloudService) ensurePlatformDestination(ctx context.Context, st *store.Store) error {
-	ds, err := st.Destinations(ctx, true)
+	ds, err := st.Publishing().Destinations(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func (s *cloudService) ensurePlatformDestination(ctx context.Context, st *store.
 	}
 	var d store.Destination
 	for _, name := range []string{"cloud", "cloud-platform"} {
-		d, err = st.CreateDestination(ctx, store.Destination{Name: name, Type: "platform", Enabled: true})
+		d, err = st.Publishing().CreateDestination(ctx, store.Destination{Name: name, Type: "platform", Enabled: true})
 		if !errors.Is(err, store.ErrDuplicate) {
 			break
 		}
@@ -302,7 +302,7 @@ func (s *cloudService) ensurePlatformDestination(ctx context.Context, st *store.
 	if err != nil {
 		return err
 	}
-	if _, err := st.CreateSubscription(ctx, store.Subscription{DestinationID: d.ID, PayloadFormat: string(payload.Custom),
+	if _, err := st.Publishing().CreateSubscription(ctx, store.Subscription{DestinationID: d.ID, PayloadFormat: string(payload.Custom),
 		Compression: "json", Enabled: true}); err != nil {
 		return err
 	}

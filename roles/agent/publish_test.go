@@ -45,7 +45,7 @@ func TestPublishingConfiguration(t *testing.T) {
 		t.Fatalf("patch destination: %d %s", code, body)
 	}
 	st, _ := r.agent.p.st.Open()
-	d, err := st.Destination(t.Context(), int64(mqttID))
+	d, err := st.Publishing().Destination(t.Context(), int64(mqttID))
 	if err != nil || !strings.Contains(string(d.Config), `"password":"s3cret"`) {
 		t.Fatalf("stored config after a masked patch: %s %v", d.Config, err)
 	}

@@ -58,7 +58,7 @@ func singlePlatform(ctx context.Context, st *store.Store, d store.Destination) e
 	if d.Type != dest.TypePlatform {
 		return nil
 	}
-	ds, err := st.Destinations(ctx, true)
+	ds, err := st.Publishing().Destinations(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (p *publishConfig) Destinations(ctx context.Context, includeDisabled bool) 
 	if err != nil {
 		return nil, err
 	}
-	ds, err := st.Destinations(ctx, includeDisabled)
+	ds, err := st.Publishing().Destinations(ctx, includeDisabled)
 	for i := range ds {
 		ds[i] = destinationView(ds[i])
 	}
@@ -188,7 +188,7 @@ func (p *publishConfig) CreateDestination(ctx context.Context, in httpapi.Destin
 	d := store.Destination{Enabled: true}
 	fillDestination(in, &d)
 	return p.saveDestination(ctx, st, d, func() (store.Destination, error) {
-		created, err := st.CreateDestination(ctx, d)
+		created, err := st.Publishing().CreateDestination(ctx, d)
 		if err != nil {
 			return d, err
 		}
@@ -201,12 +201,12 @@ func (p *publishConfig) UpdateDestination(ctx context.Context, id int64, in http
 	if err != nil {
 		return nil, err
 	}
-	d, err := st.Destination(ctx, id)
+	d, err := st.Publishing().Destination(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "destination", id)
 	}
 	fillDestination(in, &d)
-	return p.saveDestination(ctx, st, d, func() (store.Destination, error) { return d, st.UpdateDestination(ctx, d) })
+	return p.saveDestination(ctx, st, d, func() (store.Destination, error) { return d, st.Publishing().UpdateDestination(ctx, d) })
 }
 
 func (p *publishConfig) DeleteDestination(ctx context.Context, id int64) error {
@@ -214,7 +214,7 @@ func (p *publishConfig) DeleteDestination(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	if err := st.DeleteDestination(ctx, id); err != nil {
+	if err := st.Publishing().DeleteDestination(ctx, id); err != nil {
 		return notFound(err, "destination", id)
 	}
 	p.pub.ForgetStopped(ctx, id)
@@ -260,7 +260,7 @@ func fillSubscription(in httpapi.SubscriptionInput, s *store.Subscription) {
 // naming every field at fault.
 func checkSubscription(ctx context.Context, st *store.Store, s store.Subscription) error {
 	var errs []error
-	d, err := st.Destination(ctx, s.DestinationID)
+	d, err := st.Publishing().Destination(ctx, s.DestinationID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		errs = append(errs, adapters.Fieldf("publish_destination_id", "no destination %d", s.DestinationID))
@@ -304,7 +304,7 @@ func (p *publishConfig) Subscriptions(ctx context.Context, destination int64, in
 	if err != nil {
 		return nil, err
 	}
-	return st.Subscriptions(ctx, destination, includeDisabled)
+	return st.Publishing().Subscriptions(ctx, destination, includeDisabled)
 }
 
 func (p *publishConfig) CreateSubscription(ctx context.Context, in httpapi.SubscriptionInput) (any, error) {
@@ -317,7 +317,7 @@ func (p *publishConfig) CreateSubscription(ctx context.Context, in httpapi.Subsc
 	if err := checkSubscription(ctx, st, s); err != nil {
 		return nil, err
 	}
-	s, err = st.CreateSubscription(ctx, s)
+	s, err = st.Publishing().CreateSubscription(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func (p *publishConfig) UpdateSubscription(ctx context.Context, id int64, in htt
 	if err != nil {
 		return nil, err
 	}
-	s, err := st.Subscription(ctx, id)
+	s, err := st.Publishing().Subscription(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "subscription", id)
 	}
@@ -338,7 +338,7 @@ func (p *publishConfig) UpdateSubscription(ctx context.Context, id int64, in htt
 	if err := checkSubscription(ctx, st, s); err != nil {
 		return nil, err
 	}
-	if err := st.UpdateSubscription(ctx, s); err != nil {
+	if err := st.Publishing().UpdateSubscription(ctx, s); err != nil {
 		return nil, err
 	}
 	p.reload(ctx)
@@ -350,7 +350,7 @@ func (p *publishConfig) DeleteSubscription(ctx context.Context, id int64) error 
 	if err != nil {
 		return err
 	}
-	if err := st.DeleteSubscription(ctx, id); err != nil {
+	if err := st.Publishing().DeleteSubscription(ctx, id); err != nil {
 		return notFound(err, "subscription", id)
 	}
 	p.reload(ctx)
@@ -369,7 +369,7 @@ func (p *publishConfig) ProtocolOutputs(ctx context.Context) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	outs, err := st.ProtocolOutputs(ctx)
+	outs, err := st.Publishing().ProtocolOutputs(ctx)
 	views := make([]protocolOutput, len(outs))
 	for i, o := range outs {
 		views[i] = protocolOutput{Protocol: o.Protocol, PayloadFormat: o.PayloadFormat}

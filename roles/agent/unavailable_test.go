@@ -61,7 +61,7 @@ func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 		t.Errorf("PATCH drift = %d %s, want 404: nothing uses drift options", code, body)
 	}
 	st, _ := r.agent.p.st.Open()
-	if _, err := st.SetDriftOptions(t.Context(), "modbus", json.RawMessage(`{"enabled":true}`)); err != nil {
+	if _, err := st.Publishing().SetDriftOptions(t.Context(), "modbus", json.RawMessage(`{"enabled":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := r.do("GET", "/v1/protocol-outputs", "", nil); code != 200 || strings.Contains(body, "drift") || !strings.Contains(body, `"protocol":"modbus"`) {

@@ -34,11 +34,11 @@ func benchPublisher(b *testing.B, brokerURL string) (*Router, *destRun) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	d, err := st.CreateDestination(ctx, store.Destination{Name: "cloud", Type: "platform", Enabled: true})
+	d, err := st.Publishing().CreateDestination(ctx, store.Destination{Name: "cloud", Type: "platform", Enabled: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := st.CreateSubscription(ctx, store.Subscription{DestinationID: d.ID, PayloadFormat: "custom", Compression: "msgpack+deflate", Enabled: true}); err != nil {
+	if _, err := st.Publishing().CreateSubscription(ctx, store.Subscription{DestinationID: d.ID, PayloadFormat: "custom", Compression: "msgpack+deflate", Enabled: true}); err != nil {
 		b.Fatal(err)
 	}
 	tenant, agentID := codec.EncodeID(codec.NewUUID()), codec.EncodeID(codec.NewUUID())

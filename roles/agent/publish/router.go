@@ -189,7 +189,7 @@ func (p *Router) Reload(ctx context.Context) error {
 	if p.st == nil {
 		return nil // not open: Open loads everything
 	}
-	all, err := p.st.Destinations(ctx, true)
+	all, err := p.st.Publishing().Destinations(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (p *Router) Reload(ctx context.Context) error {
 			rows = append(rows, d)
 		}
 	}
-	subs, err := p.st.Subscriptions(ctx, 0, false)
+	subs, err := p.st.Publishing().Subscriptions(ctx, 0, false)
 	if err != nil {
 		return err
 	}

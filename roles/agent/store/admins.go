@@ -10,6 +10,12 @@ import (
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
+// Admins is the admin_users and admin_sessions tables.
+type Admins struct {
+	db   *db.DB
+	cond *condition
+}
+
 // AdminUser is a user of the agent's admin UI. The hash never leaves the
 // store's callers.
 type AdminUser struct {
@@ -26,10 +32,11 @@ type AdminPatch struct {
 	PasswordHash *string
 }
 
-// CreateAdmin adds an admin user; ErrDuplicate when the name is taken.
-func (s *Store) CreateAdmin(ctx context.Context, u AdminUser) error {
+// Create adds an admin user; ErrDuplicate when the name is taken.
+func (a *Admins) Create(ctx context.Context, u AdminUser) (err error) {
+	defer a.cond.observe(&err)
 	now := nowMS()
-	_, err := s.db.SQL().ExecContext(ctx,
+	_, err = a.db.SQL().ExecContext(ctx,
 		`INSERT INTO admin_users (username, password_hash, is_active, is_superuser, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)`,
 		u.Username, u.PasswordHash, u.Active, u.Superuser, now)
 	if db.IsUniqueViolation(err) {
@@ -41,11 +48,12 @@ func (s *Store) CreateAdmin(ctx context.Context, u AdminUser) error {
 	return nil
 }
 
-// CreateFirstAdmin adds u only when no admin user exists yet, in one
+// CreateFirst adds u only when no admin user exists yet, in one
 // transaction so two concurrent setup calls cannot both succeed. It reports
 // whether u was created.
-func (s *Store) CreateFirstAdmin(ctx context.Context, u AdminUser) (bool, error) {
-	tx, err := s.db.SQL().BeginTx(ctx, nil)
+func (a *Admins) CreateFirst(ctx context.Context, u AdminUser) (_ bool, err error) {
+	defer a.cond.observe(&err)
+	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("create first admin: %w", err)
 	}
@@ -69,10 +77,15 @@ func (s *Store) CreateFirstAdmin(ctx context.Context, u AdminUser) (bool, error)
 	return true, nil
 }
 
-// Admin returns one admin user.
-func (s *Store) Admin(ctx context.Context, username string) (AdminUser, error) {
+// Get returns one admin user.
+func (a *Admins) Get(ctx context.Context, username string) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
+	return a.get(ctx, username)
+}
+
+func (a *Admins) get(ctx context.Context, username string) (AdminUser, error) {
 	u := AdminUser{Username: username}
-	err := s.db.SQL().QueryRowContext(ctx,
+	err := a.db.SQL().QueryRowContext(ctx,
 		`SELECT password_hash, is_active, is_superuser FROM admin_users WHERE username = $1`, username).
 		Scan(&u.PasswordHash, &u.Active, &u.Superuser)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -84,9 +97,10 @@ func (s *Store) Admin(ctx context.Context, username string) (AdminUser, error) {
 	return u, nil
 }
 
-// Admins lists the admin users by name.
-func (s *Store) Admins(ctx context.Context) ([]AdminUser, error) {
-	rows, err := s.db.SQL().QueryContext(ctx,
+// List returns the admin users by name.
+func (a *Admins) List(ctx context.Context) (_ []AdminUser, err error) {
+	defer a.cond.observe(&err)
+	rows, err := a.db.SQL().QueryContext(ctx,
 		`SELECT username, password_hash, is_active, is_superuser FROM admin_users ORDER BY username`)
 	if err != nil {
 		return nil, fmt.Errorf("list admin users: %w", err)
@@ -106,19 +120,21 @@ func (s *Store) Admins(ctx context.Context) ([]AdminUser, error) {
 	return users, nil
 }
 
-// AdminCount is the number of admin users.
-func (s *Store) AdminCount(ctx context.Context) (int, error) {
+// Count is the number of admin users.
+func (a *Admins) Count(ctx context.Context) (_ int, err error) {
+	defer a.cond.observe(&err)
 	var n int
-	if err := s.db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_users`).Scan(&n); err != nil {
+	if err := a.db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM admin_users`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count admin users: %w", err)
 	}
 	return n, nil
 }
 
-// UpdateAdmin applies p. A deactivated user or a new password ends the
+// Update applies p. A deactivated user or a new password ends the
 // user's sessions in the same transaction.
-func (s *Store) UpdateAdmin(ctx context.Context, username string, p AdminPatch) (AdminUser, error) {
-	tx, err := s.db.SQL().BeginTx(ctx, nil)
+func (a *Admins) Update(ctx context.Context, username string, p AdminPatch) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
+	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return AdminUser{}, fmt.Errorf("update admin user: %w", err)
 	}
@@ -144,12 +160,13 @@ func (s *Store) UpdateAdmin(ctx context.Context, username string, p AdminPatch) 
 	if err := tx.Commit(); err != nil {
 		return AdminUser{}, fmt.Errorf("update admin user: %w", err)
 	}
-	return s.Admin(ctx, username)
+	return a.get(ctx, username)
 }
 
-// DeleteAdmin removes an admin user and, by cascade, its sessions.
-func (s *Store) DeleteAdmin(ctx context.Context, username string) error {
-	tx, err := s.db.SQL().BeginTx(ctx, nil)
+// Delete removes an admin user and, by cascade, its sessions.
+func (a *Admins) Delete(ctx context.Context, username string) (err error) {
+	defer a.cond.observe(&err)
+	tx, err := a.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("delete admin user: %w", err)
 	}
@@ -189,8 +206,9 @@ func keepsSuperuser(ctx context.Context, tx *sql.Tx) error {
 }
 
 // CreateSession records a session by the hash of its id.
-func (s *Store) CreateSession(ctx context.Context, idHash, username string, expires time.Time) error {
-	_, err := s.db.SQL().ExecContext(ctx,
+func (a *Admins) CreateSession(ctx context.Context, idHash, username string, expires time.Time) (err error) {
+	defer a.cond.observe(&err)
+	_, err = a.db.SQL().ExecContext(ctx,
 		`INSERT INTO admin_sessions (id_hash, username, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		idHash, username, nowMS(), expires.UnixMilli())
 	if err != nil {
@@ -201,9 +219,10 @@ func (s *Store) CreateSession(ctx context.Context, idHash, username string, expi
 
 // SessionUser returns the active user of an unexpired session;
 // ErrNotFound for an unknown, expired or deactivated one.
-func (s *Store) SessionUser(ctx context.Context, idHash string, now time.Time) (AdminUser, error) {
+func (a *Admins) SessionUser(ctx context.Context, idHash string, now time.Time) (_ AdminUser, err error) {
+	defer a.cond.observe(&err)
 	var u AdminUser
-	err := s.db.SQL().QueryRowContext(ctx, `SELECT u.username, u.password_hash, u.is_active, u.is_superuser
+	err = a.db.SQL().QueryRowContext(ctx, `SELECT u.username, u.password_hash, u.is_active, u.is_superuser
 		FROM admin_sessions s JOIN admin_users u ON u.username = s.username
 		WHERE s.id_hash = $1 AND s.expires_at > $2 AND u.is_active = 1`, idHash, now.UnixMilli()).
 		Scan(&u.Username, &u.PasswordHash, &u.Active, &u.Superuser)
@@ -217,16 +236,18 @@ func (s *Store) SessionUser(ctx context.Context, idHash string, now time.Time) (
 }
 
 // DeleteSession ends a session.
-func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
-	if _, err := s.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE id_hash = $1`, idHash); err != nil {
+func (a *Admins) DeleteSession(ctx context.Context, idHash string) (err error) {
+	defer a.cond.observe(&err)
+	if _, err := a.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE id_hash = $1`, idHash); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
 }
 
 // PurgeSessions deletes expired sessions and returns how many.
-func (s *Store) PurgeSessions(ctx context.Context, now time.Time) (int64, error) {
-	res, err := s.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE expires_at <= $1`, now.UnixMilli())
+func (a *Admins) PurgeSessions(ctx context.Context, now time.Time) (_ int64, err error) {
+	defer a.cond.observe(&err)
+	res, err := a.db.SQL().ExecContext(ctx, `DELETE FROM admin_sessions WHERE expires_at <= $1`, now.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("purge sessions: %w", err)
 	}

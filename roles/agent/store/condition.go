@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/edgeplat/edgeplat/core/db"
 )
 
 // SQLite's primary result codes this file tells apart.
@@ -54,8 +56,15 @@ const fullLogEvery = time.Minute
 
 // condition is what the store knows of its own health besides answering
 // a ping: a full disk and a corruption found while running.
+//
+// The store and its table groups share one condition, so whichever of
+// them meets a full disk or a damaged file first reports it.
 type condition struct {
-	log *slog.Logger
+	db   *db.DB
+	path string
+	log  *slog.Logger
+	// recovery is set when Open replaced a corrupt file.
+	recovery *Recovery
 
 	mu         sync.Mutex
 	full       error // the last SQLITE_FULL; nil once a write went through
@@ -83,9 +92,9 @@ type condition struct {
 // store on a slow SD card may need it all.
 const quickCheckTimeout = time.Minute
 
-func newCondition(log *slog.Logger) condition {
+func newCondition(d *db.DB, path string, log *slog.Logger) *condition {
 	ctx, cancel := context.WithCancel(context.Background())
-	return condition{log: log, ctx: ctx, cancel: cancel}
+	return &condition{db: d, path: path, log: log, ctx: ctx, cancel: cancel}
 }
 
 // stopChecks cancels a running quick check and waits for it; no check
@@ -102,21 +111,20 @@ func (c *condition) stopChecks() {
 // (reported until a write goes through) or corruption, which a quick
 // check then confirms in the background. It is meant for deferred calls
 // on a method's named error.
-func (s *Store) observe(errp *error) {
+func (c *condition) observe(errp *error) {
 	err := *errp
 	switch {
 	case err == nil:
 	case IsFull(err):
-		s.noteFull(err)
+		c.noteFull(err)
 	case IsCorrupt(err):
-		s.startCheck(err)
+		c.startCheck(err)
 	}
 }
 
 // startCheck confirms a corruption in the background, one check at a
 // time, unless the store is closing.
-func (s *Store) startCheck(cause error) {
-	c := &s.cond
+func (c *condition) startCheck(cause error) {
 	if !c.checking.CompareAndSwap(false, true) {
 		return
 	}
@@ -126,11 +134,10 @@ func (s *Store) startCheck(cause error) {
 		c.checking.Store(false)
 		return
 	}
-	c.checks.Go(func() { s.confirmCorruption(cause) })
+	c.checks.Go(func() { c.confirmCorruption(cause) })
 }
 
-func (s *Store) noteFull(err error) {
-	c := &s.cond
+func (c *condition) noteFull(err error) {
 	now := time.Now()
 	c.mu.Lock()
 	if c.full == nil {
@@ -146,19 +153,18 @@ func (s *Store) noteFull(err error) {
 	c.mu.Unlock()
 	if logIt {
 		c.log.Error("agent store disk full: queued records are kept and still flushed, new ones are refused until space returns",
-			"path", s.path, "failed_writes", n, "since", since.UTC().Format(time.RFC3339), "err", err)
+			"path", c.path, "failed_writes", n, "since", since.UTC().Format(time.RFC3339), "err", err)
 	}
 }
 
 // wrote clears the full state after a write that needed new space.
-func (s *Store) wrote() {
-	c := &s.cond
+func (c *condition) wrote() {
 	c.mu.Lock()
 	was, since, n := c.full, c.fullSince, c.fullFailed
 	c.full, c.fullFailed, c.fullLogged = nil, 0, time.Time{}
 	c.mu.Unlock()
 	if was != nil {
-		c.log.Warn("agent store can write again", "path", s.path, "full_for", time.Since(since).Round(time.Second),
+		c.log.Warn("agent store can write again", "path", c.path, "full_for", time.Since(since).Round(time.Second),
 			"failed_writes_unlogged", n)
 	}
 }
@@ -171,30 +177,30 @@ func (s *Store) wrote() {
 // (the store closed under it, its timeout on a slow card, an I/O error)
 // proves nothing and only leaves a warning; the next corruption error
 // checks again.
-func (s *Store) confirmCorruption(cause error) {
-	defer s.cond.checking.Store(false)
-	ctx, cancel := context.WithTimeout(s.cond.ctx, quickCheckTimeout)
+func (c *condition) confirmCorruption(cause error) {
+	defer c.checking.Store(false)
+	ctx, cancel := context.WithTimeout(c.ctx, quickCheckTimeout)
 	defer cancel()
-	check := s.cond.check
+	check := c.check
 	if check == nil {
-		check = s.quickCheck
+		check = c.quickCheck
 	}
 	verdict, err := check(ctx)
 	switch {
 	case err == nil && verdict == "ok":
-		s.cond.log.Warn("agent store reported corruption but its quick check passed", "path", s.path, "err", cause)
+		c.log.Warn("agent store reported corruption but its quick check passed", "path", c.path, "err", cause)
 		return
 	case err != nil && !IsCorrupt(err):
-		s.cond.log.Warn("agent store reported corruption but its quick check could not run; not treated as corrupt",
-			"path", s.path, "err", cause, "check_err", err)
+		c.log.Warn("agent store reported corruption but its quick check could not run; not treated as corrupt",
+			"path", c.path, "err", cause, "check_err", err)
 		return
 	}
 	reason := fmt.Sprintf("corrupt: %v (quick_check: %s)", cause, firstLine(verdict, err))
-	s.cond.mu.Lock()
-	s.cond.corrupt = reason
-	s.cond.mu.Unlock()
-	s.cond.log.Error("agent store corrupt", "path", s.path, "reason", reason)
-	if fn := s.cond.onCorrupt.Load(); fn != nil {
+	c.mu.Lock()
+	c.corrupt = reason
+	c.mu.Unlock()
+	c.log.Error("agent store corrupt", "path", c.path, "reason", reason)
+	if fn := c.onCorrupt.Load(); fn != nil {
 		(*fn)(reason)
 	}
 }
@@ -205,9 +211,9 @@ func (s *Store) confirmCorruption(cause error) {
 // Close waits for, so fn must not call Close itself.
 func (s *Store) OnCorruption(fn func(reason string)) { s.cond.onCorrupt.Store(&fn) }
 
-func (s *Store) quickCheck(ctx context.Context) (string, error) {
+func (c *condition) quickCheck(ctx context.Context) (string, error) {
 	var verdict string
-	if err := s.db.SQL().QueryRowContext(ctx, "PRAGMA quick_check(3)").Scan(&verdict); err != nil {
+	if err := c.db.SQL().QueryRowContext(ctx, "PRAGMA quick_check(3)").Scan(&verdict); err != nil {
 		return "", fmt.Errorf("quick check: %w", err)
 	}
 	return verdict, nil
@@ -242,8 +248,10 @@ const spaceProbe = 8 << 10
 // again by writing a probe, so it clears once space returns even when
 // nothing else writes), after a corruption was found, and while a copy of
 // a corrupt store is kept in the data directory.
-func (s *Store) Condition(ctx context.Context) Condition {
-	c := &s.cond
+func (s *Store) Condition(ctx context.Context) Condition { return s.cond.report(ctx) }
+
+// report is Condition.
+func (c *condition) report(ctx context.Context) Condition {
 	c.mu.Lock()
 	corrupt, full, since := c.corrupt, c.full, c.fullSince
 	c.mu.Unlock()
@@ -251,26 +259,32 @@ func (s *Store) Condition(ctx context.Context) Condition {
 		return Condition{Reason: corrupt + "; the agent reopens the store, moving the file aside"}
 	}
 	if full != nil {
-		if err := s.probeSpace(ctx); IsFull(err) {
+		if err := c.probeSpace(ctx); IsFull(err) {
 			return Condition{Reason: fmt.Sprintf("disk full since %s (%v): queued records are kept and flushed, new records are refused",
 				since.UTC().Format(time.RFC3339), full)}
 		} else if err == nil {
-			s.wrote()
+			c.wrote()
 		}
 	}
-	if err := s.Ping(ctx); err != nil {
+	if err := c.ping(ctx); err != nil {
 		return Condition{Reason: err.Error()}
 	}
-	if r := s.recoveryNote(); r != "" {
+	if r := c.recoveryNote(); r != "" {
 		return Condition{Reason: r}
 	}
 	return Condition{Healthy: true}
 }
 
+// ping checks the database answers.
+func (c *condition) ping(ctx context.Context) (err error) {
+	defer c.observe(&err)
+	return c.db.Ping(ctx)
+}
+
 // probeSpace writes and deletes spaceProbe bytes in one transaction.
-func (s *Store) probeSpace(ctx context.Context) (err error) {
-	defer s.observe(&err)
-	tx, err := s.db.SQL().BeginTx(ctx, nil)
+func (c *condition) probeSpace(ctx context.Context) (err error) {
+	defer c.observe(&err)
+	tx, err := c.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("probe free space: %w", err)
 	}
@@ -290,13 +304,13 @@ func (s *Store) probeSpace(ctx context.Context) (err error) {
 
 // recoveryNote names the corrupt copies kept in the data directory, the
 // evidence an operator should look at; removing them clears it.
-func (s *Store) recoveryNote() string {
-	copies := CorruptCopies(filepath.Dir(s.path))
+func (c *condition) recoveryNote() string {
+	copies := CorruptCopies(filepath.Dir(c.path))
 	if len(copies) == 0 {
 		return ""
 	}
 	msg := "recovered from a corrupt store"
-	if r := s.recovery; r != nil {
+	if r := c.recovery; r != nil {
 		msg = r.String()
 	}
 	return fmt.Sprintf("%s; corrupt copies kept for inspection: %s (remove them to clear this)", msg, strings.Join(copies, ", "))

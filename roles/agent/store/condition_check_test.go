@@ -59,7 +59,7 @@ func TestQuickCheckFailureIsNotCorruption(t *testing.T) {
 			var called atomic.Int32
 			s.OnCorruption(func(string) { called.Add(1) })
 			s.cond.check = tt.check(s)
-			s.confirmCorruption(errors.New("database disk image is malformed"))
+			s.cond.confirmCorruption(errors.New("database disk image is malformed"))
 			s.cond.mu.Lock()
 			corrupt := s.cond.corrupt
 			s.cond.mu.Unlock()
@@ -97,7 +97,7 @@ func TestCloseWaitsForCorruptionCheck(t *testing.T) {
 		<-ctx.Done()
 		return "", fmt.Errorf("quick check: %w", ctx.Err())
 	}
-	s.startCheck(errors.New("database disk image is malformed"))
+	s.cond.startCheck(errors.New("database disk image is malformed"))
 	<-started
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestCloseWaitsForCorruptionCheck(t *testing.T) {
 		t.Error("quick check started after Close")
 		return "ok", nil
 	}
-	s.startCheck(errors.New("database disk image is malformed"))
+	s.cond.startCheck(errors.New("database disk image is malformed"))
 	if s.cond.checking.Load() {
 		t.Fatal("a check refused after Close left the check flag set")
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
 // logCapture keeps the records a store logs.
@@ -368,5 +371,49 @@ func TestFullDiskKeepsQueueAndRecovers(t *testing.T) {
 	}
 	if st.Records != int64(len(queued))-2+1 {
 		t.Fatalf("queue depth %d, want %d", st.Records, len(queued)-1)
+	}
+}
+
+// TestTableWritesReportFullDisk: a write of any table group that meets
+// SQLITE_FULL marks the store full, not only the offline queue's.
+func TestTableWritesReportFullDisk(t *testing.T) {
+	big := strings.Repeat("x", 64<<10)
+	for name, write := range map[string]func(context.Context, *Store) error{
+		"settings": func(ctx context.Context, s *Store) error { return s.SaveSettings(ctx, []byte(big)) },
+		"meta":     func(ctx context.Context, s *Store) error { return s.SetMeta(ctx, "note", big) },
+		"admins": func(ctx context.Context, s *Store) error {
+			return s.Admins().Create(ctx, AdminUser{Username: "root", PasswordHash: big, Active: true})
+		},
+		"endpoints": func(ctx context.Context, s *Store) error {
+			return s.Endpoints().Create(ctx, adapters.Endpoint{UUID: "u", Name: big, Protocol: "modbus"})
+		},
+		"publishing": func(ctx context.Context, s *Store) error {
+			_, err := s.Publishing().CreateDestination(ctx, Destination{Name: "d", Type: "mqtt", Config: json.RawMessage(`"` + big + `"`)})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s, err := Open(ctx, t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			w := s.db.SQL()
+			var pages int64
+			if err := w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+				t.Fatal(err)
+			}
+			// Not a page to spare: the space probe of Condition fails too.
+			if _, err := w.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+				t.Fatal(err)
+			}
+			if err := write(ctx, s); !IsFull(err) {
+				t.Fatalf("write of %d bytes with no page left: %v, want SQLITE_FULL", len(big), err)
+			}
+			if c := s.Condition(ctx); c.Healthy || !strings.Contains(c.Reason, "disk full") {
+				t.Fatalf("condition %+v, want unhealthy: disk full", c)
+			}
+		})
 	}
 }

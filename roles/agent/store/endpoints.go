@@ -11,15 +11,23 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
-// CreateEndpoint stores a new endpoint; ErrDuplicate when its name is
+// Endpoints is the endpoints table: the protocol endpoints the agent
+// polls, each kept as its JSON document.
+type Endpoints struct {
+	db   *db.DB
+	cond *condition
+}
+
+// Create stores a new endpoint; ErrDuplicate when its name is
 // taken.
-func (s *Store) CreateEndpoint(ctx context.Context, ep adapters.Endpoint) error {
+func (e *Endpoints) Create(ctx context.Context, ep adapters.Endpoint) (err error) {
+	defer e.cond.observe(&err)
 	body, err := json.Marshal(ep)
 	if err != nil {
 		return fmt.Errorf("encode endpoint %s: %w", ep.Name, err)
 	}
 	now := nowMS()
-	_, err = s.db.SQL().ExecContext(ctx,
+	_, err = e.db.SQL().ExecContext(ctx,
 		`INSERT INTO endpoints (uuid, name, protocol, enabled, body, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)`,
 		ep.UUID, ep.Name, ep.Protocol, ep.Enabled, string(body), now)
 	if db.IsUniqueViolation(err) {
@@ -31,13 +39,14 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep adapters.Endpoint) error 
 	return nil
 }
 
-// UpdateEndpoint replaces a stored endpoint, found by UUID.
-func (s *Store) UpdateEndpoint(ctx context.Context, ep adapters.Endpoint) error {
+// Update replaces a stored endpoint, found by UUID.
+func (e *Endpoints) Update(ctx context.Context, ep adapters.Endpoint) (err error) {
+	defer e.cond.observe(&err)
 	body, err := json.Marshal(ep)
 	if err != nil {
 		return fmt.Errorf("encode endpoint %s: %w", ep.Name, err)
 	}
-	res, err := s.db.SQL().ExecContext(ctx,
+	res, err := e.db.SQL().ExecContext(ctx,
 		`UPDATE endpoints SET name = $2, protocol = $3, enabled = $4, body = $5, updated_at = $6 WHERE uuid = $1`,
 		ep.UUID, ep.Name, ep.Protocol, ep.Enabled, string(body), nowMS())
 	if db.IsUniqueViolation(err) {
@@ -52,10 +61,11 @@ func (s *Store) UpdateEndpoint(ctx context.Context, ep adapters.Endpoint) error 
 	return nil
 }
 
-// Endpoint returns the endpoint whose UUID or, failing that, name is ref.
-func (s *Store) Endpoint(ctx context.Context, ref string) (adapters.Endpoint, error) {
+// Get returns the endpoint whose UUID or, failing that, name is ref.
+func (e *Endpoints) Get(ctx context.Context, ref string) (_ adapters.Endpoint, err error) {
+	defer e.cond.observe(&err)
 	var body string
-	err := s.db.ReadSQL().QueryRowContext(ctx,
+	err = e.db.ReadSQL().QueryRowContext(ctx,
 		`SELECT body FROM endpoints WHERE uuid = $1 OR name = $1 ORDER BY uuid = $1 DESC LIMIT 1`, ref).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return adapters.Endpoint{}, fmt.Errorf("endpoint %q: %w", ref, ErrNotFound)
@@ -66,9 +76,10 @@ func (s *Store) Endpoint(ctx context.Context, ref string) (adapters.Endpoint, er
 	return decodeEndpoint(body)
 }
 
-// Endpoints lists endpoints by name, of one protocol when protocol is set.
-func (s *Store) Endpoints(ctx context.Context, protocol string) ([]adapters.Endpoint, error) {
-	rows, err := s.db.ReadSQL().QueryContext(ctx,
+// List returns the endpoints by name, of one protocol when protocol is set.
+func (e *Endpoints) List(ctx context.Context, protocol string) (_ []adapters.Endpoint, err error) {
+	defer e.cond.observe(&err)
+	rows, err := e.db.ReadSQL().QueryContext(ctx,
 		`SELECT body FROM endpoints WHERE $1 = '' OR protocol = $1 ORDER BY name`, protocol)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -92,9 +103,10 @@ func (s *Store) Endpoints(ctx context.Context, protocol string) ([]adapters.Endp
 	return eps, nil
 }
 
-// DeleteEndpoint removes an endpoint by UUID; ErrNotFound when absent.
-func (s *Store) DeleteEndpoint(ctx context.Context, uuid string) error {
-	res, err := s.db.SQL().ExecContext(ctx, `DELETE FROM endpoints WHERE uuid = $1`, uuid)
+// Delete removes an endpoint by UUID; ErrNotFound when absent.
+func (e *Endpoints) Delete(ctx context.Context, uuid string) (err error) {
+	defer e.cond.observe(&err)
+	res, err := e.db.SQL().ExecContext(ctx, `DELETE FROM endpoints WHERE uuid = $1`, uuid)
 	if err != nil {
 		return fmt.Errorf("delete endpoint %s: %w", uuid, err)
 	}
@@ -104,9 +116,10 @@ func (s *Store) DeleteEndpoint(ctx context.Context, uuid string) error {
 	return nil
 }
 
-// DeleteAllEndpoints removes every endpoint and returns their UUIDs.
-func (s *Store) DeleteAllEndpoints(ctx context.Context) ([]string, error) {
-	rows, err := s.db.SQL().QueryContext(ctx, `DELETE FROM endpoints RETURNING uuid`)
+// DeleteAll removes every endpoint and returns their UUIDs.
+func (e *Endpoints) DeleteAll(ctx context.Context) (_ []string, err error) {
+	defer e.cond.observe(&err)
+	rows, err := e.db.SQL().QueryContext(ctx, `DELETE FROM endpoints RETURNING uuid`)
 	if err != nil {
 		return nil, fmt.Errorf("delete endpoints: %w", err)
 	}

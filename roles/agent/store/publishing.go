@@ -10,6 +10,13 @@ import (
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
+// Publishing is the publishing configuration: the publish_destinations,
+// publish_subscriptions and protocol_outputs tables.
+type Publishing struct {
+	db   *db.DB
+	cond *condition
+}
+
 // Destination is a place the agent publishes to.
 type Destination struct {
 	ID      int64           `json:"id"`
@@ -54,9 +61,10 @@ func rawJSON(s sql.NullString) json.RawMessage {
 
 // CreateDestination stores d and returns it with its id; ErrDuplicate when
 // the name is taken.
-func (s *Store) CreateDestination(ctx context.Context, d Destination) (Destination, error) {
+func (p *Publishing) CreateDestination(ctx context.Context, d Destination) (_ Destination, err error) {
+	defer p.cond.observe(&err)
 	now := nowMS()
-	err := s.db.SQL().QueryRowContext(ctx,
+	err = p.db.SQL().QueryRowContext(ctx,
 		`INSERT INTO publish_destinations (name, type, config_json, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) RETURNING id`,
 		d.Name, d.Type, nullJSON(d.Config), d.Enabled, now).Scan(&d.ID)
 	if db.IsUniqueViolation(err) {
@@ -72,8 +80,9 @@ func (s *Store) CreateDestination(ctx context.Context, d Destination) (Destinati
 }
 
 // UpdateDestination replaces a destination by id.
-func (s *Store) UpdateDestination(ctx context.Context, d Destination) error {
-	res, err := s.db.SQL().ExecContext(ctx,
+func (p *Publishing) UpdateDestination(ctx context.Context, d Destination) (err error) {
+	defer p.cond.observe(&err)
+	res, err := p.db.SQL().ExecContext(ctx,
 		`UPDATE publish_destinations SET name = $2, type = $3, config_json = $4, enabled = $5, updated_at = $6 WHERE id = $1`,
 		d.ID, d.Name, d.Type, nullJSON(d.Config), d.Enabled, nowMS())
 	if db.IsUniqueViolation(err) {
@@ -89,10 +98,11 @@ func (s *Store) UpdateDestination(ctx context.Context, d Destination) error {
 }
 
 // Destination returns one destination.
-func (s *Store) Destination(ctx context.Context, id int64) (Destination, error) {
+func (p *Publishing) Destination(ctx context.Context, id int64) (_ Destination, err error) {
+	defer p.cond.observe(&err)
 	d := Destination{ID: id}
 	var cfg sql.NullString
-	err := s.db.SQL().QueryRowContext(ctx,
+	err = p.db.SQL().QueryRowContext(ctx,
 		`SELECT name, type, config_json, enabled FROM publish_destinations WHERE id = $1`, id).Scan(&d.Name, &d.Type, &cfg, &d.Enabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("destination %d: %w", id, ErrNotFound)
@@ -106,8 +116,9 @@ func (s *Store) Destination(ctx context.Context, id int64) (Destination, error) 
 
 // Destinations lists destinations by id, only enabled ones unless
 // includeDisabled.
-func (s *Store) Destinations(ctx context.Context, includeDisabled bool) ([]Destination, error) {
-	rows, err := s.db.ReadSQL().QueryContext(ctx,
+func (p *Publishing) Destinations(ctx context.Context, includeDisabled bool) (_ []Destination, err error) {
+	defer p.cond.observe(&err)
+	rows, err := p.db.ReadSQL().QueryContext(ctx,
 		`SELECT id, name, type, config_json, enabled FROM publish_destinations WHERE $1 OR enabled = 1 ORDER BY id`, includeDisabled)
 	if err != nil {
 		return nil, fmt.Errorf("list destinations: %w", err)
@@ -131,8 +142,9 @@ func (s *Store) Destinations(ctx context.Context, includeDisabled bool) ([]Desti
 
 // DeleteDestination removes a destination and, by cascade, its
 // subscriptions.
-func (s *Store) DeleteDestination(ctx context.Context, id int64) error {
-	res, err := s.db.SQL().ExecContext(ctx, `DELETE FROM publish_destinations WHERE id = $1`, id)
+func (p *Publishing) DeleteDestination(ctx context.Context, id int64) (err error) {
+	defer p.cond.observe(&err)
+	res, err := p.db.SQL().ExecContext(ctx, `DELETE FROM publish_destinations WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("delete destination: %w", err)
 	}
@@ -143,13 +155,14 @@ func (s *Store) DeleteDestination(ctx context.Context, id int64) error {
 }
 
 // CreateSubscription stores sub and returns it with its id.
-func (s *Store) CreateSubscription(ctx context.Context, sub Subscription) (Subscription, error) {
+func (p *Publishing) CreateSubscription(ctx context.Context, sub Subscription) (_ Subscription, err error) {
+	defer p.cond.observe(&err)
 	topics, err := json.Marshal(sub.Topics)
 	if err != nil {
 		return sub, err
 	}
 	now := nowMS()
-	err = s.db.SQL().QueryRowContext(ctx, `INSERT INTO publish_subscriptions
+	err = p.db.SQL().QueryRowContext(ctx, `INSERT INTO publish_subscriptions
 		(publish_destination_id, topics, payload_format, compression, enabled, route_json, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`,
 		sub.DestinationID, string(topics), sub.PayloadFormat, sub.Compression, sub.Enabled, nullJSON(sub.Route), now).Scan(&sub.ID)
@@ -163,12 +176,13 @@ func (s *Store) CreateSubscription(ctx context.Context, sub Subscription) (Subsc
 }
 
 // UpdateSubscription replaces a subscription by id.
-func (s *Store) UpdateSubscription(ctx context.Context, sub Subscription) error {
+func (p *Publishing) UpdateSubscription(ctx context.Context, sub Subscription) (err error) {
+	defer p.cond.observe(&err)
 	topics, err := json.Marshal(sub.Topics)
 	if err != nil {
 		return err
 	}
-	res, err := s.db.SQL().ExecContext(ctx, `UPDATE publish_subscriptions SET publish_destination_id = $2, topics = $3,
+	res, err := p.db.SQL().ExecContext(ctx, `UPDATE publish_subscriptions SET publish_destination_id = $2, topics = $3,
 		payload_format = $4, compression = $5, enabled = $6, route_json = $7, updated_at = $8 WHERE id = $1`,
 		sub.ID, sub.DestinationID, string(topics), sub.PayloadFormat, sub.Compression, sub.Enabled, nullJSON(sub.Route), nowMS())
 	if err != nil {
@@ -181,8 +195,9 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub Subscription) error 
 }
 
 // Subscription returns one subscription.
-func (s *Store) Subscription(ctx context.Context, id int64) (Subscription, error) {
-	subs, err := s.subscriptions(ctx, `WHERE id = $1`, id)
+func (p *Publishing) Subscription(ctx context.Context, id int64) (_ Subscription, err error) {
+	defer p.cond.observe(&err)
+	subs, err := p.subscriptions(ctx, `WHERE id = $1`, id)
 	if err != nil {
 		return Subscription{}, err
 	}
@@ -194,12 +209,13 @@ func (s *Store) Subscription(ctx context.Context, id int64) (Subscription, error
 
 // Subscriptions lists subscriptions by id, of one destination when
 // destination > 0, only enabled ones unless includeDisabled.
-func (s *Store) Subscriptions(ctx context.Context, destination int64, includeDisabled bool) ([]Subscription, error) {
-	return s.subscriptions(ctx, `WHERE ($1 = 0 OR publish_destination_id = $1) AND ($2 OR enabled = 1)`, destination, includeDisabled)
+func (p *Publishing) Subscriptions(ctx context.Context, destination int64, includeDisabled bool) (_ []Subscription, err error) {
+	defer p.cond.observe(&err)
+	return p.subscriptions(ctx, `WHERE ($1 = 0 OR publish_destination_id = $1) AND ($2 OR enabled = 1)`, destination, includeDisabled)
 }
 
-func (s *Store) subscriptions(ctx context.Context, where string, args ...any) ([]Subscription, error) {
-	rows, err := s.db.SQL().QueryContext(ctx, `SELECT id, publish_destination_id, topics, payload_format, compression, enabled, route_json
+func (p *Publishing) subscriptions(ctx context.Context, where string, args ...any) ([]Subscription, error) {
+	rows, err := p.db.SQL().QueryContext(ctx, `SELECT id, publish_destination_id, topics, payload_format, compression, enabled, route_json
 		FROM publish_subscriptions `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list subscriptions: %w", err)
@@ -226,8 +242,9 @@ func (s *Store) subscriptions(ctx context.Context, where string, args ...any) ([
 }
 
 // DeleteSubscription removes a subscription.
-func (s *Store) DeleteSubscription(ctx context.Context, id int64) error {
-	res, err := s.db.SQL().ExecContext(ctx, `DELETE FROM publish_subscriptions WHERE id = $1`, id)
+func (p *Publishing) DeleteSubscription(ctx context.Context, id int64) (err error) {
+	defer p.cond.observe(&err)
+	res, err := p.db.SQL().ExecContext(ctx, `DELETE FROM publish_subscriptions WHERE id = $1`, id)
 	if err != nil {
 		return fmt.Errorf("delete subscription: %w", err)
 	}
@@ -238,8 +255,13 @@ func (s *Store) DeleteSubscription(ctx context.Context, id int64) error {
 }
 
 // ProtocolOutputs lists the stored protocol outputs.
-func (s *Store) ProtocolOutputs(ctx context.Context) ([]ProtocolOutput, error) {
-	rows, err := s.db.SQL().QueryContext(ctx, `SELECT protocol, payload_format, drift_options FROM protocol_outputs ORDER BY protocol`)
+func (p *Publishing) ProtocolOutputs(ctx context.Context) (_ []ProtocolOutput, err error) {
+	defer p.cond.observe(&err)
+	return p.protocolOutputs(ctx)
+}
+
+func (p *Publishing) protocolOutputs(ctx context.Context) ([]ProtocolOutput, error) {
+	rows, err := p.db.SQL().QueryContext(ctx, `SELECT protocol, payload_format, drift_options FROM protocol_outputs ORDER BY protocol`)
 	if err != nil {
 		return nil, fmt.Errorf("list protocol outputs: %w", err)
 	}
@@ -262,14 +284,15 @@ func (s *Store) ProtocolOutputs(ctx context.Context) ([]ProtocolOutput, error) {
 
 // SetDriftOptions stores a protocol's drift options (nil clears them) and
 // returns the protocol's output.
-func (s *Store) SetDriftOptions(ctx context.Context, protocol string, drift json.RawMessage) (ProtocolOutput, error) {
-	_, err := s.db.SQL().ExecContext(ctx, `INSERT INTO protocol_outputs (protocol, drift_options, updated_at) VALUES ($1, $2, $3)
+func (p *Publishing) SetDriftOptions(ctx context.Context, protocol string, drift json.RawMessage) (_ ProtocolOutput, err error) {
+	defer p.cond.observe(&err)
+	_, err = p.db.SQL().ExecContext(ctx, `INSERT INTO protocol_outputs (protocol, drift_options, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (protocol) DO UPDATE SET drift_options = excluded.drift_options, updated_at = excluded.updated_at`,
 		protocol, nullJSON(drift), nowMS())
 	if err != nil {
 		return ProtocolOutput{}, fmt.Errorf("set drift options: %w", err)
 	}
-	outs, err := s.ProtocolOutputs(ctx)
+	outs, err := p.protocolOutputs(ctx)
 	if err != nil {
 		return ProtocolOutput{}, err
 	}

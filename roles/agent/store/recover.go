@@ -39,7 +39,7 @@ func (r *Recovery) String() string {
 
 // Recovery returns what Open salvaged from a corrupt store, nil when the
 // store it opened was sound.
-func (s *Store) Recovery() *Recovery { return s.recovery }
+func (s *Store) Recovery() *Recovery { return s.cond.recovery }
 
 // salvageTables are copied from a corrupt store in this order, parents
 // before the rows that reference them. Sessions are not: logging in again
@@ -78,7 +78,7 @@ func recoverCorrupt(ctx context.Context, path, reason string, log *slog.Logger) 
 	if err := s.salvage(ctx, aside, rec, log); err != nil {
 		log.Error("salvage of the corrupt agent store stopped", "from", aside, "err", err)
 	}
-	s.recovery = rec
+	s.cond.recovery = rec
 	attrs := []any{"reason", reason, "moved_to", aside, "queue_records_before", rec.QueuedBefore}
 	for _, t := range salvageTables {
 		attrs = append(attrs, "salvaged_"+t, rec.Salvaged[t])

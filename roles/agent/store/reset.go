@@ -12,7 +12,8 @@ import (
 // configuration, offline queues and dead letters. The UUID stays so the
 // cloud can re-provision the same agent; the sequences stay so a message
 // id is never handed out twice.
-func (s *Store) FactoryReset(ctx context.Context) error {
+func (s *Store) FactoryReset(ctx context.Context) (err error) {
+	defer s.cond.observe(&err)
 	tx, err := s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("factory reset: %w", err)

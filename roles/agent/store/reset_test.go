@@ -29,13 +29,13 @@ func TestFactoryReset(t *testing.T) {
 		}
 	}
 	must(s.SetMeta(ctx, "cloud.credentials", `{"apiKey":"dk2_x"}`))
-	must(s.CreateEndpoint(ctx, adapters.Endpoint{UUID: "e1", Name: "plc", Protocol: "modbus"}))
+	must(s.Endpoints().Create(ctx, adapters.Endpoint{UUID: "e1", Name: "plc", Protocol: "modbus"}))
 	must(s.SaveSettings(ctx, []byte(`{}`)))
-	_, err = s.CreateFirstAdmin(ctx, AdminUser{Username: "root", PasswordHash: "h"})
+	_, err = s.Admins().CreateFirst(ctx, AdminUser{Username: "root", PasswordHash: "h"})
 	must(err)
-	d, err := s.CreateDestination(ctx, Destination{Name: "cloud", Type: "platform", Enabled: true})
+	d, err := s.Publishing().CreateDestination(ctx, Destination{Name: "cloud", Type: "platform", Enabled: true})
 	must(err)
-	_, err = s.CreateSubscription(ctx, Subscription{DestinationID: d.ID, Topics: []string{}, PayloadFormat: "custom", Compression: "json", Enabled: true})
+	_, err = s.Publishing().CreateSubscription(ctx, Subscription{DestinationID: d.ID, Topics: []string{}, PayloadFormat: "custom", Compression: "json", Enabled: true})
 	must(err)
 	q, err := s.OfflineQueue(DefaultQueueOptions())
 	must(err)

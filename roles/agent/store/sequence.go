@@ -74,7 +74,8 @@ func (s *Store) NewSequence(ctx context.Context, key string, block int) (*Sequen
 
 // Next returns the next number, reserving a new block first when the
 // current one is used up. Numbers start at 1.
-func (q *Sequence) Next(ctx context.Context) (uint64, error) {
+func (q *Sequence) Next(ctx context.Context) (_ uint64, err error) {
+	defer q.s.cond.observe(&err)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.limit == 0 || q.next > q.limit {

@@ -34,14 +34,39 @@ var ErrNotFound = errors.New("not found")
 // ErrDuplicate is returned when a unique name is taken.
 var ErrDuplicate = errors.New("already exists")
 
-// Store is the agent's database. Its methods are safe for concurrent use.
+// Store is the agent's database. It keeps the agent's identity and
+// settings itself; Admins, Endpoints and Publishing reach the table groups
+// of the admin UI, the protocol endpoints and the publishing
+// configuration. Its methods and theirs are safe for concurrent use.
 type Store struct {
 	db   *db.DB
 	path string
-	cond condition
-	// recovery is set when Open replaced a corrupt file.
-	recovery *Recovery
+	cond *condition
+
+	admins     Admins
+	endpoints  Endpoints
+	publishing Publishing
 }
+
+func newStore(d *db.DB, path string, log *slog.Logger) *Store {
+	cond := newCondition(d, path, log)
+	return &Store{
+		db: d, path: path, cond: cond,
+		admins:     Admins{db: d, cond: cond},
+		endpoints:  Endpoints{db: d, cond: cond},
+		publishing: Publishing{db: d, cond: cond},
+	}
+}
+
+// Admins is the admin users and their sessions.
+func (s *Store) Admins() *Admins { return &s.admins }
+
+// Endpoints is the protocol endpoints.
+func (s *Store) Endpoints() *Endpoints { return &s.endpoints }
+
+// Publishing is the publish destinations, their subscriptions and the
+// protocol outputs.
+func (s *Store) Publishing() *Publishing { return &s.publishing }
 
 // Open creates the data directory (0700) and the database file (0600) when
 // missing, opens it and applies pending migrations.
@@ -92,11 +117,11 @@ func openChecked(ctx context.Context, path string, log *slog.Logger) (*Store, er
 		}
 		return nil, fmt.Errorf("open agent store: %w", err)
 	}
-	s := &Store{db: d, path: path, cond: newCondition(log)}
+	s := newStore(d, path, log)
 	// quick_check reads every page but skips the index cross-checks of
 	// integrity_check: 10,000 queued records take milliseconds, and a
 	// damaged file is found before the agent trusts it.
-	verdict, err := s.quickCheck(ctx)
+	verdict, err := s.cond.quickCheck(ctx)
 	if err == nil && verdict != "ok" {
 		err = &corruptError{reason: "quick_check: " + firstLine(verdict, nil)}
 	} else if IsCorrupt(err) {
@@ -140,14 +165,12 @@ func (s *Store) Close() error {
 }
 
 // Ping checks the database answers.
-func (s *Store) Ping(ctx context.Context) (err error) {
-	defer s.observe(&err)
-	return s.db.Ping(ctx)
-}
+func (s *Store) Ping(ctx context.Context) error { return s.cond.ping(ctx) }
 
 // IntegrityCheck runs PRAGMA integrity_check and returns its verdict, "ok"
 // for a sound file.
-func (s *Store) IntegrityCheck(ctx context.Context) (string, error) {
+func (s *Store) IntegrityCheck(ctx context.Context) (_ string, err error) {
+	defer s.cond.observe(&err)
 	var verdict string
 	if err := s.db.ReadSQL().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&verdict); err != nil {
 		return "", fmt.Errorf("integrity check: %w", err)
@@ -172,7 +195,8 @@ type Stats struct {
 }
 
 // Stats reports the file size (with its WAL) and every table's row count.
-func (s *Store) Stats(ctx context.Context) (Stats, error) {
+func (s *Store) Stats(ctx context.Context) (_ Stats, err error) {
+	defer s.cond.observe(&err)
 	st := Stats{Path: s.path, Tables: []TableStat{}}
 	for _, sfx := range []string{"", "-wal"} {
 		fi, err := os.Stat(s.path + sfx)

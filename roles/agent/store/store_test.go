@@ -46,42 +46,42 @@ func TestEndpoints(t *testing.T) {
 		DataPoints: []adapters.DataPoint{{Name: "temp", Register: "holding:1", Type: "int16"}}}
 	b := adapters.Endpoint{UUID: "u-b", Name: "opc-b", Protocol: "opcua", PollIntervalMS: 500}
 	for _, ep := range []adapters.Endpoint{a, b} {
-		if err := s.CreateEndpoint(ctx, ep); err != nil {
+		if err := s.Endpoints().Create(ctx, ep); err != nil {
 			t.Fatal(err)
 		}
 	}
 	dup := b
 	dup.UUID = "u-c"
-	if err := s.CreateEndpoint(ctx, dup); !errors.Is(err, ErrDuplicate) {
+	if err := s.Endpoints().Create(ctx, dup); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate name: err = %v, want ErrDuplicate", err)
 	}
 	for _, ref := range []string{"u-a", "plc-a"} {
-		got, err := s.Endpoint(ctx, ref)
+		got, err := s.Endpoints().Get(ctx, ref)
 		if err != nil || got.UUID != "u-a" || got.DataPoints[0].Register != "holding:1" {
 			t.Fatalf("Endpoint(%s) = %+v, %v", ref, got, err)
 		}
 	}
-	if _, err := s.Endpoint(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Endpoints().Get(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Endpoint(nope) err = %v", err)
 	}
-	list, err := s.Endpoints(ctx, "modbus")
+	list, err := s.Endpoints().List(ctx, "modbus")
 	if err != nil || len(list) != 1 || list[0].Name != "plc-a" {
 		t.Fatalf("Endpoints(modbus) = %+v, %v", list, err)
 	}
 	a.Enabled = false
-	if err := s.UpdateEndpoint(ctx, a); err != nil {
+	if err := s.Endpoints().Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Endpoint(ctx, "u-a"); got.Enabled {
+	if got, _ := s.Endpoints().Get(ctx, "u-a"); got.Enabled {
 		t.Fatal("update not stored")
 	}
-	if err := s.DeleteEndpoint(ctx, "u-a"); err != nil {
+	if err := s.Endpoints().Delete(ctx, "u-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteEndpoint(ctx, "u-a"); !errors.Is(err, ErrNotFound) {
+	if err := s.Endpoints().Delete(ctx, "u-a"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second delete err = %v", err)
 	}
-	removed, err := s.DeleteAllEndpoints(ctx)
+	removed, err := s.Endpoints().DeleteAll(ctx)
 	if err != nil || len(removed) != 1 || removed[0] != "u-b" {
 		t.Fatalf("DeleteAllEndpoints = %v, %v", removed, err)
 	}
@@ -90,53 +90,53 @@ func TestEndpoints(t *testing.T) {
 func TestAdminsAndSessions(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, t.TempDir())
-	created, err := s.CreateFirstAdmin(ctx, AdminUser{Username: "root", PasswordHash: "h1"})
+	created, err := s.Admins().CreateFirst(ctx, AdminUser{Username: "root", PasswordHash: "h1"})
 	if err != nil || !created {
 		t.Fatalf("CreateFirstAdmin = %v, %v", created, err)
 	}
-	if created, _ := s.CreateFirstAdmin(ctx, AdminUser{Username: "other", PasswordHash: "h"}); created {
+	if created, _ := s.Admins().CreateFirst(ctx, AdminUser{Username: "other", PasswordHash: "h"}); created {
 		t.Fatal("a second first admin was created")
 	}
-	if err := s.CreateAdmin(ctx, AdminUser{Username: "root", PasswordHash: "x"}); !errors.Is(err, ErrDuplicate) {
+	if err := s.Admins().Create(ctx, AdminUser{Username: "root", PasswordHash: "x"}); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate admin err = %v", err)
 	}
 	now := time.Now()
-	if err := s.CreateSession(ctx, "sess", "root", now.Add(time.Hour)); err != nil {
+	if err := s.Admins().CreateSession(ctx, "sess", "root", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if u, err := s.SessionUser(ctx, "sess", now); err != nil || u.Username != "root" || !u.Superuser {
+	if u, err := s.Admins().SessionUser(ctx, "sess", now); err != nil || u.Username != "root" || !u.Superuser {
 		t.Fatalf("SessionUser = %+v, %v", u, err)
 	}
-	if _, err := s.SessionUser(ctx, "sess", now.Add(2*time.Hour)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Admins().SessionUser(ctx, "sess", now.Add(2*time.Hour)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("expired session err = %v", err)
 	}
 	hash := "h2"
-	if _, err := s.UpdateAdmin(ctx, "root", AdminPatch{PasswordHash: &hash}); err != nil {
+	if _, err := s.Admins().Update(ctx, "root", AdminPatch{PasswordHash: &hash}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SessionUser(ctx, "sess", now); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Admins().SessionUser(ctx, "sess", now); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("session survived a password change: %v", err)
 	}
-	if err := s.CreateSession(ctx, "s2", "root", now.Add(time.Hour)); err != nil {
+	if err := s.Admins().CreateSession(ctx, "s2", "root", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteAdmin(ctx, "root"); !errors.Is(err, ErrLastSuperuser) {
+	if err := s.Admins().Delete(ctx, "root"); !errors.Is(err, ErrLastSuperuser) {
 		t.Fatalf("deleting the only superuser: err = %v, want ErrLastSuperuser", err)
 	}
 	off := false
-	if _, err := s.UpdateAdmin(ctx, "root", AdminPatch{Active: &off}); !errors.Is(err, ErrLastSuperuser) {
+	if _, err := s.Admins().Update(ctx, "root", AdminPatch{Active: &off}); !errors.Is(err, ErrLastSuperuser) {
 		t.Fatalf("deactivating the only superuser: err = %v, want ErrLastSuperuser", err)
 	}
-	if _, err := s.SessionUser(ctx, "s2", now); err != nil {
+	if _, err := s.Admins().SessionUser(ctx, "s2", now); err != nil {
 		t.Fatalf("a refused change ended the session: %v", err)
 	}
-	if err := s.CreateAdmin(ctx, AdminUser{Username: "second", PasswordHash: "h", Active: true, Superuser: true}); err != nil {
+	if err := s.Admins().Create(ctx, AdminUser{Username: "second", PasswordHash: "h", Active: true, Superuser: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteAdmin(ctx, "root"); err != nil {
+	if err := s.Admins().Delete(ctx, "root"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SessionUser(ctx, "s2", now); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Admins().SessionUser(ctx, "s2", now); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("session survived its user: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestSurvivesKill(t *testing.T) {
 	if v, err := s.IntegrityCheck(context.Background()); err != nil || v != "ok" {
 		t.Fatalf("integrity_check = %q, %v", v, err)
 	}
-	eps, err := s.Endpoints(context.Background(), "")
+	eps, err := s.Endpoints().List(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func killChild(dir string) {
 	}
 	for i := 1; ; i++ {
 		ep := adapters.Endpoint{UUID: fmt.Sprintf("u-%d", i), Name: fmt.Sprintf("ep-%d", i), Protocol: "modbus", PollIntervalMS: 1000}
-		if err := s.CreateEndpoint(context.Background(), ep); err != nil {
+		if err := s.Endpoints().Create(context.Background(), ep); err != nil {
 			fmt.Println("write:", err)
 			os.Exit(1)
 		}

@@ -249,13 +249,17 @@ func (a Agent) validate(p *problems) {
 		p.add("agent.api_key", "must be at least %d characters when the agent API listens beyond loopback (key mode binds 0.0.0.0), got %d", MinAgentAPIKeyLen, n)
 	}
 	p.notEmpty("agent.data_dir", a.DataDir)
-	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < 6 {
-		p.add("agent.admin_password", "must be at least 6 characters when agent.admin_username is set")
+	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < MinAgentPasswordLen {
+		p.add("agent.admin_password", "must be at least %d characters when agent.admin_username is set", MinAgentPasswordLen)
 	}
 	if len(a.AdminPassword.Reveal()) > 72 {
 		p.add("agent.admin_password", "must be at most 72 bytes (the most a bcrypt hash takes)")
 	}
 }
+
+// MinAgentPasswordLen is the shortest password of an agent admin user, set
+// through agent.admin_password or the agent's admin API.
+const MinAgentPasswordLen = 6
 
 // MinJWTSecretLen is the shortest jwt.secret accepted: HS256 with a
 // shorter key is open to offline guessing of the key from one token.

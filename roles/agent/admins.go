@@ -120,7 +120,7 @@ func bootstrapAdmin(ctx context.Context, st *store.Store, cfg config.Agent, log 
 		return nil
 	}
 	if err := httpapi.ValidUsername(cfg.AdminUsername); err != nil {
-		return errors.New("agent.admin_username (AGENT_ADMIN_USERNAME): " + strings.TrimPrefix(err.Error(), "username: "))
+		return errors.New(config.Label("agent.admin_username") + ": " + strings.TrimPrefix(err.Error(), "username: "))
 	}
 	h, err := httpapi.HashPassword(cfg.AdminPassword.Reveal())
 	if err != nil {
@@ -131,7 +131,7 @@ func bootstrapAdmin(ctx context.Context, st *store.Store, cfg config.Agent, log 
 		return err
 	}
 	if created {
-		log.Info("first admin user created from AGENT_ADMIN_USERNAME", "username", cfg.AdminUsername)
+		log.Info("first admin user created from "+config.EnvNames("agent.admin_username"), "username", cfg.AdminUsername)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/edgeplat/edgeplat/config"
+
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -30,8 +32,8 @@ func isAccessError(err error) bool {
 // dataDirError names the directory, the user and the setting that
 // changes it; it is fatal when the cause is access.
 func dataDirError(dir, what string, err error) error {
-	e := fmt.Errorf("agent.data_dir (AGENT_DATA_DIR, --data-dir) %s %s (uid %d): %w; give that user the directory or point AGENT_DATA_DIR at one it can write",
-		dir, what, os.Geteuid(), err)
+	e := fmt.Errorf("%s (or --data-dir) %s %s (uid %d): %w; give that user the directory or point %s at one it can write",
+		config.Label("agent.data_dir"), dir, what, os.Geteuid(), err, config.EnvNames("agent.data_dir"))
 	if isAccessError(err) {
 		return &fatalError{err: e}
 	}

@@ -100,7 +100,7 @@ func (p *pipeline) Start(ctx context.Context) error {
 	if p.spoolOp != nil {
 		sp, err := spool.Open(*p.spoolOp)
 		if err != nil {
-			return fmt.Errorf("open spool (spool.path, DISK_SPOOL_PATH): %w", err)
+			return fmt.Errorf("open spool (%s): %w", config.Label("spool.path"), err)
 		}
 		p.spool = sp
 		p.rt.Health.Register("api-spool", p.checkSpool)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/edgeplat/edgeplat/config"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,7 +30,7 @@ const (
 	// sessionIDBytes is 256 bits of randomness, twice the 128 the
 	// session id needs at lear.Admins.
 	sessionIDBytes       = 32
-	minPasswordLen       = 6
+	minPasswordLen       = config.MinAgentPasswordLen
 	maxPasswordLen       = 72 // bcrypt ignores bytes beyond 72
 	maxUsernameLen       = 64
 	bcryptCost           = 11
@@ -78,7 +81,7 @@ func ValidUsername(u string) error {
 func validPassword(pw string) error {
 	switch {
 	case len(pw) < minPasswordLen:
-		return errors.New("password: must be at least 6 characters")
+		return fmt.Errorf("password: must be at least %d characters", minPasswordLen)
 	case len(pw) > maxPasswordLen:
 		return errors.New("password: must be at most 72 bytes")
 	}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/edgeplat/edgeplat/config"
+
 	"github.com/gin-gonic/gin"
 )
 
@@ -20,7 +22,7 @@ import (
 func loopbackOnly() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !isLoopbackHost(c.Request.Host) {
-			fail(c, http.StatusForbidden, "host %q is not a loopback name; this agent API answers on localhost only (API_SECURITY_MODE=LOCALHOST_ONLY)", c.Request.Host)
+			fail(c, http.StatusForbidden, "host %q is not a loopback name; this agent API answers on localhost only (%s=LOCALHOST_ONLY)", c.Request.Host, config.EnvNames("agent.security_mode"))
 			return
 		}
 		for _, h := range forwardingHeaders {

@@ -336,7 +336,7 @@ func TestListenSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	services, err := New(cfg, r, rt.Backends{Streams: streams}, Options{})
+	services, err := New(cfg, r, rt.Backends{DB: dbtest.Migrated(t, "sqlite"), Streams: streams}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

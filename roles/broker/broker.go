@@ -45,6 +45,7 @@ type Broker struct {
 	log    *slog.Logger
 	rt     *rt.Runtime
 	server *mqtt.Server
+	guard  *connectGuard
 	addr   string
 	closed atomic.Bool
 }
@@ -102,7 +103,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		_ = ln.Close()
 		return fmt.Errorf("add broker auth hook: %w", err)
 	}
-	guarded := connectGuard{Listener: ln, timeout: b.opts.Limits.ConnectTimeout}
+	guarded := newConnectGuard(ln, b.opts.Limits.ConnectTimeout)
 	if err := server.AddListener(listeners.NewNet("tcp", guarded)); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("add broker listener %s: %w", b.addr, err)
@@ -111,7 +112,7 @@ func (b *Broker) Start(ctx context.Context) error {
 		_ = server.Close()
 		return fmt.Errorf("start broker: %w", err)
 	}
-	b.server = server
+	b.server, b.guard = server, guarded
 	b.rt.Health.Register("mqtt-broker", b.check)
 	b.log.Info("mqtt broker listening", "addr", b.addr, "auth", authMode,
 		"max_packet_bytes", b.opts.Limits.MaxPacketBytes, "connect_timeout", b.opts.Limits.ConnectTimeout)
@@ -138,6 +139,11 @@ func (b *Broker) Stop(ctx context.Context) error {
 	// mochi's Close panics when called twice.
 	if b.server == nil || !b.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if err := b.guard.quiesce(ctx); err != nil {
+		// Closing now risks mochi's own race (see connectGuard), but a
+		// broker left open would be worse.
+		b.log.Warn("closing the broker while connections still attach", "err", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- b.server.Close() }()

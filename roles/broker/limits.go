@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -126,16 +128,31 @@ func (l Limits) capabilities() *mqtt.Capabilities {
 // keep-alive; the guard sets the first one, so a connection that stays
 // silent (or trickles its CONNECT) is closed after the timeout. It also
 // refuses a first packet larger than maxConnectBytes.
+//
+// It also tells Stop when mochi is done taking connections: mochi's Close
+// waits on a WaitGroup that each new connection's goroutine adds to, and
+// an Add racing that Wait is a data race in mochi. quiesce closes the
+// listener and waits until every accepted connection has been read from,
+// which mochi does only after its Add, so Close finds no Add to come.
 type connectGuard struct {
 	net.Listener
 	timeout time.Duration
+
+	stopped   chan struct{} // closed once Accept has failed: no more connections
+	stopOnce  sync.Once
+	attaching *attaching
+}
+
+func newConnectGuard(ln net.Listener, timeout time.Duration) *connectGuard {
+	return &connectGuard{Listener: ln, timeout: timeout, stopped: make(chan struct{}), attaching: newAttaching()}
 }
 
 // Accept implements net.Listener.
-func (g connectGuard) Accept() (net.Conn, error) {
+func (g *connectGuard) Accept() (net.Conn, error) {
 	for {
 		c, err := g.Listener.Accept()
 		if err != nil {
+			g.stopOnce.Do(func() { close(g.stopped) })
 			return nil, err
 		}
 		// An error here is about this connection (closed already); an
@@ -144,8 +161,78 @@ func (g connectGuard) Accept() (net.Conn, error) {
 			_ = c.Close()
 			continue
 		}
-		return &firstPacketConn{Conn: c}, nil
+		g.attaching.add()
+		return &firstPacketConn{Conn: c, attached: g.attaching.done}, nil
 	}
+}
+
+// quiesce stops accepting and waits, within ctx, until mochi's accept
+// loop has ended and has started reading every connection it accepted.
+func (g *connectGuard) quiesce(ctx context.Context) error {
+	if err := g.Listener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("close broker listener: %w", err)
+	}
+	select {
+	case <-g.stopped:
+	case <-ctx.Done():
+		return fmt.Errorf("broker accept loop still running: %w", ctx.Err())
+	}
+	return g.attaching.wait(ctx)
+}
+
+// attaching counts the connections accepted but not read from yet.
+type attaching struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed while n is 0
+}
+
+func newAttaching() *attaching {
+	a := &attaching{idle: make(chan struct{})}
+	close(a.idle)
+	return a
+}
+
+func (a *attaching) add() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.n++
+}
+
+func (a *attaching) done() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n--
+	if a.n == 0 {
+		close(a.idle)
+	}
+}
+
+func (a *attaching) wait(ctx context.Context) error {
+	a.mu.Lock()
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("broker connections still attaching: %w", ctx.Err())
+	}
+}
+
+func (c *firstPacketConn) markAttached() {
+	if c.attached != nil {
+		c.attachedOnce.Do(c.attached)
+	}
+}
+
+// Close implements net.Conn.
+func (c *firstPacketConn) Close() error {
+	c.markAttached()
+	return c.Conn.Close()
 }
 
 // errConnectTooLarge ends a connection whose first packet announces more
@@ -158,13 +245,17 @@ var errConnectTooLarge = fmt.Errorf("first packet larger than %d bytes", maxConn
 // much, before mochi allocates the body. Only mochi's read loop calls Read.
 type firstPacketConn struct {
 	net.Conn
-	done      bool
-	seen      int // header bytes seen, type byte included
-	remaining int
-	mult      int
+	// attached, when set, is called once, at the first Read or at Close.
+	attached     func()
+	attachedOnce sync.Once
+	done         bool
+	seen         int // header bytes seen, type byte included
+	remaining    int
+	mult         int
 }
 
 func (c *firstPacketConn) Read(p []byte) (int, error) {
+	c.markAttached()
 	n, err := c.Conn.Read(p)
 	if c.done {
 		return n, err

@@ -12,45 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
 )
-
-// metricValue returns the value of the sample of name whose labels
-// include want, failing when there is none.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			}
-		}
-	}
-	t.Fatalf("no sample %s%v", name, want)
-	return 0
-}
 
 // TestCloudSyncMetrics: target-state pulls are counted, their failures
 // too, and the last success is a timestamp.
@@ -84,13 +48,13 @@ func TestCloudSyncMetrics(t *testing.T) {
 		t.Fatalf("pull from a failing cloud = %d %s", code, body)
 	}
 	reg := r.metrics
-	if v := metricValue(t, reg, "edgeplat_agent_cloud_sync_attempts_total", nil); v != 2 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_cloud_sync_attempts_total", nil); v != 2 {
 		t.Fatalf("attempts %v, want 2", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_cloud_sync_failures_total", nil); v != 1 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_cloud_sync_failures_total", nil); v != 1 {
 		t.Fatalf("failures %v, want 1", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_cloud_sync_last_success_timestamp_seconds", nil); v < float64(time.Now().Add(-time.Minute).Unix()) {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_cloud_sync_last_success_timestamp_seconds", nil); v < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Fatalf("last success %v, want a recent Unix time", v)
 	}
 }

@@ -22,41 +22,6 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
-// metricValue returns the value of the sample of name whose labels
-// include want, failing when there is none.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue()
-			case m.Gauge != nil:
-				return m.Gauge.GetValue()
-			}
-		}
-	}
-	t.Fatalf("no sample %s%v", name, want)
-	return 0
-}
-
 // switchTransport is a destination that delivers while up.
 type switchTransport struct {
 	up      atomic.Bool
@@ -127,9 +92,9 @@ func TestPublishingMetrics(t *testing.T) {
 		}
 	}
 	coretest.Eventually(t, 10*time.Second, "3 direct deliveries", func() bool {
-		return metricValue(t, reg, "edgeplat_agent_published_messages_total", with("path", "direct")) == 3
+		return coretest.MetricValue(t, reg, "edgeplat_agent_published_messages_total", with("path", "direct")) == 3
 	})
-	if v := metricValue(t, reg, "edgeplat_agent_published_bytes_total", with("path", "direct")); v != 30 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_published_bytes_total", with("path", "direct")); v != 30 {
 		t.Fatalf("direct bytes %v, want 30", v)
 	}
 
@@ -140,31 +105,31 @@ func TestPublishingMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_queue_records", lbl); v != 2 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_records", lbl); v != 2 {
 		t.Fatalf("queue records %v, want 2", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_queue_bytes", lbl); v != 10 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_bytes", lbl); v != 10 {
 		t.Fatalf("queue bytes %v, want 10", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_queue_oldest_record_age_seconds", lbl); v < 0 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_oldest_record_age_seconds", lbl); v < 0 {
 		t.Fatalf("oldest age %v", v)
 	}
 
 	tr.set(true)
 	coretest.Eventually(t, 10*time.Second, "the queue replayed", func() bool {
-		return metricValue(t, reg, "edgeplat_agent_published_messages_total", with("path", "replay")) == 2
+		return coretest.MetricValue(t, reg, "edgeplat_agent_published_messages_total", with("path", "replay")) == 2
 	})
-	if v := metricValue(t, reg, "edgeplat_agent_published_bytes_total", with("path", "replay")); v != 10 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_published_bytes_total", with("path", "replay")); v != 10 {
 		t.Fatalf("replayed bytes %v, want 10", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_queue_flushes_total", with("result", "delivered")); v < 1 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_flushes_total", with("result", "delivered")); v < 1 {
 		t.Fatalf("delivering flushes %v, want at least 1", v)
 	}
-	if v := metricValue(t, reg, "edgeplat_agent_queue_records", lbl); v != 0 {
+	if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_records", lbl); v != 0 {
 		t.Fatalf("queue records %v after the replay, want 0", v)
 	}
 	for _, reason := range []string{"evicted_max_records", "refused", "dead_lettered", "store_error"} {
-		if v := metricValue(t, reg, "edgeplat_agent_queue_dropped_records_total", with("reason", reason)); v != 0 {
+		if v := coretest.MetricValue(t, reg, "edgeplat_agent_queue_dropped_records_total", with("reason", reason)); v != 0 {
 			t.Fatalf("dropped for %s: %v, want 0", reason, v)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -152,15 +151,7 @@ func checkMetrics(t *testing.T, url string, doc []byte) {
 			t.Errorf("%s: %s is not listed in docs/metrics.md", url, name)
 		}
 	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		coretest.Unavailable(t, "promtool", "PATH", err)
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics on %s: %v\n%s", url, err, out)
-	}
+	coretest.PromtoolCheck(t, url, body)
 }
 
 // ours tells edgeplat's series from those of the Go runtime, the process

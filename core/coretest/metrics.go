@@ -1,6 +1,8 @@
 package coretest
 
 import (
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,4 +41,21 @@ func MetricValue(t testing.TB, g prometheus.Gatherer, name string, want map[stri
 	}
 	t.Fatalf("no sample %s%v", name, want)
 	return 0
+}
+
+// PromtoolCheck lints a Prometheus exposition with `promtool check
+// metrics`, naming what in a failure. Without promtool the check is
+// skipped, or fails under CI (see RequireServices), which installs it.
+func PromtoolCheck(t testing.TB, what, body string) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		Unavailable(t, "promtool", "PATH", err)
+		return
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on %s: %v\n%s", what, err, out)
+	}
 }

@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -67,22 +65,5 @@ func TestAgentMetricsPassPromtool(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "edgeplat_agent_cloud_sync_attempts_total") {
 		t.Fatalf("/metrics = %d without the agent's metrics", code)
 	}
-	promtoolCheck(t, body)
-}
-
-// promtoolCheck lints an exposition with promtool, when installed.
-func promtoolCheck(t *testing.T, body string) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed; exposition not linted")
-		return
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
-	}
+	coretest.PromtoolCheck(t, "the agent's /metrics", body)
 }

@@ -1,13 +1,10 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,22 +132,5 @@ func TestPublishingMetrics(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	metrics.Handler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	promtoolCheck(t, rec.Body.String())
-}
-
-// promtoolCheck lints an exposition with promtool, when installed.
-func promtoolCheck(t *testing.T, body string) {
-	t.Helper()
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool not installed; exposition not linted")
-		return
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
-	}
+	coretest.PromtoolCheck(t, "the publish metrics", rec.Body.String())
 }

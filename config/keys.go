@@ -88,7 +88,7 @@ var Keys = []Key{
 
 	// streamstore
 	{Name: "streamstore.driver", Kind: String, Default: "redis", RoleDefaults: map[string]any{RoleAllInOne: "memory"}, Doc: "Stream store: redis, or memory (in-process, single node)."},
-	{Name: "streamstore.host", Env: "STREAMSTORE_HOST", Kind: String, Default: "localhost", Doc: "Stream store host; a comma-separated list selects Sentinel or Cluster."},
+	{Name: "streamstore.host", Env: "STREAMSTORE_HOST", Kind: String, Default: "localhost", Doc: "Stream store host; a comma-separated list of seed nodes selects Redis Cluster."},
 	{Name: "streamstore.port", Env: "STREAMSTORE_PORT", Kind: Int, Default: 6379, Doc: "Stream store port."},
 	{Name: "streamstore.password", Env: "STREAMSTORE_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "Stream store password."},
 	{Name: "streamstore.db", Env: "STREAMSTORE_DB", Kind: Int, Default: 0, Doc: "Stream store logical database number."},

@@ -87,12 +87,19 @@ type EventFilter struct {
 	Kind     string
 	Actor    string
 	Before   int64
-	Limit    int
+	// Limit is the page size; zero or less is DefaultEventsLimit.
+	Limit int
 }
+
+// DefaultEventsLimit is the page size of Events when none is given.
+const DefaultEventsLimit = 100
 
 // Events lists a tenant's audit events by f, and the cursor of the next
 // page (0 when there is none).
 func (s *Store) Events(ctx context.Context, tenant string, f EventFilter) ([]Event, int64, error) {
+	if f.Limit <= 0 {
+		f.Limit = DefaultEventsLimit
+	}
 	conn, d := s.sql()
 	var b db.SQLBuilder
 	b.Write(`SELECT id, tenant_uuid, at, kind, actor, actor_kind, target, ip, outcome, detail FROM audit_events WHERE tenant_uuid = `, b.Arg(tenant))

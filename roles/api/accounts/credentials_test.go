@@ -338,6 +338,7 @@ func TestAuditEventsIntegration(t *testing.T) {
 			{"actor", EventFilter{Actor: a.ID, Limit: 10}, 2},
 			{"from", EventFilter{From: start.Add(time.Minute), Limit: 10}, 2},
 			{"to", EventFilter{To: start.Add(time.Minute), Limit: 10}, 1},
+			{"no limit given: the default page", EventFilter{}, 3},
 		} {
 			if got, _, err := s.Events(ctx, a.TenantUUID, tt.f); err != nil || len(got) != tt.want {
 				t.Errorf("Events by %s: %d, %v; want %d", tt.name, len(got), err, tt.want)

@@ -52,18 +52,21 @@ func (l *Location) check() error {
 
 // Agent is a registered edge agent.
 type Agent struct {
-	UUID      string            `json:"uuid"`
-	TenantID  string            `json:"tenantId"`
-	Name      string            `json:"name"`
-	Version   string            `json:"version"`
-	State     string            `json:"state"`
-	Fleet     string            `json:"fleet"`
-	Tags      map[string]string `json:"tags"`
-	Location  *Location         `json:"location"`
-	Active    bool              `json:"active"`
-	LastSeen  *time.Time        `json:"lastSeen"`
-	CreatedAt time.Time         `json:"createdAt"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	UUID     string            `json:"uuid"`
+	TenantID string            `json:"tenantId"`
+	Name     string            `json:"name"`
+	Version  string            `json:"version"`
+	State    string            `json:"state"`
+	Fleet    string            `json:"fleet"`
+	Tags     map[string]string `json:"tags"`
+	Location *Location         `json:"location"`
+	Active   bool              `json:"active"`
+	// Status is derived from Active and LastSeen (StatusOf); State is
+	// the lifecycle state set through the API.
+	Status    string     `json:"status"`
+	LastSeen  *time.Time `json:"lastSeen"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Store keeps the agent registry, provisioning keys and device keys in the
@@ -73,6 +76,9 @@ type Agent struct {
 type Store struct {
 	db  *db.DB
 	now func() time.Time
+	// offlineAfter is the silence after which an agent is offline; 0 is
+	// DefaultOfflineAfter.
+	offlineAfter time.Duration
 }
 
 // NewStore returns a store on d, which must be open by the first call.
@@ -182,7 +188,7 @@ func (s *Store) insertAgent(ctx context.Context, x execer, d db.Dialect, tenant 
 	}
 	t := now.Truncate(time.Microsecond)
 	return Agent{UUID: n.UUID, TenantID: tenant, Name: n.Name, Version: n.Version, State: "registered", Fleet: n.Fleet,
-		Tags: n.Tags, Location: n.Location, Active: true, CreatedAt: t, UpdatedAt: t}, nil
+		Tags: n.Tags, Location: n.Location, Active: true, Status: StatusNeverSeen, CreatedAt: t, UpdatedAt: t}, nil
 }
 
 type execer interface {
@@ -292,6 +298,9 @@ func (s *Store) agent(ctx context.Context, x execer, tenant, uuid string) (Agent
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Agent{}, fmt.Errorf("get agent: %w", err)
 	}
+	if err == nil {
+		s.withStatus(&a)
+	}
 	return a, err
 }
 
@@ -352,6 +361,7 @@ func (s *Store) Agents(ctx context.Context, tenant string) ([]Agent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
+		s.withStatus(&a)
 		agents = append(agents, a)
 	}
 	return agents, rows.Err()
@@ -477,6 +487,7 @@ func (s *Store) modify(ctx context.Context, tenant, uuid string, fn func(*Agent)
 		return Agent{}, fmt.Errorf("update agent: commit: %w", err)
 	}
 	a.UpdatedAt = now.Truncate(time.Microsecond)
+	s.withStatus(&a)
 	return a, nil
 }
 

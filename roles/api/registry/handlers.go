@@ -374,7 +374,7 @@ func (h *handler) locations(c *gin.Context) {
 	}
 	out := make([]gin.H, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, gin.H{"uuid": a.UUID, "name": a.Name, "active": a.Active, "lastSeen": a.LastSeen, "location": a.Location})
+		out = append(out, gin.H{"uuid": a.UUID, "name": a.Name, "active": a.Active, "status": a.Status, "lastSeen": a.LastSeen, "location": a.Location})
 	}
 	c.JSON(http.StatusOK, gin.H{"locations": out})
 }

@@ -370,28 +370,26 @@ func (s *Store) Agents(ctx context.Context, tenant string) ([]Agent, error) {
 // AgentsByTags lists tenant's agents that carry every tag of want (a value
 // of "*" matches any value of that key).
 func (s *Store) AgentsByTags(ctx context.Context, tenant string, want map[string]string) ([]Agent, error) {
+	return s.AgentsMatching(ctx, tenant, equalityQuery(want))
+}
+
+// AgentsMatching lists tenant's agents whose tags meet every condition
+// (ParseTagQuery).
+func (s *Store) AgentsMatching(ctx context.Context, tenant string, conds []TagCond) ([]Agent, error) {
 	all, err := s.Agents(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	out := []Agent{}
 	for _, a := range all {
-		if matchTags(a.Tags, want) {
+		if matchConds(a.Tags, conds) {
 			out = append(out, a)
 		}
 	}
 	return out, nil
 }
 
-func matchTags(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "*" && got != v) {
-			return false
-		}
-	}
-	return true
-}
+func matchTags(have, want map[string]string) bool { return matchConds(have, equalityQuery(want)) }
 
 // AgentUpdate is a partial metadata update; nil fields are left alone.
 type AgentUpdate struct {

@@ -349,12 +349,17 @@ func (h *handler) query(c *gin.Context) {
 		return
 	}
 	var in struct {
-		Tags map[string]string `json:"tags"`
+		Tags map[string]json.RawMessage `json:"tags"`
 	}
 	if !h.bind(c, &in) {
 		return
 	}
-	agents, err := h.Store.AgentsByTags(c.Request.Context(), who.TenantUUID, in.Tags)
+	conds, err := ParseTagQuery(in.Tags)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	agents, err := h.Store.AgentsMatching(c.Request.Context(), who.TenantUUID, conds)
 	if err != nil {
 		h.fail(c, err)
 		return

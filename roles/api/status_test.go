@@ -106,7 +106,11 @@ func runServices(t *testing.T, svcs ...lifecycle.Service) {
 // in the audit log, and lastSeen moves with the traffic.
 func TestAgentStatusIntegration(t *testing.T) {
 	forEngine(t, func(t *testing.T, d *db.DB) {
-		h, _, pipe, svcs := roleServices(t, d, testLicence(t, 0), func(c *config.Config) { c.API.AgentOfflineAfter = 2 * time.Second })
+		h, _, pipe, svcs := roleServices(t, d, testLicence(t, 0), func(c *config.Config) {
+			c.API.AgentOfflineAfter = 2 * time.Second
+			// The test polls admin routes faster than their limits allow.
+			c.Auth.RateLimitAdmin, c.Auth.RateLimitGlobal = 0, 0
+		})
 		var seen *lastSeen
 		var watch *statusWatch
 		for _, s := range svcs {
@@ -194,6 +198,22 @@ func TestAgentStatusIntegration(t *testing.T) {
 			t.Errorf("tenant stream after disabling: %+v", ev)
 		}
 
+		// Another tenant's event stream carries its own agents' changes
+		// only: the first it gets is about its agent, none of the above.
+		tokB := call(t, h, "POST", "/api/v1/auth/register", "", map[string]string{"email": "b@example.com", "password": "correct horse battery"}).str("accessToken")
+		eventsB := openSSE(t, srv.URL+"/api/v1/agents/events", tokB)
+		b := call(t, h, "POST", "/api/v1/agents", tokB, map[string]string{"name": "b-press"})
+		tb, _ := codec.ParseUUID(b.str("tenantId"))
+		bu, _ := codec.ParseUUID(b.str("uuid"))
+		topic = "i/" + codec.EncodeID(tb) + "/a/" + codec.EncodeID(bu) + "/endpoints/modbus"
+		publish(5)
+		if ev := nextStatus(t, eventsB, "tenant B's stream"); ev.AgentUUID != b.str("uuid") || ev.Status != "online" {
+			t.Errorf("tenant B's first event: %+v, want its own agent online", ev)
+		}
+		if r := call(t, h, "GET", "/api/v1/agents/"+agent+"/stream", tokB, nil); r.status != http.StatusNotFound {
+			t.Errorf("tenant B on tenant A's agent stream: %d %s", r.status, r.raw)
+		}
+
 		// The audit log has each change once, in order (it is written
 		// after the event is published).
 		want := "never-seen>online online>offline offline>online online>disabled"
@@ -201,7 +221,11 @@ func TestAgentStatusIntegration(t *testing.T) {
 		coretest.Eventually(t, 10*time.Second, "audit trail "+want, func() bool {
 			r := call(t, h, "GET", "/api/v1/audit/events?kind="+AuditAgentStatus, tok, nil)
 			got = nil
-			for _, e := range r.body["events"].([]any) {
+			events, ok := r.body["events"].([]any)
+			if !ok {
+				t.Fatalf("audit events: %d %s", r.status, r.raw)
+			}
+			for _, e := range events {
 				ev := e.(map[string]any)
 				det := ev["detail"].(map[string]any)
 				if ev["target"] != agent || ev["actorKind"] != "system" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -536,7 +537,27 @@ func agentKids(ctx context.Context, x execer, tenant, agent string) ([]string, e
 	return kids, rows.Err()
 }
 
-// Locations lists the agents of tenant that have a location.
+// LocationTag is the tag that places an agent without a location field
+// on the map: "latitude,longitude" in decimal degrees.
+const LocationTag = "location"
+
+// locationTag parses a location tag; nil when v is not one.
+func locationTag(v string) *Location {
+	lat, lon, ok := strings.Cut(v, ",")
+	if !ok {
+		return nil
+	}
+	la, err1 := strconv.ParseFloat(strings.TrimSpace(lat), 64)
+	lo, err2 := strconv.ParseFloat(strings.TrimSpace(lon), 64)
+	l := &Location{Latitude: la, Longitude: lo}
+	if err1 != nil || err2 != nil || math.IsInf(la, 0) || math.IsInf(lo, 0) || l.check() != nil {
+		return nil
+	}
+	return l
+}
+
+// Locations lists the agents of tenant that have a location: the location
+// field, else a location tag (LocationTag).
 func (s *Store) Locations(ctx context.Context, tenant string) ([]Agent, error) {
 	all, err := s.Agents(ctx, tenant)
 	if err != nil {
@@ -544,6 +565,9 @@ func (s *Store) Locations(ctx context.Context, tenant string) ([]Agent, error) {
 	}
 	out := []Agent{}
 	for _, a := range all {
+		if a.Location == nil {
+			a.Location = locationTag(a.Tags[LocationTag])
+		}
 		if a.Location != nil {
 			out = append(out, a)
 		}

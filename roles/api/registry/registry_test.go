@@ -164,3 +164,32 @@ func FuzzParseTagQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestLocationTag(t *testing.T) {
+	for in, want := range map[string]*Location{
+		"48.1,11.6":     {Latitude: 48.1, Longitude: 11.6},
+		" -33.9 , 18.4": {Latitude: -33.9, Longitude: 18.4},
+		"91,0":          nil,
+		"0,181":         nil,
+		"NaN,0":         nil,
+		"1e999,0":       nil,
+		"north":         nil,
+		"1,2,3":         nil,
+		"":              nil,
+	} {
+		got := locationTag(in)
+		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Errorf("locationTag(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+func FuzzLocationTag(f *testing.F) {
+	f.Add("48.1,11.6")
+	f.Add("-90,-180")
+	f.Fuzz(func(t *testing.T, v string) {
+		if l := locationTag(v); l != nil && l.check() != nil {
+			t.Fatalf("locationTag(%q) = %+v, out of range", v, l)
+		}
+	})
+}

@@ -85,6 +85,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzMap$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
 	$(GO) test -run='^$$' -fuzz='^FuzzMapMsgpack$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope
+	$(GO) test -run='^$$' -fuzz='^FuzzParseHistoryQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api
+	$(GO) test -run='^$$' -fuzz='^FuzzParseTagQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api/registry
+	$(GO) test -run='^$$' -fuzz='^FuzzLocationTag$$' -fuzztime=$(FUZZEXECS) ./roles/api/registry
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
 	$(GO) test -run='^$$' -fuzz='^FuzzTranslate$$' -fuzztime=$(FUZZEXECS) ./roles/api/query
 	$(GO) test -run='^$$' -fuzz='^FuzzAppendTimestamp$$' -fuzztime=$(FUZZEXECS) ./core/telemetry

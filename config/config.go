@@ -167,6 +167,8 @@ type API struct {
 	// timestamps around their receive time.
 	ClockMaxFuture time.Duration `mapstructure:"clock_max_future"`
 	ClockMaxPast   time.Duration `mapstructure:"clock_max_past"`
+	// AgentOfflineAfter is the silence after which an agent is offline.
+	AgentOfflineAfter time.Duration `mapstructure:"agent_offline_after"`
 }
 
 // Values of api.dedup_mode.

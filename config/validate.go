@@ -143,6 +143,9 @@ func (c *Config) validate() problems {
 			if d := c.API.ClockMaxPast; d <= 0 {
 				p.add("api.clock_max_past", "must be positive, got %s", d)
 			}
+			if d := c.API.AgentOfflineAfter; d < time.Second || d > 24*time.Hour {
+				p.add("api.agent_offline_after", "must be between 1s and 24h, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

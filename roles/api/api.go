@@ -27,6 +27,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
+	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 )
@@ -75,7 +76,17 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
 		return nil, err
 	}
+	sm := newStatusMetrics(r.Metrics)
+	offlineAfter := cfg.API.AgentOfflineAfter
+	if offlineAfter <= 0 {
+		offlineAfter = registry.DefaultOfflineAfter
+	}
+	// lastSeen moves with every agent message; a second's coalescing keeps
+	// it to one statement a second per replica, whatever the message rate.
+	seen := newLastSeen(b.DB, r.Component("api-last-seen"), sm, time.Second)
+	pipe.seen = seen
 	rep := newReports(r, b.DB)
+	rep.seen, rep.offlineAfter = seen, offlineAfter
 	rep.received = pipe.m.received
 	rep.clock = pipe.clock
 	for _, f := range reportFilters {
@@ -106,6 +117,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		return nil, err
 	}
 	acc.revoked, acc.invalidate = ba.Revoked, ba.Authorizer.Invalidate
+	acc.agents.SetOfflineAfter(offlineAfter)
+	watch := &statusWatch{db: b.DB, streams: b.Streams, audit: acc.accounts.Record, log: r.Component("api-agent-status"), m: sm,
+		every: statusEvery(offlineAfter), offlineAfter: offlineAfter, now: time.Now}
 	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
@@ -120,9 +134,12 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	}
 	v1.GET("/metrics/ingestion-health", h.ingestionHealth)
 	agent := acc.agentGuard("uuid")
+	v1.GET("/agents/events", lv.tenantEvents)
 	v1.GET("/agents/:uuid/stream", agent, lv.stream)
 	v1.GET("/agents/:uuid/current-state", agent, rep.currentState)
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
+	v1.GET("/agents/:uuid/device-health", agent, rep.deviceHealth)
+	v1.GET("/agents/:uuid/protocol-adapters/:protocol/:deviceName/history", agent, rep.deviceHistory)
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,
@@ -151,7 +168,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, pipe, client}
+	// lastSeen stops after the subscriber, so its last flush holds the
+	// last messages.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the
 		// server's end are written.

@@ -100,11 +100,33 @@ func (l *live) openStreams() int {
 // closing an idle connection. Delivery is best effort, like the channel:
 // a client that reads too slowly loses messages rather than slowing the
 // pipeline, and the loss is counted.
+//
+// The agent's status changes come on the same stream as "status" events
+// (docs/agents-api.md, section Status events).
 func (l *live) stream(c *gin.Context) {
 	tenant, agent, ok := agentOf(c)
 	if !ok {
 		return
 	}
+	l.relay(c, map[string]string{telemetry.MetricsChannel(tenant, agent): "metrics", statusChannel(tenant, agent): "status"})
+}
+
+// tenantEvents serves GET /api/v1/agents/events: every status change of
+// the caller's tenant's agents, as "status" events, for dashboards that
+// show a whole fleet.
+func (l *live) tenantEvents(c *gin.Context) {
+	tenant, ok := tenantKey(c)
+	if !ok {
+		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
+		return
+	}
+	l.relay(c, map[string]string{tenantStatusChannel(tenant): "status"})
+}
+
+// relay streams what is published on channels as Server-Sent Events, each
+// named by its channel's event name, until the client leaves, its
+// credential ends or the service stops.
+func (l *live) relay(c *gin.Context, channels map[string]string) {
 	if !l.acquire() {
 		l.refused.Inc()
 		c.Header("Retry-After", "5")
@@ -114,9 +136,13 @@ func (l *live) stream(c *gin.Context) {
 	defer l.release()
 
 	ctx := c.Request.Context()
-	sub, err := l.streams.Subscribe(ctx, telemetry.MetricsChannel(tenant, agent))
+	names := make([]string, 0, len(channels))
+	for ch := range channels {
+		names = append(names, ch)
+	}
+	sub, err := l.streams.Subscribe(ctx, names...)
 	if err != nil {
-		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "cannot subscribe to the agent's live values")
+		WriteError(c, http.StatusServiceUnavailable, "streamstore_unavailable", "cannot subscribe to the live events")
 		return
 	}
 	defer sub.Close()
@@ -176,7 +202,11 @@ func (l *live) stream(c *gin.Context) {
 				reported = d
 			}
 			writeBy()
-			if err := writeEvent(w, "metrics", m.Payload); err != nil {
+			event, known := channels[m.Channel]
+			if !known {
+				continue
+			}
+			if err := writeEvent(w, event, m.Payload); err != nil {
 				return
 			}
 			if rc.Flush() != nil {

@@ -55,6 +55,8 @@ type pipeline struct {
 	holdFor time.Duration
 	// clock refuses readings timed too far ahead of their receipt.
 	clock *clockGuard
+	// seen, when set, records each agent heard from.
+	seen *lastSeen
 }
 
 // defaultHoldFor stays well below paho's 10 s ping timeout: while a worker
@@ -253,6 +255,12 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 		return t, envelope.Batch{}, false
 	}
 	p.m.received.WithLabelValues(kindLabel(t.Kind)).Inc()
+	if t.Kind == envelope.Telemetry && p.seen != nil {
+		// Any message on the agent's own topic shows it alive (the
+		// broker admits no other publisher there), even one whose payload
+		// is refused below.
+		p.seen.touch(t.Tenant, t.AgentUUID)
+	}
 	if t.Kind != envelope.Telemetry {
 		// State and system-metrics reports have their own subscriptions
 		// (reports.handle); a filter that also matched them must not turn

@@ -20,6 +20,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
@@ -272,6 +273,14 @@ func fullRole(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Run
 // configuration before the role is built.
 func fullRoleWith(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline) {
 	t.Helper()
+	h, r, pipe, _ := roleServices(t, d, lic, tune)
+	return h, r, pipe
+}
+
+// roleServices is fullRoleWith that also returns every service New built,
+// for tests that run some of them.
+func roleServices(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline, []lifecycle.Service) {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +318,7 @@ func fullRoleWith(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.
 	if h == nil || pipe == nil {
 		t.Fatal("New built no HTTP server or no pipeline")
 	}
-	return h, r, pipe
+	return h, r, pipe, services
 }
 
 // TestTenantScopedRoutesIntegration: every route that names a record by id
@@ -367,6 +376,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			}
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
+				":protocol", "modbus", ":deviceName", "plc",
 				":id", byPath[rt.Path]).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
+	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,10 +54,15 @@ type reports struct {
 	received *prometheus.CounterVec
 	// clock, when set, adds the agent's clock health to its current state.
 	clock *clockGuard
+	// seen, when set, records each agent heard from.
+	seen *lastSeen
+	// offlineAfter is the silence after which a device-health report is
+	// stale.
+	offlineAfter time.Duration
 }
 
 func newReports(r *rt.Runtime, d *db.DB) *reports {
-	rp := &reports{db: d, log: r.Component("api-reports"), now: time.Now,
+	rp := &reports{db: d, log: r.Component("api-reports"), now: time.Now, offlineAfter: registry.DefaultOfflineAfter,
 		stored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_agent_reports_total",
 			Help: "Agent state and system-metrics reports by kind and outcome (stored, stale: an older report than the one kept)."},
 			[]string{"kind", "outcome"}),
@@ -95,6 +101,9 @@ func (rp *reports) handle(ctx context.Context, msg mqttx.Message) error {
 	}
 	if rp.received != nil {
 		rp.received.WithLabelValues(kind).Inc()
+	}
+	if rp.seen != nil {
+		rp.seen.touch(t.Tenant, t.AgentUUID)
 	}
 	doc, reportedAt, err := decodeReport(msg.Payload, rp.now())
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,18 +53,21 @@ func (l *Location) check() error {
 
 // Agent is a registered edge agent.
 type Agent struct {
-	UUID      string            `json:"uuid"`
-	TenantID  string            `json:"tenantId"`
-	Name      string            `json:"name"`
-	Version   string            `json:"version"`
-	State     string            `json:"state"`
-	Fleet     string            `json:"fleet"`
-	Tags      map[string]string `json:"tags"`
-	Location  *Location         `json:"location"`
-	Active    bool              `json:"active"`
-	LastSeen  *time.Time        `json:"lastSeen"`
-	CreatedAt time.Time         `json:"createdAt"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	UUID     string            `json:"uuid"`
+	TenantID string            `json:"tenantId"`
+	Name     string            `json:"name"`
+	Version  string            `json:"version"`
+	State    string            `json:"state"`
+	Fleet    string            `json:"fleet"`
+	Tags     map[string]string `json:"tags"`
+	Location *Location         `json:"location"`
+	Active   bool              `json:"active"`
+	// Status is derived from Active and LastSeen (StatusOf); State is
+	// the lifecycle state set through the API.
+	Status    string     `json:"status"`
+	LastSeen  *time.Time `json:"lastSeen"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
 // Store keeps the agent registry, provisioning keys and device keys in the
@@ -73,6 +77,9 @@ type Agent struct {
 type Store struct {
 	db  *db.DB
 	now func() time.Time
+	// offlineAfter is the silence after which an agent is offline; 0 is
+	// DefaultOfflineAfter.
+	offlineAfter time.Duration
 }
 
 // NewStore returns a store on d, which must be open by the first call.
@@ -182,7 +189,7 @@ func (s *Store) insertAgent(ctx context.Context, x execer, d db.Dialect, tenant 
 	}
 	t := now.Truncate(time.Microsecond)
 	return Agent{UUID: n.UUID, TenantID: tenant, Name: n.Name, Version: n.Version, State: "registered", Fleet: n.Fleet,
-		Tags: n.Tags, Location: n.Location, Active: true, CreatedAt: t, UpdatedAt: t}, nil
+		Tags: n.Tags, Location: n.Location, Active: true, Status: StatusNeverSeen, CreatedAt: t, UpdatedAt: t}, nil
 }
 
 type execer interface {
@@ -292,6 +299,9 @@ func (s *Store) agent(ctx context.Context, x execer, tenant, uuid string) (Agent
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Agent{}, fmt.Errorf("get agent: %w", err)
 	}
+	if err == nil {
+		s.withStatus(&a)
+	}
 	return a, err
 }
 
@@ -352,6 +362,7 @@ func (s *Store) Agents(ctx context.Context, tenant string) ([]Agent, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list agents: %w", err)
 		}
+		s.withStatus(&a)
 		agents = append(agents, a)
 	}
 	return agents, rows.Err()
@@ -360,28 +371,26 @@ func (s *Store) Agents(ctx context.Context, tenant string) ([]Agent, error) {
 // AgentsByTags lists tenant's agents that carry every tag of want (a value
 // of "*" matches any value of that key).
 func (s *Store) AgentsByTags(ctx context.Context, tenant string, want map[string]string) ([]Agent, error) {
+	return s.AgentsMatching(ctx, tenant, equalityQuery(want))
+}
+
+// AgentsMatching lists tenant's agents whose tags meet every condition
+// (ParseTagQuery).
+func (s *Store) AgentsMatching(ctx context.Context, tenant string, conds []TagCond) ([]Agent, error) {
 	all, err := s.Agents(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	out := []Agent{}
 	for _, a := range all {
-		if matchTags(a.Tags, want) {
+		if matchConds(a.Tags, conds) {
 			out = append(out, a)
 		}
 	}
 	return out, nil
 }
 
-func matchTags(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "*" && got != v) {
-			return false
-		}
-	}
-	return true
-}
+func matchTags(have, want map[string]string) bool { return matchConds(have, equalityQuery(want)) }
 
 // AgentUpdate is a partial metadata update; nil fields are left alone.
 type AgentUpdate struct {
@@ -477,6 +486,7 @@ func (s *Store) modify(ctx context.Context, tenant, uuid string, fn func(*Agent)
 		return Agent{}, fmt.Errorf("update agent: commit: %w", err)
 	}
 	a.UpdatedAt = now.Truncate(time.Microsecond)
+	s.withStatus(&a)
 	return a, nil
 }
 
@@ -527,7 +537,27 @@ func agentKids(ctx context.Context, x execer, tenant, agent string) ([]string, e
 	return kids, rows.Err()
 }
 
-// Locations lists the agents of tenant that have a location.
+// LocationTag is the tag that places an agent without a location field
+// on the map: "latitude,longitude" in decimal degrees.
+const LocationTag = "location"
+
+// locationTag parses a location tag; nil when v is not one.
+func locationTag(v string) *Location {
+	lat, lon, ok := strings.Cut(v, ",")
+	if !ok {
+		return nil
+	}
+	la, err1 := strconv.ParseFloat(strings.TrimSpace(lat), 64)
+	lo, err2 := strconv.ParseFloat(strings.TrimSpace(lon), 64)
+	l := &Location{Latitude: la, Longitude: lo}
+	if err1 != nil || err2 != nil || math.IsInf(la, 0) || math.IsInf(lo, 0) || l.check() != nil {
+		return nil
+	}
+	return l
+}
+
+// Locations lists the agents of tenant that have a location: the location
+// field, else a location tag (LocationTag).
 func (s *Store) Locations(ctx context.Context, tenant string) ([]Agent, error) {
 	all, err := s.Agents(ctx, tenant)
 	if err != nil {
@@ -535,6 +565,9 @@ func (s *Store) Locations(ctx context.Context, tenant string) ([]Agent, error) {
 	}
 	out := []Agent{}
 	for _, a := range all {
+		if a.Location == nil {
+			a.Location = locationTag(a.Tags[LocationTag])
+		}
 		if a.Location != nil {
 			out = append(out, a)
 		}

@@ -349,12 +349,17 @@ func (h *handler) query(c *gin.Context) {
 		return
 	}
 	var in struct {
-		Tags map[string]string `json:"tags"`
+		Tags map[string]json.RawMessage `json:"tags"`
 	}
 	if !h.bind(c, &in) {
 		return
 	}
-	agents, err := h.Store.AgentsByTags(c.Request.Context(), who.TenantUUID, in.Tags)
+	conds, err := ParseTagQuery(in.Tags)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	agents, err := h.Store.AgentsMatching(c.Request.Context(), who.TenantUUID, conds)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -374,7 +379,7 @@ func (h *handler) locations(c *gin.Context) {
 	}
 	out := make([]gin.H, 0, len(agents))
 	for _, a := range agents {
-		out = append(out, gin.H{"uuid": a.UUID, "name": a.Name, "active": a.Active, "lastSeen": a.LastSeen, "location": a.Location})
+		out = append(out, gin.H{"uuid": a.UUID, "name": a.Name, "active": a.Active, "status": a.Status, "lastSeen": a.LastSeen, "location": a.Location})
 	}
 	c.JSON(http.StatusOK, gin.H{"locations": out})
 }

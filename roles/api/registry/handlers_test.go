@@ -255,6 +255,17 @@ func TestProvisioningHandlersIntegration(t *testing.T) {
 			if len(r.List("agents")) != 1 {
 				t.Errorf("query: %s", r.Raw)
 			}
+			for q, n := range map[string]int{
+				`{"line": ["2", "3"]}`: 1, `{"line": {"in": ["2"]}}`: 0, `{"line": {"exists": true}}`: 1,
+				`{"line": {"exists": false}}`: 0, `{"zone": {"exists": false}, "line": {"eq": "3"}}`: 1,
+			} {
+				r = h.call("POST", "/agents/query", "member-a", `{"tags": `+q+`}`).Expect(t, "query "+q, http.StatusOK)
+				if len(r.List("agents")) != n {
+					t.Errorf("query %s: %s, want %d agents", q, r.Raw, n)
+				}
+			}
+			h.call("POST", "/agents/query", "member-a", map[string]any{"tags": map[string]any{"line": map[string]any{"like": "3"}}}).
+				ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
 			r = h.call("GET", path+"/tags", "member-a", nil).Expect(t, "get tags", http.StatusOK)
 			if r.Str("tags", "line") != "3" {
 				t.Errorf("tags: %s", r.Raw)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -91,4 +92,104 @@ func TestChecks(t *testing.T) {
 	if n, err := checkName("name", "  press 7 "); err != nil || n != "press 7" {
 		t.Errorf("checkName trims: %q %v", n, err)
 	}
+}
+
+func TestParseTagQuery(t *testing.T) {
+	have := map[string]string{"site": "north", "line": "3", "owner": ""}
+	for _, tt := range []struct {
+		query string
+		ok    bool
+	}{
+		{`{}`, true},
+		{`{"site": "north"}`, true},
+		{`{"site": {"eq": "north"}, "line": "3"}`, true},
+		{`{"site": "south"}`, false},
+		{`{"line": ["1", "3"]}`, true},
+		{`{"line": {"in": ["1", "2"]}}`, false},
+		{`{"zone": ["a"]}`, false},
+		{`{"site": "*", "owner": {"exists": true}}`, true},
+		{`{"zone": {"exists": true}}`, false},
+		{`{"zone": {"exists": false}}`, true},
+		{`{"site": {"exists": false}}`, false},
+		{`{"owner": ""}`, true},
+	} {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tt.query), &raw); err != nil {
+			t.Fatal(err)
+		}
+		conds, err := ParseTagQuery(raw)
+		if err != nil {
+			t.Errorf("%s: %v", tt.query, err)
+			continue
+		}
+		if got := matchConds(have, conds); got != tt.ok {
+			t.Errorf("%s matches %v, want %v", tt.query, got, tt.ok)
+		}
+	}
+	for _, bad := range []string{`{"a": 1}`, `{"a": null}`, `{"a": []}`, `{"a": [1]}`, `{"a": {}}`, `{"a": {"eq": "x", "in": ["x"]}}`,
+		`{"a": {"like": "x"}}`, `{"a": {"exists": "yes"}}`, `{"a": {"in": "x"}}`, `{"": "x"}`, `{"a": true}`} {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(bad), &raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ParseTagQuery(raw); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func FuzzParseTagQuery(f *testing.F) {
+	f.Add([]byte(`{"site": "north", "line": ["1", "3"], "zone": {"exists": false}, "x": {"in": ["a"]}}`))
+	f.Add([]byte(`{"a": {"eq": "*"}}`))
+	have := map[string]string{"site": "north", "line": "3"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var raw map[string]json.RawMessage
+		if json.Unmarshal(b, &raw) != nil {
+			return
+		}
+		conds, err := ParseTagQuery(raw)
+		if err != nil {
+			return
+		}
+		if len(conds) != len(raw) {
+			t.Fatalf("%d conditions from %d keys", len(conds), len(raw))
+		}
+		// Every accepted condition has a known operator (matchConds
+		// panics on others) and bounded values.
+		matchConds(have, conds)
+		for _, c := range conds {
+			if len(c.Values) > maxTagInValues {
+				t.Fatalf("condition with %d values", len(c.Values))
+			}
+		}
+	})
+}
+
+func TestLocationTag(t *testing.T) {
+	for in, want := range map[string]*Location{
+		"48.1,11.6":     {Latitude: 48.1, Longitude: 11.6},
+		" -33.9 , 18.4": {Latitude: -33.9, Longitude: 18.4},
+		"91,0":          nil,
+		"0,181":         nil,
+		"NaN,0":         nil,
+		"1e999,0":       nil,
+		"north":         nil,
+		"1,2,3":         nil,
+		"":              nil,
+	} {
+		got := locationTag(in)
+		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Errorf("locationTag(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+func FuzzLocationTag(f *testing.F) {
+	f.Add("48.1,11.6")
+	f.Add("-90,-180")
+	f.Fuzz(func(t *testing.T, v string) {
+		if l := locationTag(v); l != nil && l.check() != nil {
+			t.Fatalf("locationTag(%q) = %+v, out of range", v, l)
+		}
+	})
 }

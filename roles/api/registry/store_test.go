@@ -129,6 +129,18 @@ func TestAgentsIntegration(t *testing.T) {
 		if list, err := s.Locations(ctx, tenantA); err != nil || !slices.Equal(agentNames(list), []string{"press 7"}) {
 			t.Errorf("Locations = %v, %v", agentNames(list), err)
 		}
+		// A location tag places an agent without the field.
+		tagged, err := s.CreateAgent(ctx, tenantA, NewAgent{Name: "mill", Tags: map[string]string{LocationTag: "48.1, 11.6"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list, err := s.Locations(ctx, tenantA); err != nil || !slices.Equal(agentNames(list), []string{"mill", "press 7"}) ||
+			*list[0].Location != (Location{Latitude: 48.1, Longitude: 11.6}) {
+			t.Errorf("Locations with a location tag = %v, %v", agentNames(list), err)
+		}
+		if _, err := s.DeleteAgent(ctx, tenantA, tagged.UUID); err != nil {
+			t.Fatal(err)
+		}
 		owned, err := s.Owned(ctx, tenantA, []string{press.UUID, strings.ToUpper(lathe.UUID), lathe.UUID, foreign.UUID, unknownID, "junk"})
 		if err != nil || len(owned) != 2 || !owned[press.UUID] || !owned[lathe.UUID] {
 			t.Errorf("Owned = %v, %v; want the two agents of the tenant", owned, err)

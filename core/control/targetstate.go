@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -212,12 +213,7 @@ func parseTargetState(b []byte, mode secretMode) (TargetStateDoc, error) {
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
+	return slices.Sorted(maps.Keys(m))
 }
 
 // decode reads one JSON value strictly; null is refused, since a field

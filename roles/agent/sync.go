@@ -60,6 +60,8 @@ func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
 			_ = json.Unmarshal([]byte(raw), &cached)
 		}
 		res.Version, res.UpdatedAt = cached.Version, cached.UpdatedAt
+		// A no-op once applied; it applies what provisioning cached.
+		s.applyTarget(ctx, st, false)
 		return res, nil
 	}
 	doc, err := json.Marshal(ts)
@@ -74,6 +76,7 @@ func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
 	}
 	res.Version, res.UpdatedAt = ts.Version, ts.UpdatedAt
 	s.log.Info("target state updated", "version", ts.Version)
+	s.applyTarget(ctx, st, false)
 	return res, nil
 }
 

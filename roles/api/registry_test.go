@@ -356,6 +356,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"POST /api/v1/agents/:uuid/target-state": map[string]any{"state": map[string]any{}},
 			"PUT /api/v1/agents/:uuid/target-state":  map[string]any{"state": map[string]any{}},
 			"PUT /api/v1/broker-auth/user/:username": map[string]any{"rules": []map[string]any{{"pattern": "#", "publish": true}}},
+			"POST /api/v1/agents/:uuid/devices":      map[string]any{"name": "plc1", "protocol": "modbus"},
+			"PUT /api/v1/agents/:uuid/devices/:name": map[string]any{"name": "plc1", "protocol": "modbus"},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
@@ -367,7 +369,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			}
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
-				":id", byPath[rt.Path]).Replace(rt.Path)
+				":name", "plc1", ":id", byPath[rt.Path]).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
 				continue

@@ -113,6 +113,9 @@ type Reconciler struct {
 	view   sync.RWMutex
 	cur    *applied
 	status control.TargetStatus
+	// refused is the document of status.Refused, so it is not tried
+	// again unless it changes.
+	refused []byte
 }
 
 // New builds a reconciler over the agent's local state.
@@ -203,10 +206,15 @@ func (r *Reconciler) Apply(ctx context.Context, m Meta, version int64, state jso
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.TargetStatus()
-	if !force && (st.Version == version && r.cur != nil || st.Refused == version && st.Error != "") {
+	// The same version may come with other content: a secret value it
+	// refers to changed on the cloud.
+	if !force && st.Refused == version && st.Error != "" && bytes.Equal(state, r.refused) {
 		return nil
 	}
 	doc, err := control.ParseResolvedTargetState(state)
+	if err == nil && !force && r.cur != nil && st.Version == version && canonical(doc) == canonical(r.cur.Doc) {
+		return nil
+	}
 	var plan *plan
 	if err == nil {
 		plan, err = r.plan(ctx, doc)
@@ -214,6 +222,7 @@ func (r *Reconciler) Apply(ctx context.Context, m Meta, version int64, state jso
 	if err != nil {
 		err = fmt.Errorf("target state version %d refused: %w", version, err)
 		st.Refused, st.Error = version, err.Error()
+		r.refused = bytes.Clone(state)
 		r.set(r.cur, st)
 		r.log.Error("target state refused; keeping the applied one", "version", version, "applied", st.Version, "err", err)
 		return err

@@ -180,4 +180,28 @@ func TestTargetStateAppliedFromTheCloud(t *testing.T) {
 	if _, ok := deviceMetrics(); ok {
 		t.Fatal("press-1 still runs after the cloud deleted it")
 	}
+
+	// Secrets by reference: refused while the cloud has no value, applied
+	// once it has one (same version, new ETag), never shown back.
+	putJSON(t, apiURL+"/agents/"+uuid+"/target-state", access, `{"state":{"schemaVersion":1,
+		"destinations":[{"name":"historian","type":"mqtt","config_json":{"url":"tcp://127.0.0.1:1","username":"u","password":{"secretRef":"historian-pw"}}}]}}`)
+	res = pull()
+	ts, _ = res["targetState"].(map[string]any)
+	if msg, _ := ts["error"].(string); !strings.Contains(msg, `secret "historian-pw" is not set on the cloud`) {
+		t.Fatalf("pull with an unset secret: %v", res)
+	}
+	if code, body := jsonDo(t, http.MethodPut, apiURL+"/agents/"+uuid+"/secrets/historian-pw", access, `{"value":"s3cret-pw"}`); code != http.StatusCreated {
+		t.Fatalf("PUT secret: %d %v", code, body)
+	}
+	res = pull()
+	ts, _ = res["targetState"].(map[string]any)
+	if res["changed"] != true || ts["error"] != nil || ts["version"] != res["version"] {
+		t.Fatalf("pull after the secret was set: %v", res)
+	}
+	_, dests, _ := get(agentURL + "/v1/publish/destinations")
+	_, cloudDoc, _ := getWithToken(apiURL+"/agents/"+uuid+"/target-state", access)
+	_, secrets, _ := getWithToken(apiURL+"/agents/"+uuid+"/secrets", access)
+	if !strings.Contains(dests, `"historian"`) || strings.Contains(dests+cloudDoc+secrets, "s3cret-pw") || !strings.Contains(secrets, "historian-pw") {
+		t.Fatalf("secret shown back or not applied:\nagent %s\ncloud %s\nsecrets %s", dests, cloudDoc, secrets)
+	}
 }

@@ -235,3 +235,67 @@ func TestSecretKeysMatchTheDestinations(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetStateContentChangeAndStart: a version whose content changed
+// (a secret value the cloud resolved anew) is applied again, a refused
+// version is retried once its content changes, and a provisioned agent
+// applies its cached target state at start.
+func TestTargetStateContentChangeAndStart(t *testing.T) {
+	dir := t.TempDir()
+	r := startAgent(t, dir, true, nil)
+	port := coretest.FreePort(t)
+	if err := r.apply(1, targetDoc(port, 1000, "plc1")); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() string {
+		st := r.agent.p.st.Load()
+		ds, err := st.Publishing().Destinations(context.Background(), true)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("destinations: %v %v", ds, err)
+		}
+		return string(ds[0].Config)
+	}
+	if !strings.Contains(stored(), `"s3cret"`) {
+		t.Fatalf("destination config: %s", stored())
+	}
+	if err := r.apply(1, strings.Replace(targetDoc(port, 1000, "plc1"), "s3cret", "rotated", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stored(), `"rotated"`) {
+		t.Fatalf("a changed secret of the same version was not applied: %s", stored())
+	}
+	// Refused for a missing secret, then the same version resolved.
+	unresolved := strings.Replace(targetDoc(port, 1000, "plc1"), `"s3cret"`, `{"secretRef":"pw"}`, 1)
+	if err := r.apply(2, unresolved); err == nil || !strings.Contains(err.Error(), `secret "pw" is not set on the cloud`) {
+		t.Fatalf("unresolved secret: %v", err)
+	}
+	if err := r.apply(2, targetDoc(port, 1000, "plc1")); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.agent.p.cloud.target.TargetStatus(); st.Version != 2 || st.Error != "" {
+		t.Fatalf("status after the resolved retry: %+v", st)
+	}
+	if !strings.Contains(stored(), `"s3cret"`) {
+		t.Fatalf("destination after the resolved retry: %s", stored())
+	}
+
+	// A provisioned agent with a cached target state it never applied
+	// (an older build cached it, or it arrived at provisioning) applies
+	// it at start.
+	st := r.agent.p.st.Load()
+	cached, _ := json.Marshal(map[string]any{"version": 9, "state": json.RawMessage(targetDoc(port, 1000, "plc9")), "updatedAt": "2026-11-29T10:00:00Z"})
+	for k, v := range map[string]string{metaProvisioned: "true", metaTargetState: string(cached)} {
+		if err := st.SetMeta(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.stop()
+	r = startAgent(t, dir, true, nil)
+	if st := r.agent.p.cloud.target.TargetStatus(); st.Version != 9 || st.Error != "" {
+		t.Fatalf("status after start: %+v", st)
+	}
+	r.since("plc9")
+	if code, _ := r.do("GET", "/v1/adapters/modbus/devices/plc1/metrics", "", nil); code != 404 {
+		t.Fatalf("plc1 of the previous document still runs after start: %d", code)
+	}
+}

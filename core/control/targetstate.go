@@ -99,10 +99,11 @@ type PathError struct {
 
 func (e *PathError) Error() string { return e.Path + ": " + e.Msg }
 
-// Empty reports whether the document manages nothing (the cloud's idle
-// state `{}`).
+// Empty reports whether the document is the cloud's idle state `{}`.
+// A document with only a schemaVersion manages nothing either, but keeps
+// its version when written back.
 func (d TargetStateDoc) Empty() bool {
-	return d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil
+	return d.SchemaVersion == 0 && d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil
 }
 
 // MarshalJSON writes the document with its present sections only, so an

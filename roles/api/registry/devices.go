@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -55,7 +56,12 @@ func (s *Store) EditTargetState(ctx context.Context, tenant, agent, by string, e
 	if _, err := control.ParseTargetState(body); err != nil {
 		return TargetState{}, fmt.Errorf("%w: %s", ErrInvalid, statePaths(err))
 	}
-	return s.writeTargetStateIf(ctx, tenant, agent, body, by, cur.Version == 0, cur.Version)
+	ts, err := s.writeTargetStateIf(ctx, tenant, agent, body, by, cur.Version == 0, cur.Version)
+	if errors.Is(err, ErrTargetStateExists) {
+		// The first write raced another: the edit did not see it.
+		return TargetState{}, errConcurrentTargetState
+	}
+	return ts, err
 }
 
 // deviceList is the answer of GET /agents/:uuid/devices.

@@ -104,7 +104,7 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 	if pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK); pull["changed"] != false {
 		t.Fatalf("first pull: %v", pull)
 	}
-	putJSON(t, apiURL+"/agents/"+uuid+"/target-state", access, `{"state":{"apps":{"web":{"image":"nginx"}}}}`)
+	putJSON(t, apiURL+"/agents/"+uuid+"/target-state", access, `{"state":{"schemaVersion":1,"settings":{"logging":{"level":"debug"}}}}`)
 	pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK)
 	if pull["changed"] != true || pull["version"].(float64) < 1 {
 		t.Fatalf("pull after a change: %v", pull)

@@ -82,12 +82,14 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log}
+	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log}
+	p.cloud.target = newReconciler(p, pc)
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,
 		Store: p.st, Lifecycle: p.lc, Admins: adminStore{p.st},
 		Endpoints: p.endpoints, Adapters: adapterService{run},
-		Publishing: &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log},
+		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
 		System: &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc},
 	})

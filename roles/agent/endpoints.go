@@ -14,6 +14,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
+	"github.com/edgeplat/edgeplat/roles/agent/reconcile"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
@@ -38,6 +39,8 @@ type endpointService struct {
 	st     *storeRef
 	runner *runner.Runner
 	log    *slog.Logger
+	// managed refuses local changes to what the target state manages.
+	managed *managedGuard
 
 	// mu makes each endpoint change one step: the store write and the
 	// runner change, so the running set always follows the last stored
@@ -142,6 +145,14 @@ func setInt(dst *int, v *int) {
 // validate checks the fields every protocol shares, then the protocol's
 // own through its driver.
 func (e *endpointService) validate(ep adapters.Endpoint) error {
+	if err := e.check(ep); err != nil {
+		return httpapi.Invalid(err)
+	}
+	return nil
+}
+
+// check is validate's joined field errors, one per line.
+func (e *endpointService) check(ep adapters.Endpoint) error {
 	var errs []error
 	switch {
 	case ep.Name == "":
@@ -177,10 +188,7 @@ func (e *endpointService) validate(ep adapters.Endpoint) error {
 	if ep.Protocol != "" {
 		errs = append(errs, e.runner.Validate(ep))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return httpapi.Invalid(err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // endpointView is an endpoint as the API shows it: the stored object with
@@ -225,6 +233,9 @@ func (e *endpointService) Create(ctx context.Context, in httpapi.EndpointInput) 
 	}
 	ep := adapters.Endpoint{UUID: codec.NewUUID().String(), PollIntervalMS: defaultPollMS, Enabled: true}
 	if err := fill(in, &ep); err != nil {
+		return httpapi.EndpointRef{}, err
+	}
+	if err := e.managed.item(ctx, reconcile.KindEndpoint, ep.Name); err != nil {
 		return httpapi.EndpointRef{}, err
 	}
 	if len(ep.Connection) == 0 {
@@ -274,7 +285,14 @@ func (e *endpointService) Update(ctx context.Context, name string, in httpapi.En
 	if err != nil {
 		return httpapi.EndpointRef{}, err
 	}
+	if err := e.managed.item(ctx, reconcile.KindEndpoint, ep.Name); err != nil {
+		return httpapi.EndpointRef{}, err
+	}
 	if err := fill(in, &ep); err != nil {
+		return httpapi.EndpointRef{}, err
+	}
+	// Nor may a local endpoint take a managed one's name.
+	if err := e.managed.item(ctx, reconcile.KindEndpoint, ep.Name); err != nil {
 		return httpapi.EndpointRef{}, err
 	}
 	if err := e.validate(ep); err != nil {
@@ -299,6 +317,9 @@ func (e *endpointService) Delete(ctx context.Context, name string) (httpapi.Endp
 	if err != nil {
 		return httpapi.EndpointRef{}, err
 	}
+	if err := e.managed.item(ctx, reconcile.KindEndpoint, ep.Name); err != nil {
+		return httpapi.EndpointRef{}, err
+	}
 	// Polling stops before the row goes, so no reading of a deleted
 	// endpoint is produced after the answer.
 	e.runner.Remove(ep.UUID)
@@ -315,6 +336,15 @@ func (e *endpointService) DeleteAll(ctx context.Context) (int, error) {
 	st, err := e.st.Open()
 	if err != nil {
 		return 0, err
+	}
+	eps, err := st.Endpoints().List(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	for _, ep := range eps {
+		if err := e.managed.item(ctx, reconcile.KindEndpoint, ep.Name); err != nil {
+			return 0, err
+		}
 	}
 	// Every endpoint stops (in parallel) before the rows go.
 	e.runner.StopAll()

@@ -60,6 +60,7 @@ func (p *parts) services() []lifecycle.Service {
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
 		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.endpoints.start,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
+		&lifecycle.Funcs{ServiceName: "target-state", StartFunc: p.startTarget},
 		&lifecycle.Funcs{ServiceName: "heartbeats", RunFunc: func(ctx context.Context) error {
 			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)
 			return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
+	"github.com/edgeplat/edgeplat/roles/agent/reconcile"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -69,6 +70,8 @@ type cloudService struct {
 	settings  *settingsService
 	m         *syncMetrics
 	log       *slog.Logger
+	// target applies the pulled target state.
+	target *reconcile.Reconciler
 	// mu serialises provisioning calls.
 	mu     sync.Mutex
 	online atomic.Bool // the cloud answered the last pull

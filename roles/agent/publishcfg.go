@@ -18,6 +18,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/payload"
+	"github.com/edgeplat/edgeplat/roles/agent/reconcile"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -31,6 +32,8 @@ type publishConfig struct {
 	pub   *publish.Router
 	cloud *cloudService
 	log   *slog.Logger
+	// managed refuses local changes to what the target state manages.
+	managed *managedGuard
 }
 
 // validateDestination checks a destination's type and its config_json for
@@ -187,6 +190,9 @@ func (p *publishConfig) CreateDestination(ctx context.Context, in httpapi.Destin
 	}
 	d := store.Destination{Enabled: true}
 	fillDestination(in, &d)
+	if err := p.managed.item(ctx, reconcile.KindDestination, d.Name); err != nil {
+		return nil, err
+	}
 	return p.saveDestination(ctx, st, d, func() (store.Destination, error) {
 		created, err := st.Publishing().CreateDestination(ctx, d)
 		if err != nil {
@@ -205,13 +211,22 @@ func (p *publishConfig) UpdateDestination(ctx context.Context, id int64, in http
 	if err != nil {
 		return nil, notFound(err, "destination", id)
 	}
+	if err := p.managed.item(ctx, reconcile.KindDestination, d.Name); err != nil {
+		return nil, err
+	}
 	fillDestination(in, &d)
+	if err := p.managed.item(ctx, reconcile.KindDestination, d.Name); err != nil {
+		return nil, err
+	}
 	return p.saveDestination(ctx, st, d, func() (store.Destination, error) { return d, st.Publishing().UpdateDestination(ctx, d) })
 }
 
 func (p *publishConfig) DeleteDestination(ctx context.Context, id int64) error {
 	st, err := p.st.Open()
 	if err != nil {
+		return err
+	}
+	if err := p.managedDestination(ctx, st, id); err != nil {
 		return err
 	}
 	if err := st.Publishing().DeleteDestination(ctx, id); err != nil {
@@ -267,6 +282,19 @@ func checkSubscription(ctx context.Context, st *store.Store, s store.Subscriptio
 	case err != nil:
 		return err
 	}
+	destType := ""
+	if err == nil {
+		destType = d.Type
+	}
+	if err := subscriptionFields(s, destType, errs); err != nil {
+		return httpapi.Invalid(err)
+	}
+	return nil
+}
+
+// subscriptionFields adds the problems of s's own fields to errs, for a
+// destination of type destType ("" when it has none), one per line.
+func subscriptionFields(s store.Subscription, destType string, errs []error) error {
 	for i, t := range s.Topics {
 		if err := mqtt.ValidateFilter(t); err != nil {
 			errs = append(errs, adapters.Fieldf(fmt.Sprintf("topics[%d]", i), "%v", err))
@@ -286,17 +314,14 @@ func checkSubscription(ctx context.Context, st *store.Store, s store.Subscriptio
 			errs = append(errs, adapters.Fieldf("route_json", "must be an object: %v", err))
 		}
 	}
-	if err == nil && d.Type != dest.TypePlatform {
+	if destType != "" && destType != dest.TypePlatform {
 		if route.Topic == "" {
-			errs = append(errs, adapters.Fieldf("route_json.topic", "is required for a %s destination", d.Type))
+			errs = append(errs, adapters.Fieldf("route_json.topic", "is required for a %s destination", destType))
 		} else if strings.ContainsAny(route.Topic, "+#") {
 			errs = append(errs, adapters.Fieldf("route_json.topic", "must not contain wildcards"))
 		}
 	}
-	if len(errs) > 0 {
-		return httpapi.Invalid(errors.Join(errs...))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (p *publishConfig) Subscriptions(ctx context.Context, destination int64, includeDisabled bool) (any, error) {
@@ -314,6 +339,9 @@ func (p *publishConfig) CreateSubscription(ctx context.Context, in httpapi.Subsc
 	}
 	s := store.Subscription{Topics: []string{}, PayloadFormat: string(payload.Custom), Compression: "json", Enabled: true}
 	fillSubscription(in, &s)
+	if err := p.managedDestination(ctx, st, s.DestinationID); err != nil {
+		return nil, err
+	}
 	if err := checkSubscription(ctx, st, s); err != nil {
 		return nil, err
 	}
@@ -334,7 +362,13 @@ func (p *publishConfig) UpdateSubscription(ctx context.Context, id int64, in htt
 	if err != nil {
 		return nil, notFound(err, "subscription", id)
 	}
+	if err := p.managedDestination(ctx, st, s.DestinationID); err != nil {
+		return nil, err
+	}
 	fillSubscription(in, &s)
+	if err := p.managedDestination(ctx, st, s.DestinationID); err != nil {
+		return nil, err
+	}
 	if err := checkSubscription(ctx, st, s); err != nil {
 		return nil, err
 	}
@@ -350,11 +384,27 @@ func (p *publishConfig) DeleteSubscription(ctx context.Context, id int64) error 
 	if err != nil {
 		return err
 	}
+	if s, err := st.Publishing().Subscription(ctx, id); err == nil {
+		if err := p.managedDestination(ctx, st, s.DestinationID); err != nil {
+			return err
+		}
+	}
 	if err := st.Publishing().DeleteSubscription(ctx, id); err != nil {
 		return notFound(err, "subscription", id)
 	}
 	p.reload(ctx)
 	return nil
+}
+
+// managedDestination refuses a change to destination id, or to its
+// subscriptions, when the target state manages it.
+func (p *publishConfig) managedDestination(ctx context.Context, st *store.Store, id int64) error {
+	d, err := st.Publishing().Destination(ctx, id)
+	if err != nil {
+		// An unknown destination answers 404 or 400 further on.
+		return nil
+	}
+	return p.managed.item(ctx, reconcile.KindDestination, d.Name)
 }
 
 // protocolOutput is a protocol output as the API shows it. Drift options

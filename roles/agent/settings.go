@@ -197,6 +197,8 @@ type settingsService struct {
 	memory *sysinfo.MemoryMonitor
 	level  *slog.LevelVar
 	log    *slog.Logger
+	// managed refuses local changes to what the target state manages.
+	managed *managedGuard
 
 	cur atomic.Pointer[Settings]
 	// mu serialises read-modify-write of the settings.
@@ -263,6 +265,14 @@ func (s *settingsService) Patch(ctx context.Context, doc []byte) error {
 	if err != nil {
 		return err
 	}
+	if err := s.guard(ctx, doc); err != nil {
+		return err
+	}
+	return s.patch(ctx, st, doc)
+}
+
+// patch merges doc into the settings, stores and applies them.
+func (s *settingsService) patch(ctx context.Context, st *store.Store, doc []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	merged, ignored, err := mergeSettings(s.current(), doc, false)

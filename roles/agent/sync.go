@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -18,6 +19,8 @@ type pullResult struct {
 	Version   int64  `json:"version"`
 	ETag      string `json:"etag"`
 	UpdatedAt string `json:"updatedAt,omitempty"`
+	// TargetState is what the agent did with it: applied or refused.
+	TargetState control.TargetStatus `json:"targetState"`
 }
 
 // pull fetches the target state with If-None-Match and keeps a changed
@@ -60,6 +63,8 @@ func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
 			_ = json.Unmarshal([]byte(raw), &cached)
 		}
 		res.Version, res.UpdatedAt = cached.Version, cached.UpdatedAt
+		// A no-op once applied; it applies what provisioning cached.
+		s.applyTarget(ctx, st, false)
 		return res, nil
 	}
 	doc, err := json.Marshal(ts)
@@ -74,6 +79,7 @@ func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
 	}
 	res.Version, res.UpdatedAt = ts.Version, ts.UpdatedAt
 	s.log.Info("target state updated", "version", ts.Version)
+	s.applyTarget(ctx, st, false)
 	return res, nil
 }
 
@@ -108,6 +114,7 @@ func (s *cloudService) Pull(ctx context.Context) (any, error) {
 	var ce *cloud.Error
 	switch {
 	case err == nil:
+		res.TargetState = s.target.TargetStatus()
 		return res, nil
 	case errors.Is(err, httpapi.ErrNotProvisioned), errors.Is(err, httpapi.ErrNotReady):
 		return nil, err

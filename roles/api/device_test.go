@@ -47,7 +47,7 @@ func TestDeviceRoutesIntegration(t *testing.T) {
 		if w.Code != http.StatusOK || w.Header().Get("ETag") != `"0"` || !strings.Contains(w.Body.String(), `"state":{}`) {
 			t.Fatalf("initial state: %d %s %s", w.Code, w.Header().Get("ETag"), w.Body)
 		}
-		if r := call(t, e, "POST", "/api/v1/agents/"+agent+"/target-state", tok, map[string]any{"state": map[string]any{"apps": map[string]any{"web": 1}}}); r.status != http.StatusCreated {
+		if r := call(t, e, "POST", "/api/v1/agents/"+agent+"/target-state", tok, map[string]any{"state": map[string]any{"schemaVersion": 1, "settings": map[string]any{"logging": map[string]any{"level": "debug"}}}}); r.status != http.StatusCreated {
 			t.Fatalf("create target state: %d %s", r.status, r.raw)
 		}
 		if r := call(t, e, "POST", "/api/v1/agents/"+agent+"/target-state", tok, map[string]any{"state": map[string]any{}}); r.status != http.StatusConflict {
@@ -55,13 +55,13 @@ func TestDeviceRoutesIntegration(t *testing.T) {
 		}
 		w = deviceCall(t, e, "GET", statePath, key, nil)
 		etag := w.Header().Get("ETag")
-		if w.Code != http.StatusOK || etag != `"1"` || !strings.Contains(w.Body.String(), `"web":1`) {
+		if w.Code != http.StatusOK || etag != `"1"` || !strings.Contains(w.Body.String(), `"level":"debug"`) {
 			t.Fatalf("state: %d %s %s", w.Code, etag, w.Body)
 		}
 		if w := deviceCall(t, e, "GET", statePath, key, nil, "If-None-Match", etag); w.Code != http.StatusNotModified || w.Body.Len() != 0 {
 			t.Fatalf("If-None-Match with the current ETag: %d %s", w.Code, w.Body)
 		}
-		if r := call(t, e, "PUT", "/api/v1/agents/"+agent+"/target-state", tok, map[string]any{"state": map[string]any{"apps": map[string]any{}}}); r.status != http.StatusOK {
+		if r := call(t, e, "PUT", "/api/v1/agents/"+agent+"/target-state", tok, map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{}}}); r.status != http.StatusOK {
 			t.Fatalf("replace target state: %d %s", r.status, r.raw)
 		}
 		if w := deviceCall(t, e, "GET", statePath, key, nil, "If-None-Match", etag); w.Code != http.StatusOK || w.Header().Get("ETag") != `"2"` {

@@ -350,6 +350,11 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		if brokerUserB.status != http.StatusCreated {
 			t.Fatalf("create broker user: %d %s", brokerUserB.status, brokerUserB.raw)
 		}
+		for _, p := range []string{"/api/v1/secrets/plc1", "/api/v1/agents/" + uuidB + "/secrets/plc1"} {
+			if r := call(t, e, "PUT", p, tokB, map[string]any{"value": "b's secret"}); r.status != http.StatusCreated {
+				t.Fatalf("create secret %s: %d %s", p, r.status, r.raw)
+			}
+		}
 		byPath := map[string]string{
 			"/api/v1/provisioning/keys/:id": pk.str("id"),
 			"/api/v1/provision/keys/:id":    pk.str("id"),
@@ -365,6 +370,10 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"POST /api/v1/agents/:uuid/target-state": map[string]any{"state": map[string]any{}},
 			"PUT /api/v1/agents/:uuid/target-state":  map[string]any{"state": map[string]any{}},
 			"PUT /api/v1/broker-auth/user/:username": map[string]any{"rules": []map[string]any{{"pattern": "#", "publish": true}}},
+			"POST /api/v1/agents/:uuid/devices":      map[string]any{"name": "plc1", "protocol": "modbus"},
+			"PUT /api/v1/agents/:uuid/devices/:name": map[string]any{"name": "plc1", "protocol": "modbus"},
+			"PUT /api/v1/secrets/:name":              map[string]any{"value": "a's own"},
+			"PUT /api/v1/agents/:uuid/secrets/:name": map[string]any{"value": "stolen"},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
@@ -376,15 +385,21 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			}
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
-				":protocol", "modbus", ":deviceName", "plc",
+				":protocol", "modbus", ":deviceName", "plc", ":name", "plc1",
 				":id", byPath[rt.Path]).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
 				continue
 			}
 			covered++
-			r := call(t, e, rt.Method, path, tokA, bodies[name])
 			want := http.StatusNotFound
+			if name == "PUT /api/v1/secrets/:name" {
+				// Tenant-wide secrets are named within the caller's
+				// tenant: A creates its own, B's stays (checked below).
+				want = http.StatusCreated
+				path = strings.Replace(path, "plc1", "a-own", 1)
+			}
+			r := call(t, e, rt.Method, path, tokA, bodies[name])
 			if name == "PUT /api/v1/broker-auth/user/:username" {
 				// MQTT has one namespace of user names: creating a name
 				// another tenant holds is a conflict, and changes nothing.
@@ -397,6 +412,11 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		t.Logf("%d routes with ids tried", covered)
 		if r := call(t, e, "GET", "/api/v1/broker-auth/acl?username=scada-b", tokB, nil); r.status != http.StatusOK || !strings.Contains(r.raw, `"subscribe":true`) {
 			t.Errorf("tenant B's broker user after tenant A's attempts: %d %s", r.status, r.raw)
+		}
+		for _, p := range []string{"/api/v1/secrets", "/api/v1/agents/" + uuidB + "/secrets"} {
+			if r := call(t, e, "GET", p, tokB, nil); r.status != http.StatusOK || !strings.Contains(r.raw, `"plc1"`) {
+				t.Errorf("tenant B's secrets after tenant A's attempts, %s: %d %s", p, r.status, r.raw)
+			}
 		}
 		// B's own requests still work, so the 404s above are about tenants.
 		for _, path := range []string{"/api/v1/agents/" + uuidB, "/api/v1/readings/" + uuidB + "/latest", "/api/v1/agents/" + uuidB + "/tags"} {

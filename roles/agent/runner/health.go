@@ -153,7 +153,7 @@ func (e *endpointRun) metrics() (Metrics, bool) {
 		return Metrics{}, false
 	}
 	up := time.Since(e.started).Seconds()
-	m := Metrics{DeviceName: e.ep.Name, Since: e.started.UTC().Format(time.RFC3339), Polls: e.polls,
+	m := Metrics{DeviceName: e.ep.Name, Since: e.started.UTC().Format(time.RFC3339Nano), Polls: e.polls,
 		ReadsGood: e.readsGood, ReadsBad: e.readsBad, PollFailures: e.pollFailures, ConnectFailures: e.connectTotal,
 		PollLatencyMS: Latency{Last: ms(e.responseTime), Max: ms(e.latencyMax)}}
 	if up > 0 {

@@ -137,13 +137,18 @@ func device(c *gin.Context) registry.Device {
 // ETag; If-None-Match with the current one answers 304.
 func (h *handler) state(c *gin.Context) {
 	dev := device(c)
-	ts, err := h.Agents.TargetState(c.Request.Context(), dev.TenantUUID, dev.AgentUUID)
+	ts, tag, err := h.Agents.ResolvedTargetState(c.Request.Context(), dev.TenantUUID, dev.AgentUUID)
 	if err != nil {
 		h.Log.Error("read target state", "agent", dev.AgentUUID, "err", err)
 		h.WriteError(c, http.StatusServiceUnavailable, "unavailable", "the target state cannot be read now; retry")
 		return
 	}
+	// The secret values it carries are part of the ETag: a changed
+	// secret must reach the agent though the version did not move.
 	etag := `"` + strconv.FormatInt(ts.Version, 10) + `"`
+	if tag != "" {
+		etag = `"` + strconv.FormatInt(ts.Version, 10) + "-" + tag + `"`
+	}
 	c.Header("ETag", etag)
 	c.Header("Cache-Control", "no-cache")
 	if match := c.GetHeader("If-None-Match"); match != "" && etagMatches(match, etag) {

@@ -65,6 +65,8 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.POST("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(true))
 	protected.PUT("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(false))
 	protected.DELETE("/agents/:uuid/target-state", h.adminOnly, h.clearTargetState)
+	registerDevices(protected, h)
+	registerSecrets(protected, h)
 	protected.GET("/agents/:uuid/keys", h.adminOnly, h.listDeviceKeys)
 	protected.DELETE("/agents/:uuid/keys/:kid", h.adminOnly, h.revokeDeviceKey)
 	protected.GET("/agents/:uuid/tags", h.getTags)

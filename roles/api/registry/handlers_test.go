@@ -272,12 +272,12 @@ func TestProvisioningHandlersIntegration(t *testing.T) {
 			}
 
 			// Target state: create, replace, clear; members read it.
-			r = h.call("POST", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"endpoints": []any{}}}).
+			r = h.call("POST", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{}}}).
 				Expect(t, "create target state", http.StatusCreated)
 			if r.Body["version"] != float64(1) {
 				t.Errorf("created target state: %s", r.Raw)
 			}
-			h.call("PUT", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"endpoints": []any{"plc"}}}).
+			h.call("PUT", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{map[string]any{"name": "plc", "protocol": "modbus"}}}}).
 				Expect(t, "replace target state", http.StatusOK)
 			r = h.call("DELETE", path+"/target-state", "admin-a", nil).Expect(t, "clear target state", http.StatusOK)
 			if r.Body["version"] != float64(3) {

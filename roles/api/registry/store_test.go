@@ -493,7 +493,7 @@ func TestTargetStateIntegration(t *testing.T) {
 		if err != nil || ts.Version != 0 || string(ts.State) != "{}" {
 			t.Errorf("a new agent's target state = %+v, %v", ts, err)
 		}
-		state := json.RawMessage(`{ "endpoints": [ {"name": "plc"} ] }`)
+		state := json.RawMessage(`{ "schemaVersion": 1, "endpoints": [ {"name": "plc", "protocol": "modbus"} ] }`)
 		for _, tt := range []struct {
 			name, tenant, agent string
 			state               string
@@ -502,6 +502,8 @@ func TestTargetStateIntegration(t *testing.T) {
 			{"an array", tenantA, a.UUID, `[1]`, ErrInvalid},
 			{"null", tenantA, a.UUID, `null`, ErrInvalid},
 			{"not JSON", tenantA, a.UUID, `{`, ErrInvalid},
+			{"not a document", tenantA, a.UUID, `{"apps":{}}`, ErrInvalid},
+			{"a secret value", tenantA, a.UUID, `{"schemaVersion":1,"destinations":[{"name":"d","type":"mqtt","config_json":{"password":"pw"}}]}`, ErrInvalid},
 			{"too large", tenantA, a.UUID, `{"x":"` + strings.Repeat("x", maxTargetState) + `"}`, ErrInvalid},
 			{"another tenant's agent", tenantB, a.UUID, `{}`, ErrNotFound},
 			{"unknown agent", tenantA, unknownID, `{}`, ErrNotFound},
@@ -511,13 +513,13 @@ func TestTargetStateIntegration(t *testing.T) {
 			}
 		}
 		ts, err = s.SetTargetState(ctx, tenantA, a.UUID, state, adminA, true)
-		if err != nil || ts.Version != 1 || string(ts.State) != `{"endpoints":[{"name":"plc"}]}` || ts.UpdatedBy != adminA {
+		if err != nil || ts.Version != 1 || string(ts.State) != `{"schemaVersion":1,"endpoints":[{"name":"plc","protocol":"modbus"}]}` || ts.UpdatedBy != adminA {
 			t.Fatalf("create = %+v (%s), %v", ts, ts.State, err)
 		}
 		if _, err := s.SetTargetState(ctx, tenantA, a.UUID, state, adminA, true); !errors.Is(err, ErrTargetStateExists) || !errors.Is(err, ErrConflict) {
 			t.Errorf("creating twice: %v, want ErrTargetStateExists", err)
 		}
-		if ts, err = s.SetTargetState(ctx, tenantA, a.UUID, json.RawMessage(`{"endpoints":[]}`), adminA, false); err != nil || ts.Version != 2 {
+		if ts, err = s.SetTargetState(ctx, tenantA, a.UUID, json.RawMessage(`{"schemaVersion":1,"endpoints":[]}`), adminA, false); err != nil || ts.Version != 2 {
 			t.Errorf("replace = %+v, %v", ts, err)
 		}
 		if ts, err = s.ClearTargetState(ctx, tenantA, a.UUID, adminA); err != nil || ts.Version != 3 || string(ts.State) != "{}" {

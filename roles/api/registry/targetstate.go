@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/db"
 )
 
@@ -52,6 +54,9 @@ func (s *Store) TargetState(ctx context.Context, tenant, agent string) (TargetSt
 	return ts, nil
 }
 
+// errConcurrentTargetState answers a write that lost to another.
+var errConcurrentTargetState = fmt.Errorf("%w: the target state changed concurrently; retry", ErrConflict)
+
 // ErrTargetStateExists answers a create for an agent that has one.
 var ErrTargetStateExists = fmt.Errorf("%w: the agent has a target state; replace it with PUT", ErrConflict)
 
@@ -61,15 +66,27 @@ func (s *Store) SetTargetState(ctx context.Context, tenant, agent string, state 
 	if len(state) > maxTargetState {
 		return TargetState{}, fmt.Errorf("%w: the target state is over %d bytes", ErrInvalid, maxTargetState)
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(state, &obj); err != nil || obj == nil {
-		return TargetState{}, fmt.Errorf("%w: state must be a JSON object", ErrInvalid)
+	doc, err := control.ParseTargetState(state)
+	if err != nil {
+		return TargetState{}, fmt.Errorf("%w: %s", ErrInvalid, statePaths(err))
 	}
-	compact, err := json.Marshal(obj)
+	compact, err := json.Marshal(doc)
 	if err != nil {
 		return TargetState{}, fmt.Errorf("%w: state: %v", ErrInvalid, err)
 	}
 	return s.writeTargetState(ctx, tenant, agent, compact, by, create)
+}
+
+// statePaths names a document's field errors under "state.", as the
+// request body has them, one per line joined with "; ".
+func statePaths(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "state") {
+			lines[i] = "state." + l
+		}
+	}
+	return strings.Join(lines, "; ")
 }
 
 // ClearTargetState sets the idle state (the agent stops what it runs).
@@ -78,6 +95,13 @@ func (s *Store) ClearTargetState(ctx context.Context, tenant, agent, by string) 
 }
 
 func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create bool) (TargetState, error) {
+	return s.writeTargetStateIf(ctx, tenant, agent, state, by, create, -1)
+}
+
+// writeTargetStateIf writes the target state when its version is still
+// expect (any when expect < 0), else fails with ErrConflict: an edit of
+// part of the document must not undo a write it did not see.
+func (s *Store) writeTargetStateIf(ctx context.Context, tenant, agent string, state []byte, by string, create bool, expect int64) (TargetState, error) {
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -103,7 +127,10 @@ func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, stat
 		}
 	} else {
 		err = tx.QueryRowContext(ctx, `UPDATE agent_target_state SET state = $1, version = version + 1, updated_at = $2, updated_by = $3
-			WHERE agent_uuid = $4 RETURNING version`, string(state), d.TimeArg(now), by, a.UUID).Scan(&version)
+			WHERE agent_uuid = $4 AND (CAST($5 AS BIGINT) < 0 OR version = $5) RETURNING version`, string(state), d.TimeArg(now), by, a.UUID, expect).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) && expect >= 0 {
+			return TargetState{}, errConcurrentTargetState
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			version = 1
 			_, err = tx.ExecContext(ctx, `INSERT INTO agent_target_state (agent_uuid, tenant_uuid, state, version, updated_at, updated_by)
@@ -112,7 +139,7 @@ func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, stat
 	}
 	if db.IsUniqueViolation(err) {
 		// A concurrent first write won; its state stands.
-		return TargetState{}, fmt.Errorf("%w: the target state changed concurrently; retry", ErrConflict)
+		return TargetState{}, errConcurrentTargetState
 	}
 	if err != nil {
 		return TargetState{}, fmt.Errorf("set target state: %w", err)

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
@@ -60,9 +61,17 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// several at once. Messages of one topic (one agent endpoint) stay in
 	// order; nothing orders different agents anyway.
 	mo.HandlerWorkers, mo.HandlerBuffer = 4*runtime.GOMAXPROCS(0), 256
+	// The command publisher waits for the connection to come back; the
+	// client tells it, once started (after cmds is set).
+	var cmds *command.Publisher
+	mo.OnStateChange = func(from, to mqttx.State) { cmds.StateChanged(from, to) }
 	client, err := mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
+	}
+	cmds, err = command.New(client, command.Options{QoS: byte(cfg.MQTT.QoS), Logger: r.Component("api-commands"), Registerer: r.Metrics})
+	if err != nil {
+		return nil, err
 	}
 	// Telemetry handlers hand what is waiting to the store in one round
 	// trip, so a subscriber that falls behind catches up instead of
@@ -106,6 +115,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		return nil, err
 	}
 	acc.revoked, acc.invalidate = ba.Revoked, ba.Authorizer.Invalidate
+	noticeTargetStates(acc.agents, cmds, r.Component("api-commands"))
 	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
@@ -151,7 +161,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The subscriber starts last, once the pipeline can take messages, and
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, pipe, client}
+	// The command publisher comes after the client, so it stops first and
+	// never hands a command to a client that is gone.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, pipe, client, cmds}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the
 		// server's end are written.

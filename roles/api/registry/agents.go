@@ -73,6 +73,8 @@ type Agent struct {
 type Store struct {
 	db  *db.DB
 	now func() time.Time
+	// onTargetState hears of every committed target-state change.
+	onTargetState func(TargetStateChange)
 }
 
 // NewStore returns a store on d, which must be open by the first call.

@@ -74,10 +74,30 @@ func (s *Store) SetTargetState(ctx context.Context, tenant, agent string, state 
 
 // ClearTargetState sets the idle state (the agent stops what it runs).
 func (s *Store) ClearTargetState(ctx context.Context, tenant, agent, by string) (TargetState, error) {
-	return s.writeTargetState(ctx, tenant, agent, idleState, by, false)
+	return s.commitTargetState(ctx, tenant, agent, idleState, by, false, true)
 }
 
+// TargetStateChange is one committed change of an agent's target state.
+type TargetStateChange struct {
+	Tenant string
+	State  TargetState
+	// Cleared is set when the target state was deleted (the idle state).
+	Cleared bool
+}
+
+// OnTargetStateChange sets fn to be called after every committed change
+// of a target state, whichever route made it, so the agent can be told at
+// once. Set it before the store is used; fn must not block.
+func (s *Store) OnTargetStateChange(fn func(TargetStateChange)) { s.onTargetState = fn }
+
 func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create bool) (TargetState, error) {
+	return s.commitTargetState(ctx, tenant, agent, state, by, create, false)
+}
+
+// commitTargetState is the one writer of agent_target_state: every change
+// goes through it, and OnTargetStateChange's observer hears of it once it
+// committed.
+func (s *Store) commitTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create, cleared bool) (TargetState, error) {
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -120,5 +140,9 @@ func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, stat
 	if err := tx.Commit(); err != nil {
 		return TargetState{}, fmt.Errorf("set target state: commit: %w", err)
 	}
-	return TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}, nil
+	ts := TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}
+	if s.onTargetState != nil {
+		s.onTargetState(TargetStateChange{Tenant: tenant, State: ts, Cleared: cleared})
+	}
+	return ts, nil
 }

@@ -1,0 +1,64 @@
+package commands
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
+	"github.com/edgeplat/edgeplat/core/coretest"
+)
+
+func TestDispatcher(t *testing.T) {
+	tenant := codec.NewUUID()
+	own, other := control.Prefix(tenant, codec.NewUUID()), control.Prefix(tenant, codec.NewUUID())
+	prefix := ""
+	reg := prometheus.NewRegistry()
+	d := New(slog.New(slog.DiscardHandler), reg, func() string { return prefix })
+	var got []string
+	d.Handle(control.CmdTargetState, func(_ context.Context, payload []byte) { got = append(got, string(payload)) })
+
+	// Not provisioned: no prefix is the agent's own.
+	d.Deliver(t.Context(), control.CommandTopic(own, control.CmdTargetState), []byte("0"))
+	prefix = own
+	d.Deliver(t.Context(), control.CommandTopic(own, control.CmdTargetState), []byte("1"))
+	d.Deliver(t.Context(), control.CommandTopic(other, control.CmdTargetState), []byte("foreign"))
+	d.Deliver(t.Context(), own+"/state", []byte("not a command"))
+	d.Deliver(t.Context(), control.CommandTopic(own, "jobs/42"), []byte("unknown"))
+	d.Deliver(t.Context(), control.CommandTopic(own, control.CmdTargetState), []byte(strings.Repeat("x", control.MaxCommandBytes+1)))
+	d.Deliver(t.Context(), control.CommandTopic(own, control.CmdTargetState), []byte("2"))
+
+	if strings.Join(got, ",") != "1,2" {
+		t.Fatalf("handler got %q, want [1 2]", got)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"edgeplat_agent_commands_received_total", map[string]string{"command": control.CmdTargetState}, 2},
+		{"edgeplat_agent_commands_received_total", map[string]string{"command": "unknown"}, 1},
+		{"edgeplat_agent_commands_refused_total", map[string]string{"reason": reasonForeign}, 2},
+		{"edgeplat_agent_commands_refused_total", map[string]string{"reason": reasonTopic}, 1},
+		{"edgeplat_agent_commands_refused_total", map[string]string{"reason": reasonSize}, 1},
+	} {
+		if v := coretest.MetricValue(t, reg, c.name, c.labels); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+}
+
+func TestHandleTwiceIsABug(t *testing.T) {
+	d := New(slog.New(slog.DiscardHandler), nil, func() string { return "" })
+	d.Handle("x", func(context.Context, []byte) {})
+	defer func() {
+		if r := recover(); r == nil || !strings.HasPrefix(r.(string), "BUG:") {
+			t.Fatalf("recovered %v, want a BUG panic", r)
+		}
+	}()
+	d.Handle("x", func(context.Context, []byte) {})
+}

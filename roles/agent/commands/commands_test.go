@@ -2,6 +2,8 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -61,4 +63,36 @@ func TestHandleTwiceIsABug(t *testing.T) {
 		}
 	}()
 	d.Handle("x", func(context.Context, []byte) {})
+}
+
+// FuzzDeliver feeds arbitrary topics and payloads to a dispatcher with
+// the target-state handler's decoder: nothing panics, only the agent's
+// own command topics reach a handler, and an accepted notice survives a
+// round trip.
+func FuzzDeliver(f *testing.F) {
+	own := control.Prefix(codec.NewUUID(), codec.NewUUID())
+	f.Add(control.CommandTopic(own, control.CmdTargetState), []byte(`{"version":7,"updatedAt":"2026-11-29T10:00:00Z"}`))
+	f.Add(control.CommandTopic(own, control.CmdTargetState), []byte(`{"version":-1}`))
+	f.Add(control.CommandTopic(own, "jobs/1"), []byte(`{}`))
+	f.Add("i/+/a/#/cmd/x", []byte(`{"cleared":true}`))
+	d := New(slog.New(slog.DiscardHandler), nil, func() string { return own })
+	var topic string
+	d.Handle(control.CmdTargetState, func(_ context.Context, payload []byte) {
+		if topic != control.CommandTopic(own, control.CmdTargetState) {
+			panic("handler called for " + topic)
+		}
+		n, err := control.DecodeTargetStateNotice(payload)
+		if err != nil {
+			return
+		}
+		b, _ := json.Marshal(n)
+		again, err := control.DecodeTargetStateNotice(b)
+		if err != nil || again.Version != n.Version || again.Cleared != n.Cleared || !again.UpdatedAt.Equal(n.UpdatedAt) {
+			panic(fmt.Sprintf("notice %+v did not survive a round trip: %+v, %v", n, again, err))
+		}
+	})
+	f.Fuzz(func(t *testing.T, tp string, payload []byte) {
+		topic = tp
+		d.Deliver(t.Context(), tp, payload)
+	})
 }

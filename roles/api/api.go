@@ -64,7 +64,13 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The command publisher waits for the connection to come back; the
 	// client tells it, once started (after cmds is set).
 	var cmds *command.Publisher
-	mo.OnStateChange = func(from, to mqttx.State) { cmds.StateChanged(from, to) }
+	prev := mo.OnStateChange
+	mo.OnStateChange = func(from, to mqttx.State) {
+		if prev != nil {
+			prev(from, to)
+		}
+		cmds.StateChanged(from, to)
+	}
 	client, err := mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)

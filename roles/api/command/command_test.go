@@ -243,3 +243,48 @@ func TestPublisherRefusesBadNames(t *testing.T) {
 		t.Error("qos 3 accepted")
 	}
 }
+
+// BenchmarkPublisherDrain measures commands per second through the single
+// sender on a private Mosquitto: the rate receipts and notices can reach.
+func BenchmarkPublisherDrain(b *testing.B) {
+	broker := coretest.PrivateMosquitto(b)
+	reg := prometheus.NewRegistry()
+	var p *Publisher
+	o := mqttx.DefaultOptions()
+	o.Name, o.BrokerURL, o.ClientID = "api-mqtt", broker.URL(), "command-bench-api"
+	o.Logger = slog.New(slog.DiscardHandler)
+	o.OnStateChange = func(from, to mqttx.State) { p.StateChanged(from, to) }
+	c, err := mqttx.New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if p, err = New(c, Options{QoS: 1, Registerer: reg}); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx) })
+	wg.Go(func() { _ = p.Run(ctx) })
+	defer func() { cancel(); wg.Wait(); _ = c.Stop(context.Background()) }()
+	coretest.Eventually(b, 10*time.Second, "the client to connect", func() bool { return c.State() == mqttx.StateConnected })
+	tenant, agent := codec.NewUUID(), codec.NewUUID()
+	payload := []byte(`{"version":1}`)
+	b.ResetTimer()
+	for range b.N {
+		// Stay under the capacity, as a steady load does: what the
+		// benchmark measures is the sender, not the drops.
+		for p.Pending() >= DefaultCapacity/2 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := p.Publish(tenant, agent, control.CmdTargetState, payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	coretest.Eventually(b, time.Minute, "the queue to drain", func() bool {
+		return coretest.MetricValue(b, reg, "edgeplat_api_commands_published_total", nil) == float64(b.N)
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commands/s")
+}

@@ -105,8 +105,10 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 		t.Fatalf("first pull: %v", pull)
 	}
 	putJSON(t, apiURL+"/agents/"+uuid+"/target-state", access, `{"state":{"schemaVersion":1,"settings":{"logging":{"level":"debug"}}}}`)
+	// The change's notice may have made the agent pull it already; either
+	// way this pull ends with the new version.
 	pull := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK)
-	if pull["changed"] != true || pull["version"].(float64) < 1 {
+	if v, _ := pull["version"].(float64); v < 1 {
 		t.Fatalf("pull after a change: %v", pull)
 	}
 	if pull2 := postJSON(t, agentURL+"/v1/sync/pull", "", ``, http.StatusOK); pull2["changed"] != false || pull2["version"] != pull["version"] {

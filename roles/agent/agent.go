@@ -28,6 +28,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/modbus"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
+	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
@@ -81,9 +82,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
-		m: newMetrics(r.Metrics, p.pub), log: log}
+		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}
 	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log}
 	p.cloud.target = newReconciler(p, pc)
+	p.commands = commands.New(log.With("component", "commands"), r.Metrics, p.pub.TopicPrefix)
+	p.registerCommands()
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,

@@ -8,7 +8,9 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
@@ -32,10 +34,19 @@ type parts struct {
 	endpoints *endpointService
 	settings  *settingsService
 	cloud     *cloudService
+	commands  *commands.Dispatcher
 	memory    *sysinfo.MemoryMonitor
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
+}
+
+// registerCommands routes the cloud's commands (docs/control-channel.md)
+// to the services that handle them; the platform destination's
+// connection delivers them to the dispatcher.
+func (p *parts) registerCommands() {
+	p.commands.Handle(control.CmdTargetState, p.cloud.targetStateNotice)
+	p.pub.OnCommand(p.commands.Deliver)
 }
 
 // services are the agent's group, in start order: the six init phases

@@ -75,6 +75,8 @@ type cloudService struct {
 	// mu serialises provisioning calls.
 	mu     sync.Mutex
 	online atomic.Bool // the cloud answered the last pull
+	// kick (capacity 1) asks the sync loop for a pull now.
+	kick chan struct{}
 }
 
 // Provision implements httpapi.Cloud: it runs the three phases: register
@@ -212,10 +214,18 @@ func (s *cloudService) ProvisionStatus(ctx context.Context) (any, error) {
 		return nil, httpapi.ErrNotReady
 	}
 	out := map[string]any{"provisioned": false, "uuid": id.UUID, "deviceName": id.Name, "apiEndpoint": "",
-		"hasProvisioningKey": false, "mqttConfigured": false, "mqttBrokerUrl": ""}
+		"hasProvisioningKey": false, "mqttConfigured": false, "mqttBrokerUrl": "", "targetVersion": int64(0)}
 	if cr != nil {
 		out["provisioned"] = provisioned(ctx, st)
 		out["apiEndpoint"], out["mqttConfigured"], out["mqttBrokerUrl"] = cr.APIEndpoint, cr.MQTT.BrokerURL != "", cr.MQTT.BrokerURL
+	}
+	// The version of the target state the agent holds, so an operator can
+	// see a change reach it without pulling (which would fetch it).
+	if raw, err := st.Meta(ctx, metaTargetState); err == nil && raw != "" {
+		var cached cloud.TargetState
+		if json.Unmarshal([]byte(raw), &cached) == nil {
+			out["targetVersion"] = cached.Version
+		}
 	}
 	return out, nil
 }

@@ -85,7 +85,8 @@ func (s *cloudService) pull(ctx context.Context) (pullResult, error) {
 
 // syncLoop pulls the target state every intervals.statePollMs (read at
 // each round, so a settings change applies at the next one) while the
-// agent is provisioned.
+// agent is provisioned, and at once when the cloud sends a target-state
+// notice.
 func (s *cloudService) syncLoop(ctx context.Context) {
 	for {
 		wait := time.Duration(s.settings.current().Intervals.StatePollMS) * time.Millisecond
@@ -95,6 +96,8 @@ func (s *cloudService) syncLoop(ctx context.Context) {
 			t.Stop()
 			return
 		case <-t.C:
+		case <-s.kick:
+			t.Stop()
 		}
 		// The loop holds the store open as a request would; a request
 		// holds it already, and holding it twice could deadlock behind a
@@ -105,6 +108,23 @@ func (s *cloudService) syncLoop(ctx context.Context) {
 		if err != nil && !errors.Is(err, httpapi.ErrNotProvisioned) && !errors.Is(err, httpapi.ErrNotReady) {
 			s.log.Debug("target state pull failed", "err", err)
 		}
+	}
+}
+
+// targetStateNotice handles control.CmdTargetState: the cloud's target
+// state changed, so the sync loop pulls it now instead of at its next
+// poll. Notices coalesce: one arriving during a pull makes one more pull
+// after it, however many arrive, never a queue of pulls.
+func (s *cloudService) targetStateNotice(_ context.Context, payload []byte) {
+	n, err := control.DecodeTargetStateNotice(payload)
+	if err != nil {
+		s.log.Debug("target-state notice ignored", "err", err)
+		return
+	}
+	s.log.Debug("target-state notice", "version", n.Version, "cleared", n.Cleared)
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
 }
 

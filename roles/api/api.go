@@ -24,6 +24,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
@@ -61,9 +62,23 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// several at once. Messages of one topic (one agent endpoint) stay in
 	// order; nothing orders different agents anyway.
 	mo.HandlerWorkers, mo.HandlerBuffer = 4*runtime.GOMAXPROCS(0), 256
+	// The command publisher waits for the connection to come back; the
+	// client tells it, once started (after cmds is set).
+	var cmds *command.Publisher
+	prev := mo.OnStateChange
+	mo.OnStateChange = func(from, to mqttx.State) {
+		if prev != nil {
+			prev(from, to)
+		}
+		cmds.StateChanged(from, to)
+	}
 	client, err := mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
+	}
+	cmds, err = command.New(client, command.Options{QoS: byte(cfg.MQTT.QoS), Logger: r.Component("api-commands"), Registerer: r.Metrics})
+	if err != nil {
+		return nil, err
 	}
 	// Telemetry handlers hand what is waiting to the store in one round
 	// trip, so a subscriber that falls behind catches up instead of
@@ -120,6 +135,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	acc.agents.SetOfflineAfter(offlineAfter)
 	watch := &statusWatch{db: b.DB, streams: b.Streams, audit: acc.accounts.Record, log: r.Component("api-agent-status"), m: sm,
 		every: statusEvery(offlineAfter), offlineAfter: offlineAfter, now: time.Now}
+	noticeTargetStates(acc.agents, cmds, r.Component("api-commands"))
 	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
@@ -169,8 +185,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// stops first, so no message arrives after the spool is closed.
 	log.Info("rest api authentication", "algorithm", tokens.Algorithm(), "can_sign", tokens.CanSign())
 	// lastSeen stops after the subscriber, so its last flush holds the
-	// last messages.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client}
+	// last messages. The command publisher comes after the client, so it
+	// stops first and never hands a command to a client that is gone.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client, cmds}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the
 		// server's end are written.

@@ -279,6 +279,7 @@ func TestEmbeddedBrokerRefusesForeignPublishes(t *testing.T) {
 		{"other agent", topicOf(t, tenantUUID, otherAgentUUID, "endpoints/modbus")},
 		{"other tenant", topicOf(t, otherTenantUUID, agentUUID, "endpoints/modbus")},
 		{"own command subtree", topicOf(t, tenantUUID, agentUUID, "cmd/desired")},
+		{"other agent's command subtree", topicOf(t, tenantUUID, otherAgentUUID, "cmd/target-state")},
 		{"outside i/", "plant/line1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

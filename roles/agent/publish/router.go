@@ -71,6 +71,11 @@ type Router struct {
 
 	routes atomic.Pointer[[]*route]
 	kid    atomic.Pointer[string]
+	// prefix is the platform topic prefix of creds, read without mu.
+	prefix atomic.Pointer[string]
+	// onCommand receives the platform destination's commands; set once,
+	// before Open.
+	onCommand func(ctx context.Context, topic string, payload []byte)
 
 	// warned limits the log lines about a subscription that cannot
 	// publish (a missing route topic) to one per subscription and reload.
@@ -105,6 +110,23 @@ func New(log *slog.Logger, cpu func() float64) *Router {
 	return p
 }
 
+// OnCommand sets the receiver of the commands the platform destination's
+// connection subscribes to (dest.Env.OnCommand). Call it before Open.
+func (p *Router) OnCommand(fn func(ctx context.Context, topic string, payload []byte)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onCommand = fn
+}
+
+// TopicPrefix is the platform topic prefix "i/{tenant}/a/{agent}" of the
+// current credentials; "" while the device is not provisioned.
+func (p *Router) TopicPrefix() string {
+	if s := p.prefix.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
 // Open starts publishing on st: the message sequence, the offline queue,
 // and every enabled destination. ctx is the lifetime of the workers.
 func (p *Router) Open(ctx context.Context, st *store.Store, creds dest.PlatformCredentials, kid string) error {
@@ -126,6 +148,7 @@ func (p *Router) Open(ctx context.Context, st *store.Store, creds dest.PlatformC
 	p.mu.Lock()
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	p.st, p.queue, p.seq, p.creds = st, q, seq, creds
+	p.prefix.Store(&creds.TopicPrefix)
 	p.mu.Unlock()
 	if err := p.Reload(ctx); err != nil {
 		return err
@@ -172,6 +195,7 @@ func (p *Router) SetCredentials(ctx context.Context, creds dest.PlatformCredenti
 	p.mu.Lock()
 	changed := p.creds != creds
 	p.creds = creds
+	p.prefix.Store(&creds.TopicPrefix)
 	p.mu.Unlock()
 	if !changed {
 		return nil
@@ -275,7 +299,7 @@ func sameDestination(a, b store.Destination) bool {
 }
 
 func (p *Router) startDest(d store.Destination) (*destRun, error) {
-	t, err := dest.New(d, dest.Env{Logger: p.log, Platform: p.creds})
+	t, err := dest.New(d, dest.Env{Logger: p.log, Platform: p.creds, OnCommand: p.onCommand})
 	if err != nil {
 		return nil, err
 	}

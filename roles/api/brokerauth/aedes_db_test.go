@@ -87,15 +87,31 @@ func checkRegisteredDevice(t *testing.T, addr string, dev, other registry.Creden
 			t.Errorf("subscribe %q: SUBACK %#x, want 0x80", filter, code)
 		}
 	}
-	foreign := topic(other, "endpoints/modbus")
-	c.Publish(foreign, 1, false, "forged")
-	select {
-	case <-c.lost:
-	case <-time.After(wait):
-		t.Fatalf("aedes kept the connection of a device publishing on %s", foreign)
+	// Its own command subtree: subscribed, and the service user (the
+	// Cloud API) publishes there.
+	cmds := make(chan string, 4)
+	if code := c.subscribe(t, topic(dev, "cmd/#"), func(_ paho.Client, m paho.Message) { cmds <- m.Topic() + " " + string(m.Payload()) }); code != 1 {
+		t.Fatalf("subscribe to its own command subtree: SUBACK %#x, want 1", code)
 	}
-	obs.publish(t, foreign, "marker")
-	if m := receive(t, seen, "the marker"); m != foreign+" marker" {
-		t.Fatalf("observer got %q before the marker: the forged publish was delivered", m)
+	notice := topic(dev, "cmd/target-state")
+	obs.publish(t, notice, `{"version":1}`)
+	if m := receive(t, cmds, "the cloud's command"); m != notice+` {"version":1}` {
+		t.Fatalf("device got %q", m)
+	}
+	if m := receive(t, seen, "the command"); m != notice+` {"version":1}` {
+		t.Fatalf("observer got %q", m)
+	}
+	for _, foreign := range []string{topic(other, "endpoints/modbus"), topic(other, "cmd/target-state")} {
+		c := mustMQTT(t, addr, dev.APIKey, dev.MQTTPassword, clientID)
+		c.Publish(foreign, 1, false, "forged")
+		select {
+		case <-c.lost:
+		case <-time.After(wait):
+			t.Fatalf("aedes kept the connection of a device publishing on %s", foreign)
+		}
+		obs.publish(t, foreign, "marker")
+		if m := receive(t, seen, "the marker"); m != foreign+" marker" {
+			t.Fatalf("observer got %q before the marker: the forged publish was delivered", m)
+		}
 	}
 }

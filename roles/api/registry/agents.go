@@ -80,6 +80,8 @@ type Store struct {
 	// offlineAfter is the silence after which an agent is offline; 0 is
 	// DefaultOfflineAfter.
 	offlineAfter time.Duration
+	// onTargetState hears of every committed target-state change.
+	onTargetState func(TargetStateChange)
 }
 
 // NewStore returns a store on d, which must be open by the first call.

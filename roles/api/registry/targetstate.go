@@ -91,17 +91,37 @@ func statePaths(err error) string {
 
 // ClearTargetState sets the idle state (the agent stops what it runs).
 func (s *Store) ClearTargetState(ctx context.Context, tenant, agent, by string) (TargetState, error) {
-	return s.writeTargetState(ctx, tenant, agent, idleState, by, false)
+	return s.commitTargetState(ctx, tenant, agent, idleState, by, false, true, -1)
 }
 
+// TargetStateChange is one committed change of an agent's target state.
+type TargetStateChange struct {
+	Tenant string
+	State  TargetState
+	// Cleared is set when the target state was deleted (the idle state).
+	Cleared bool
+}
+
+// OnTargetStateChange sets fn to be called after every committed change
+// of a target state, whichever route made it, so the agent can be told at
+// once. Set it before the store is used; fn must not block.
+func (s *Store) OnTargetStateChange(fn func(TargetStateChange)) { s.onTargetState = fn }
+
 func (s *Store) writeTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create bool) (TargetState, error) {
-	return s.writeTargetStateIf(ctx, tenant, agent, state, by, create, -1)
+	return s.commitTargetState(ctx, tenant, agent, state, by, create, false, -1)
 }
 
 // writeTargetStateIf writes the target state when its version is still
-// expect (any when expect < 0), else fails with ErrConflict: an edit of
-// part of the document must not undo a write it did not see.
+// expect, else fails with ErrConflict: an edit of part of the document
+// must not undo a write it did not see.
 func (s *Store) writeTargetStateIf(ctx context.Context, tenant, agent string, state []byte, by string, create bool, expect int64) (TargetState, error) {
+	return s.commitTargetState(ctx, tenant, agent, state, by, create, false, expect)
+}
+
+// commitTargetState is the one writer of agent_target_state: every change
+// goes through it, and OnTargetStateChange's observer hears of it once it
+// committed. With expect >= 0 the write happens only at that version.
+func (s *Store) commitTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create, cleared bool, expect int64) (TargetState, error) {
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -147,5 +167,9 @@ func (s *Store) writeTargetStateIf(ctx context.Context, tenant, agent string, st
 	if err := tx.Commit(); err != nil {
 		return TargetState{}, fmt.Errorf("set target state: commit: %w", err)
 	}
-	return TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}, nil
+	ts := TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}
+	if s.onTargetState != nil {
+		s.onTargetState(TargetStateChange{Tenant: tenant, State: ts, Cleared: cleared})
+	}
+	return ts, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 )
@@ -23,13 +24,16 @@ const renewRetry = time.Minute
 // mqttTransport is every MQTT-family destination: platform, mqtt and the
 // three hubs. The per-type parts are its builder's.
 type mqttTransport struct {
-	id      int64
-	typ     string
-	b       mqttBuilder
-	log     *slog.Logger
-	now     func() time.Time
-	prefix  string // platform: the topic prefix
-	changes chan struct{}
+	id     int64
+	typ    string
+	b      mqttBuilder
+	log    *slog.Logger
+	now    func() time.Time
+	prefix string // platform: the topic prefix
+	// onCommand receives the platform's command subtree; nil subscribes
+	// to nothing.
+	onCommand func(ctx context.Context, topic string, payload []byte)
+	changes   chan struct{}
 	// notReady, when set, is why the transport never connects (a platform
 	// destination of a device that is not provisioned).
 	notReady string
@@ -82,6 +86,7 @@ func newPlatform(id int64, env Env) (*mqttTransport, error) {
 		return nil, err
 	}
 	t.prefix = env.Platform.TopicPrefix
+	t.onCommand = env.OnCommand
 	return t, nil
 }
 
@@ -92,8 +97,11 @@ func (t *mqttTransport) options(p connParams) mqttx.Options {
 	o.Username = p.Username
 	o.Password = config.Secret(p.Password)
 	o.ClientID = p.ClientID
-	// Publish-only: no subscriptions to keep, and a clean session keeps
-	// the broker from queueing for us; the publishing worker queues.
+	// A clean session keeps the broker from queueing for us; the
+	// publishing worker queues. The platform's one subscription, its
+	// command subtree, is made again on every connection; a command sent
+	// while the device was away is missed, which the target-state poll
+	// makes up for (docs/control-channel.md).
 	o.CleanSession = true
 	o.CAFile, o.CertFile, o.KeyFile = p.CAFile, p.CertFile, p.KeyFile
 	o.QoS = t.b.qos()
@@ -120,6 +128,9 @@ func (t *mqttTransport) launch(ctx context.Context) (*mqttRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := t.subscribeCommands(c); err != nil {
+		return nil, err
+	}
 	if err := c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start mqtt client: %w", err)
 	}
@@ -132,6 +143,23 @@ func (t *mqttTransport) launch(ctx context.Context) (*mqttRun, error) {
 		}
 	}()
 	return r, nil
+}
+
+// subscribeCommands subscribes a platform client to the agent's command
+// subtree, before it connects, so the first connection already has it.
+func (t *mqttTransport) subscribeCommands(c *mqttx.Client) error {
+	if t.typ != TypePlatform || t.onCommand == nil || t.prefix == "" {
+		return nil
+	}
+	on := t.onCommand
+	err := c.Subscribe(control.CommandFilter(t.prefix), t.b.qos(), func(ctx context.Context, m mqttx.Message) error {
+		on(ctx, m.Topic, m.Payload)
+		return nil // a command that fails is the dispatcher's to count, never redelivered
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to the command subtree: %w", err)
+	}
+	return nil
 }
 
 // stopRun ends r's Run and disconnects it within ctx.

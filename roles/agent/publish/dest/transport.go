@@ -60,6 +60,11 @@ type Env struct {
 	Platform PlatformCredentials
 	// Now is the clock for SAS and HMAC token timestamps; nil is time.Now.
 	Now func() time.Time
+	// OnCommand, when set, receives every message of the agent's command
+	// subtree (control.CommandFilter of Platform.TopicPrefix), which the
+	// platform destination subscribes to on every connection. It must
+	// return quickly: it runs on the connection's message goroutine.
+	OnCommand func(ctx context.Context, topic string, payload []byte)
 }
 
 func (e Env) now() time.Time {

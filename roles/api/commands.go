@@ -1,0 +1,33 @@
+package api
+
+import (
+	"log/slog"
+
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
+	"github.com/edgeplat/edgeplat/roles/api/command"
+	"github.com/edgeplat/edgeplat/roles/api/registry"
+)
+
+// noticeTargetStates tells an agent, on its command subtree, of every
+// committed change of its target state; the agent then pulls it over
+// HTTPS at once (docs/control-channel.md, section Target-state notices).
+// The notice carries the version only: secrets never cross the broker.
+func noticeTargetStates(agents *registry.Store, pub *command.Publisher, log *slog.Logger) {
+	agents.OnTargetStateChange(func(ch registry.TargetStateChange) {
+		tenant, err := codec.ParseUUID(ch.Tenant)
+		if err != nil {
+			log.Error("target-state notice not sent: tenant id", "tenant", ch.Tenant, "err", err)
+			return
+		}
+		agent, err := codec.ParseUUID(ch.State.AgentUUID)
+		if err != nil {
+			log.Error("target-state notice not sent: agent id", "agent", ch.State.AgentUUID, "err", err)
+			return
+		}
+		n := control.TargetStateNotice{Version: ch.State.Version, UpdatedAt: ch.State.UpdatedAt, Cleared: ch.Cleared}
+		if err := pub.PublishJSON(tenant, agent, control.CmdTargetState, n); err != nil {
+			log.Error("target-state notice not sent", "agent", ch.State.AgentUUID, "err", err)
+		}
+	})
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -54,6 +55,10 @@ func DefaultDrivers() []adapters.Driver {
 
 // logRingCapacity bounds the log lines GET /v1/logs can return.
 const logRingCapacity = 5000
+
+// processStart is when the agent process started: its uptime in the
+// metrics report survives a soft reboot of the group.
+var processStart = time.Now()
 
 // memorySampleInterval is how often the memory monitor samples the heap.
 const memorySampleInterval = 30 * time.Second
@@ -82,12 +87,20 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log}
+	pubCfg := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log}
+	p.reports = report.New(report.Options{
+		Publisher: p.pub, State: stateSource{p: p, buffer: pubCfg}, Target: storedTarget{st: p.st}, Sampler: sampler,
+		Interval: func() time.Duration {
+			return time.Duration(p.settings.current().Intervals.StateReportMS) * time.Millisecond
+		},
+		Started: processStart, Log: log.With("component", "reports"), Metrics: r.Metrics,
+	})
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,
 		Store: p.st, Lifecycle: p.lc, Admins: adminStore{p.st},
 		Endpoints: p.endpoints, Adapters: adapterService{run},
-		Publishing: &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log},
+		Publishing: pubCfg,
 		Cloud:      p.cloud, Settings: p.settings,
 		System: &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc},
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -33,6 +34,7 @@ type parts struct {
 	settings  *settingsService
 	cloud     *cloudService
 	memory    *sysinfo.MemoryMonitor
+	reports   *report.Service
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -64,6 +66,7 @@ func (p *parts) services() []lifecycle.Service {
 			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)
 			return nil
 		}},
+		p.reports,
 		&lifecycle.Funcs{ServiceName: "cloud-sync", RunFunc: func(ctx context.Context) error {
 			p.cloud.syncLoop(ctx)
 			return nil

@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzJSON$$' -fuzztime=$(FUZZEXECS) ./core/codec
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeReceipts$$' -fuzztime=$(FUZZEXECS) ./core/control
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCommandTopic$$' -fuzztime=$(FUZZEXECS) ./core/control
+	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api/agentlogs
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=$(FUZZEXECS) ./core/spool
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=$(FUZZEXECS) ./core/telemetry

@@ -23,6 +23,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/roles/api/agentlogs"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -123,6 +124,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	v1.GET("/agents/:uuid/stream", agent, lv.stream)
 	v1.GET("/agents/:uuid/current-state", agent, rep.currentState)
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
+	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
+		Log: r.Component("api-agent-logs")})
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,

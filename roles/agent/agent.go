@@ -30,6 +30,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
+	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
@@ -87,7 +88,16 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log}
-	pubCfg := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log}
+	logs, err := logship.New(logship.Options{
+		Uploader: cloudLogs{st: p.st}, Enabled: func() bool { return p.settings.current().Logging.CloudEnabled },
+		Log: log, Metrics: r.Metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.logs = logs
+	ring.SetTap(logs.Add)
+	pubCfg := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, logs: logs, log: log}
 	p.reports = report.New(report.Options{
 		Publisher: p.pub, State: stateSource{p: p, buffer: pubCfg}, Target: storedTarget{st: p.st}, Sampler: sampler,
 		Interval: func() time.Duration {

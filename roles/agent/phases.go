@@ -9,6 +9,7 @@ import (
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -35,6 +36,7 @@ type parts struct {
 	cloud     *cloudService
 	memory    *sysinfo.MemoryMonitor
 	reports   *report.Service
+	logs      *logship.Shipper
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -67,6 +69,7 @@ func (p *parts) services() []lifecycle.Service {
 			return nil
 		}},
 		p.reports,
+		p.logs,
 		&lifecycle.Funcs{ServiceName: "cloud-sync", RunFunc: func(ctx context.Context) error {
 			p.cloud.syncLoop(ctx)
 			return nil

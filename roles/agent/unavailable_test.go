@@ -52,7 +52,8 @@ func TestStoredUnavailableSettingsDropped(t *testing.T) {
 }
 
 // TestDriftAndBufferFieldsAbsent: the drift options of protocol outputs
-// and the buffer figures that are always zero are not offered.
+// and the buffer figures that are always zero are not offered; the agent
+// log buffer's are, off by default.
 func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	if code, body := r.do("PATCH", "/v1/protocol-outputs/modbus/drift", `{"drift_options":{"enabled":true}}`, nil); code != 404 {
@@ -69,10 +70,13 @@ func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"mode":"standalone"`) {
 		t.Fatalf("buffer status = %d %s", code, body)
 	}
-	for _, gone := range []string{"cloudReportQueueCount", "cloudReportOldestAge", "agentLog"} {
+	for _, gone := range []string{"cloudReportQueueCount", "cloudReportOldestAge"} {
 		if strings.Contains(body, gone) {
 			t.Errorf("buffer status reports %s, which is always zero: %s", gone, body)
 		}
+	}
+	if !strings.Contains(body, `"agentLogBufferEnabled":false`) || !strings.Contains(body, `"agentLogDroppedTotal":0`) {
+		t.Errorf("buffer status without the agent log buffer: %s", body)
 	}
 }
 

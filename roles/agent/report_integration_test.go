@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -136,6 +137,11 @@ func TestStateReportsIntegration(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	const prefix = "i/AAAAAAAAAAAAAAAAAAAAAA/a/BBBBBBBBBBBBBBBBBBBBBB"
 	w := watchReports(t, broker.url(), prefix)
+	// A Modbus device nobody answers for: its health is in the report.
+	if code, body := r.do("POST", "/v1/endpoints", fmt.Sprintf(`{"name":"press-9","protocol":"modbus","poll_interval":500,
+		"connection":{"host":"127.0.0.1","port":%d,"unitId":1},"data_points":[{"name":"r0","register":"holding:0"}]}`, coretest.FreePort(t)), nil); code != 201 {
+		t.Fatalf("endpoint: %d %s", code, body)
+	}
 	if code, body := r.do("POST", "/v1/publish/destinations", `{"name":"cloud","type":"platform"}`, nil); code != 201 {
 		t.Fatalf("platform destination: %d %s", code, body)
 	}
@@ -149,7 +155,8 @@ func TestStateReportsIntegration(t *testing.T) {
 	w.mu.Unlock()
 	id := r.agent.p.id.Load()
 	if st.UUID != id.UUID || st.Name != id.Name || st.Version == "" || st.State != StateRunning || st.Mode != "standalone" ||
-		st.Buffer["transportPublishMode"] == nil || st.Endpoints == nil || st.Timestamp == 0 {
+		st.Buffer["transportPublishMode"] == nil || st.Buffer["agentLogBufferEnabled"] != false || st.Endpoints == nil || st.Timestamp == 0 ||
+		st.Health["subsystems"] == nil || st.Health["overall"] == nil {
 		t.Fatalf("state report %+v", st)
 	}
 	if mr.MemoryTotal == 0 || mr.MemoryUsed > mr.MemoryTotal || mr.MemoryPercent <= 0 || mr.MemoryPercent > 100 ||
@@ -171,6 +178,10 @@ func TestStateReportsIntegration(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "three more reports at 1 s", func() bool { s, m := w.counts(); return s >= 4 && m >= 4 })
 	w.mu.Lock()
+	if eps := w.state[len(w.state)-1].Endpoints; len(eps) != 1 || eps[0].Name != "press-9" || eps[0].Protocol != "modbus" || !eps[0].Enabled ||
+		eps[0].Connected || eps[0].Status == "" || eps[0].Status == "connected" || eps[0].Status == "stopped" {
+		t.Errorf("endpoints in the state report: %+v", eps)
+	}
 	for i := 2; i < len(w.state); i++ {
 		// Never faster than the interval (the service sends at a tick once
 		// it has passed).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/edgeplat/edgeplat/core/control"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/report"
 )
 
@@ -24,7 +25,7 @@ func (s stateSource) StateReport(ctx context.Context) (control.StateReport, erro
 		return control.StateReport{}, err
 	}
 	state, _ := s.p.lc.snapshot()
-	r := control.StateReport{Version: version(), State: state, Mode: s.p.cloud.mode(ctx, st)}
+	r := control.StateReport{Version: version(), State: state, Mode: s.p.cloud.mode(ctx, st), Health: healthReport(s.p.lc.Health(ctx))}
 	if id := s.p.id.Load(); id != nil {
 		r.UUID, r.Name = id.UUID, id.Name
 	}
@@ -60,6 +61,13 @@ func (s stateSource) StateReport(ctx context.Context) (control.StateReport, erro
 		return r, fmt.Errorf("decode buffer status: %w", err)
 	}
 	return r, nil
+}
+
+// healthReport is the agent's health as its reports to the cloud carry
+// it, at provisioning and in every state report.
+func healthReport(h httpapi.Health) map[string]any {
+	return map[string]any{"overall": h.Overall(), "subsystems": h.Subsystems,
+		"unhealthySubsystems": h.Unhealthy, "criticalFailures": h.Critical}
 }
 
 var _ report.StateSource = stateSource{}

@@ -21,6 +21,11 @@ type StateReport struct {
 	Endpoints   []EndpointState `json:"endpoints"`
 	// Buffer is the agent's buffer status object (GET /v1/buffer/status).
 	Buffer map[string]any `json:"buffer,omitempty"`
+	// Health is the agent's own health, as at provisioning: overall,
+	// subsystems, unhealthySubsystems, criticalFailures. A store found
+	// corrupt or a full disk is thus known to the cloud, not to the
+	// device alone.
+	Health map[string]any `json:"health,omitempty"`
 }
 
 // TargetStatus is what the agent did with its target state: the version

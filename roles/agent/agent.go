@@ -31,7 +31,9 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
+	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/runner"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -55,6 +57,10 @@ func DefaultDrivers() []adapters.Driver {
 
 // logRingCapacity bounds the log lines GET /v1/logs can return.
 const logRingCapacity = 5000
+
+// processStart is when the agent process started: its uptime in the
+// metrics report survives a soft reboot of the group.
+var processStart = time.Now()
 
 // memorySampleInterval is how often the memory monitor samples the heap.
 const memorySampleInterval = 30 * time.Second
@@ -83,10 +89,26 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}
-	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, log: log}
+	logs, err := logship.New(logship.Options{
+		Uploader: cloudLogs{st: p.st}, Enabled: func() bool { return p.settings.current().Logging.CloudEnabled },
+		Log: log, Metrics: r.Metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.logs = logs
+	ring.SetTap(logs.Add)
+	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, logs: logs, log: log}
 	p.cloud.target = newReconciler(p, pc)
 	p.commands = commands.New(log.With("component", "commands"), r.Metrics, p.pub.TopicPrefix)
 	p.registerCommands()
+	p.reports = report.New(report.Options{
+		Publisher: p.pub, State: stateSource{p: p, buffer: pc}, Target: p.cloud.target, Sampler: sampler,
+		Interval: func() time.Duration {
+			return time.Duration(p.settings.current().Intervals.StateReportMS) * time.Millisecond
+		},
+		Started: processStart, Log: log.With("component", "reports"), Metrics: r.Metrics,
+	})
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,

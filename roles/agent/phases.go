@@ -11,7 +11,9 @@ import (
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
+	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/report"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -36,6 +38,8 @@ type parts struct {
 	cloud     *cloudService
 	commands  *commands.Dispatcher
 	memory    *sysinfo.MemoryMonitor
+	reports   *report.Service
+	logs      *logship.Shipper
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -76,6 +80,8 @@ func (p *parts) services() []lifecycle.Service {
 			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)
 			return nil
 		}},
+		p.reports,
+		p.logs,
 		&lifecycle.Funcs{ServiceName: "cloud-sync", RunFunc: func(ctx context.Context) error {
 			p.cloud.syncLoop(ctx)
 			return nil

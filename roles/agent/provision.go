@@ -160,11 +160,8 @@ func (s *cloudService) Provision(ctx context.Context, in httpapi.ProvisionReques
 	}
 	// The cloud sees the agent's health with its state, so a store found
 	// corrupt or a full disk is not known to the device alone.
-	h := s.lc.Health(ctx)
 	report := map[string]any{"uuid": cr.AgentUUID, "name": name, "deviceType": in.DeviceType, "version": version(),
-		"state": "provisioned", "targetVersion": ts.Version,
-		"health": map[string]any{"overall": h.Overall(), "subsystems": h.Subsystems,
-			"unhealthySubsystems": h.Unhealthy, "criticalFailures": h.Critical}}
+		"state": "provisioned", "targetVersion": ts.Version, "health": healthReport(s.lc.Health(ctx))}
 	if in.ApplicationID != nil {
 		report["applicationId"] = *in.ApplicationID
 	}

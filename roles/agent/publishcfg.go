@@ -14,6 +14,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
+	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
@@ -31,7 +32,9 @@ type publishConfig struct {
 	st    *storeRef
 	pub   *publish.Router
 	cloud *cloudService
-	log   *slog.Logger
+	// logs gives the agent log buffer's figures; nil leaves them zero.
+	logs interface{ Status() logship.Status }
+	log  *slog.Logger
 	// managed refuses local changes to what the target state manages.
 	managed *managedGuard
 }
@@ -432,10 +435,9 @@ func (p *publishConfig) ProtocolOutputs(ctx context.Context) (any, error) {
 // (the cloud), summed when there are several; every destination's own
 // figures are under destinations.
 //
-// The agent sends its state report only while provisioning, at once, and
-// does not ship its own logs to the cloud, so it reports no cloud report
-// queue and no agent log buffer: figures that are always zero would look
-// like a queue that happens to be empty.
+// The agent log buffer's figures (agentLog*) are the cloud log shipper's
+// (docs/control-channel.md, section "Agent logs"). State reports are
+// never queued, so there is no report queue to show.
 type bufferStatus struct {
 	Mode          string                      `json:"mode"`
 	TransportMode outbound.Mode               `json:"transportPublishMode"`
@@ -444,6 +446,7 @@ type bufferStatus struct {
 	LastAttempt   *string                     `json:"lastFlushAttempt"`
 	LastSuccess   *string                     `json:"lastFlushSuccess"`
 	Destinations  []publish.DestinationStatus `json:"destinations"`
+	logship.Status
 }
 
 func (p *publishConfig) BufferStatus(ctx context.Context) (any, error) {
@@ -456,6 +459,9 @@ func (p *publishConfig) BufferStatus(ctx context.Context) (any, error) {
 		return nil, err
 	}
 	out := bufferStatus{Mode: p.cloud.mode(ctx, st), TransportMode: outbound.ModeDirect, Destinations: dests}
+	if p.logs != nil {
+		out.Status = p.logs.Status()
+	}
 	var lastAttempt, lastSuccess time.Time
 	for _, d := range dests {
 		if d.Type != dest.TypePlatform {

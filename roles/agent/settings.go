@@ -29,15 +29,20 @@ type Settings struct {
 	Runtime   RuntimeSettings  `json:"runtime"`
 }
 
-// LoggingSettings: level applies at once to the agent's log.
+// LoggingSettings: level applies at once to the agent's log;
+// cloudEnabled ships the agent's own log lines to the cloud
+// (docs/control-channel.md, section "Agent logs").
 type LoggingSettings struct {
-	Level string `json:"level"`
+	Level        string `json:"level"`
+	CloudEnabled bool   `json:"cloudEnabled"`
 }
 
 // IntervalSettings time the cloud state exchange: statePollMs is the
-// period of the target-state pull.
+// period of the target-state pull, stateReportMs that of the state and
+// system-metrics reports.
 type IntervalSettings struct {
-	StatePollMS int `json:"statePollMs"`
+	StatePollMS   int `json:"statePollMs"`
+	StateReportMS int `json:"stateReportMs"`
 }
 
 // RuntimeSettings bound the agent's resources; maxMemoryMb 0 turns the
@@ -49,7 +54,7 @@ type RuntimeSettings struct {
 func defaultSettings() Settings {
 	return Settings{
 		Logging:   LoggingSettings{Level: "info"},
-		Intervals: IntervalSettings{StatePollMS: 60000},
+		Intervals: IntervalSettings{StatePollMS: 60000, StateReportMS: 10000},
 	}
 }
 
@@ -63,9 +68,7 @@ var settingsGroups = []string{"logging", "intervals", "runtime"}
 // something on; a stored document that still holds one (an older build
 // wrote it) loses it quietly.
 var unavailableSettings = map[string][]string{
-	"":          {"features", "anomalyDetection"},
-	"logging":   {"cloudEnabled"},
-	"intervals": {"stateReportMs"},
+	"": {"features", "anomalyDetection"},
 }
 
 func (s Settings) validate() error {
@@ -75,6 +78,9 @@ func (s Settings) validate() error {
 	}
 	if s.Intervals.StatePollMS < 1000 || s.Intervals.StatePollMS > 86400000 {
 		errs = append(errs, adapters.Fieldf("intervals.statePollMs", "must be 1000..86400000, got %d", s.Intervals.StatePollMS))
+	}
+	if s.Intervals.StateReportMS < 1000 || s.Intervals.StateReportMS > 86400000 {
+		errs = append(errs, adapters.Fieldf("intervals.stateReportMs", "must be 1000..86400000, got %d", s.Intervals.StateReportMS))
 	}
 	if s.Runtime.MaxMemoryMB < 0 || s.Runtime.MaxMemoryMB > 1<<20 {
 		errs = append(errs, adapters.Fieldf("runtime.maxMemoryMb", "must be 0 (off) or a size in MB, got %d", s.Runtime.MaxMemoryMB))

@@ -17,7 +17,7 @@ import (
 func TestUnavailableSettingsRefused(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	_, body := r.do("GET", "/v1/settings", "", nil)
-	for _, gone := range []string{"features", "anomalyDetection", "cloudEnabled", "stateReportMs"} {
+	for _, gone := range []string{"features", "anomalyDetection"} {
 		if strings.Contains(body, gone) {
 			t.Errorf("GET /v1/settings shows %s, which nothing acts on: %s", gone, body)
 		}
@@ -25,8 +25,6 @@ func TestUnavailableSettingsRefused(t *testing.T) {
 	for _, bad := range []struct{ body, field string }{
 		{`{"features":{"discovery":true}}`, "features"},
 		{`{"anomalyDetection":{"enabled":true}}`, "anomalyDetection"},
-		{`{"logging":{"level":"debug","cloudEnabled":true}}`, "logging.cloudEnabled"},
-		{`{"intervals":{"stateReportMs":5000}}`, "intervals.stateReportMs"},
 	} {
 		code, body := r.do("PATCH", "/v1/settings", bad.body, nil)
 		if code != 400 || !strings.Contains(errorOf(t, body), bad.field) {
@@ -48,13 +46,14 @@ func TestStoredUnavailableSettingsDropped(t *testing.T) {
 	cur := defaultSettings()
 	got, _, err := mergeSettings(cur, []byte(`{"logging":{"level":"warn","cloudEnabled":true},"features":{"discovery":true},
 		"intervals":{"stateReportMs":1000,"statePollMs":2000}}`), true)
-	if err != nil || got.Logging.Level != "warn" || got.Intervals.StatePollMS != 2000 {
+	if err != nil || got.Logging.Level != "warn" || !got.Logging.CloudEnabled || got.Intervals.StatePollMS != 2000 || got.Intervals.StateReportMS != 1000 {
 		t.Fatalf("stored settings = %+v, %v", got, err)
 	}
 }
 
 // TestDriftAndBufferFieldsAbsent: the drift options of protocol outputs
-// and the buffer figures that are always zero are not offered.
+// and the buffer figures that are always zero are not offered; the agent
+// log buffer's are, off by default.
 func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	if code, body := r.do("PATCH", "/v1/protocol-outputs/modbus/drift", `{"drift_options":{"enabled":true}}`, nil); code != 404 {
@@ -71,10 +70,13 @@ func TestDriftAndBufferFieldsAbsent(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"mode":"standalone"`) {
 		t.Fatalf("buffer status = %d %s", code, body)
 	}
-	for _, gone := range []string{"cloudReportQueueCount", "cloudReportOldestAge", "agentLog"} {
+	for _, gone := range []string{"cloudReportQueueCount", "cloudReportOldestAge"} {
 		if strings.Contains(body, gone) {
 			t.Errorf("buffer status reports %s, which is always zero: %s", gone, body)
 		}
+	}
+	if !strings.Contains(body, `"agentLogBufferEnabled":false`) || !strings.Contains(body, `"agentLogDroppedTotal":0`) {
+		t.Errorf("buffer status without the agent log buffer: %s", body)
 	}
 }
 

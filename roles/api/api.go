@@ -23,6 +23,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/roles/api/agentlogs"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
@@ -156,6 +157,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	v1.GET("/agents/:uuid/device-health", agent, rep.deviceHealth)
 	v1.GET("/agents/:uuid/protocol-adapters/:protocol/:deviceName/history", agent, rep.deviceHistory)
+	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
+		Log: r.Component("api-agent-logs")})
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,

@@ -149,17 +149,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr m
 	case resp.StatusCode == http.StatusNotModified:
 		return resp.StatusCode, resp.Header, nil
 	case resp.StatusCode >= 300:
-		e := &Error{Status: resp.StatusCode, Message: strings.TrimSpace(string(raw))}
-		var shape struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &shape) == nil && shape.Error.Message != "" {
-			e.Code, e.Message = shape.Error.Code, shape.Error.Message
-		}
-		return resp.StatusCode, resp.Header, e
+		return resp.StatusCode, resp.Header, errorOf(resp.StatusCode, raw)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {

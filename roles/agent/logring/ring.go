@@ -3,7 +3,10 @@
 // provides a slog.Handler that feeds it.
 package logring
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Levels, lowest first.
 const (
@@ -68,6 +71,20 @@ type Ring struct {
 	buf  []Entry // allocated once so Add never allocates
 	next int     // slot the next Add writes
 	n    int     // entries held, up to len(buf)
+
+	// tap, when set, also receives every entry Add stores (the cloud log
+	// shipper), outside the lock.
+	tap atomic.Pointer[func(Entry)]
+}
+
+// SetTap makes fn receive every entry added from now on; nil stops it.
+// fn runs on the logging goroutine, so it must be quick and must not log.
+func (r *Ring) SetTap(fn func(Entry)) {
+	if fn == nil {
+		r.tap.Store(nil)
+		return
+	}
+	r.tap.Store(&fn)
 }
 
 // New returns a Ring holding up to capacity entries (DefaultCapacity if
@@ -101,6 +118,9 @@ func (r *Ring) Add(e Entry) {
 		r.n++
 	}
 	r.mu.Unlock()
+	if tap := r.tap.Load(); tap != nil {
+		(*tap)(e)
+	}
 }
 
 // Query returns the newest f.Limit entries matching f, oldest first, and

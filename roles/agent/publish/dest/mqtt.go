@@ -370,6 +370,16 @@ func (t *mqttTransport) Send(ctx context.Context, msgs []Message) []error {
 	return errs
 }
 
+// ReportTopic is the topic of the agent report name on a platform
+// destination ("" elsewhere, or before provisioning): reports are the
+// platform's, not a third-party broker's.
+func (t *mqttTransport) ReportTopic(name string) string {
+	if t.typ != TypePlatform || t.prefix == "" {
+		return ""
+	}
+	return control.ReportTopic(t.prefix, name)
+}
+
 // Topic implements Transport.
 func (t *mqttTransport) Topic(routeTopic, endpointTopic string) string {
 	if t.typ == TypePlatform {

@@ -24,6 +24,13 @@ func TestValidate(t *testing.T) {
 		{"platform null", TypePlatform, `null`, nil},
 		{"platform {}", TypePlatform, `{}`, nil},
 		{"platform with config", TypePlatform, `{"url":"tcp://h"}`, []string{"config_json"}},
+		{"platform receipts off", TypePlatform, `{"receipts":false}`, nil},
+		{"platform receipt wait", TypePlatform, `{"receipts":true,"receiptWaitMs":5000}`, nil},
+		{"platform receipt wait too short", TypePlatform, `{"receiptWaitMs":10}`, []string{"config_json.receiptWaitMs"}},
+		{"platform receipts not a bool", TypePlatform, `{"receipts":"yes"}`, []string{"config_json"}},
+		{"mqtt receipts off", TypeMQTT, `{"url":"tcp://b","receipts":false}`, nil},
+		{"mqtt receipts on", TypeMQTT, `{"url":"tcp://b","receipts":true}`, []string{"config_json.receipts"}},
+		{"tsdb receipt wait", TypeTSDB, `{"url":"http://influx:8086","org":"o","bucket":"b","token":"t","receiptWaitMs":5000}`, []string{"config_json.receiptWaitMs"}},
 		{"unknown type", "kafka", `{}`, []string{"type"}},
 
 		{"mqtt minimal", TypeMQTT, `{"url":"tcp://broker:1883"}`, nil},
@@ -195,5 +202,27 @@ func TestNewRejectsInvalid(t *testing.T) {
 	_, err := New(store.Destination{ID: 3, Type: TypeTSDB, Config: json.RawMessage(`{}`)}, Env{})
 	if err == nil || !slices.Contains(adapters.FieldsOf(err), "config_json.url") {
 		t.Fatalf("New: %v", err)
+	}
+}
+
+// TestReceiptOptions: receipts are on by default for platform only, and
+// the wait defaults to 30 s.
+func TestReceiptOptions(t *testing.T) {
+	tests := []struct {
+		typ, config string
+		want        ReceiptOptions
+	}{
+		{TypePlatform, ``, ReceiptOptions{On: true, Wait: 30 * time.Second}},
+		{TypePlatform, `{"receiptWaitMs":5000}`, ReceiptOptions{On: true, Wait: 5 * time.Second}},
+		{TypePlatform, `{"receipts":false}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeMQTT, `{"url":"tcp://b"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeHubB, `{"hostName":"h","deviceId":"d","sharedAccessKey":"MDEy"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeTSDB, `{"url":"http://influx:8086","org":"o","bucket":"b","token":"t"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+	}
+	for _, tt := range tests {
+		got, err := Receipts(tt.typ, json.RawMessage(tt.config))
+		if err != nil || got != tt.want {
+			t.Errorf("Receipts(%s, %s) = %+v, %v; want %+v", tt.typ, tt.config, got, err, tt.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
@@ -34,6 +35,11 @@ type Queue interface {
 	Ack(ctx context.Context, dest int64, ids []int64) (int64, error)
 	Reject(ctx context.Context, dest, id int64, reason string, now time.Time) (deadLettered bool, err error)
 	Stats(ctx context.Context, dest int64) (store.QueueStats, error)
+	// KeepSent, MarkSent and ApplyReceipts keep records until the cloud's
+	// receipt (docs/agent-delivery.md, section Delivery receipts).
+	KeepSent(ctx context.Context, dest int64, recs []store.Record, retryAt time.Time) error
+	MarkSent(ctx context.Context, dest int64, ids []int64, retryAt time.Time) (int64, error)
+	ApplyReceipts(ctx context.Context, dest int64, r control.Receipts) (int64, error)
 }
 
 // Item is one message offered to a destination.
@@ -64,6 +70,9 @@ const (
 const (
 	DefaultInputCapacity = 256
 	DefaultMaxSendBatch  = 64
+	// DefaultReceiptWait is how long a sent record waits for its receipt
+	// before it is sent again.
+	DefaultReceiptWait = 30 * time.Second
 )
 
 // Options configure a Worker.
@@ -86,6 +95,12 @@ type Options struct {
 	// MaxSendBatch bounds the items of one direct Send.
 	// DefaultMaxSendBatch when zero.
 	MaxSendBatch int
+	// Receipts keeps every record with a msgId that the destination
+	// acknowledged until ApplyReceipts covers it, sending it again after
+	// ReceiptWait (DefaultReceiptWait when zero) without one. Only the
+	// platform destination's cloud sends receipts.
+	Receipts    bool
+	ReceiptWait time.Duration
 }
 
 // Status is a worker's state for the buffer status endpoint and the
@@ -158,6 +173,16 @@ type Worker struct {
 	unacked      []int64
 	unackedBytes int64
 
+	// keepMu orders KeepSent after the receipts that arrived before it:
+	// a receipt can overtake the write of the records it covers (the
+	// cloud may hold a direct send before the worker stored it), and
+	// recent remembers receipts long enough for that write to skip them.
+	keepMu sync.Mutex
+	recent []recentReceipt
+	// keepQ takes direct sends to keep from the loop to the keeper, so a
+	// send never waits for a SQLite commit; nil without receipts.
+	keepQ chan []store.Record
+
 	mu      sync.Mutex
 	mode    Mode
 	gen     int // bumped on entering recovering; see cycleResult
@@ -187,6 +212,9 @@ type Metrics struct {
 	// Flush cycles by how they ended: some records delivered, nothing
 	// ready, or an error.
 	FlushDelivered, FlushEmpty, FlushFailed int64
+	// Receipts counts the receipts applied; Receipted the records they
+	// deleted.
+	Receipts, Receipted int64
 }
 
 // Metrics returns the worker's counters with the totals Status has, less
@@ -233,6 +261,12 @@ func New(o Options) (*Worker, error) {
 	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("destination-%d", o.Destination)
+	}
+	if o.ReceiptWait < 0 {
+		return nil, fmt.Errorf("outbound worker: ReceiptWait (%s) must not be negative", o.ReceiptWait)
+	}
+	if o.ReceiptWait == 0 {
+		o.ReceiptWait = DefaultReceiptWait
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -350,8 +384,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	results := make(chan cycleResult, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.flusher(fctx, persist, results) })
+	var keeper sync.WaitGroup
+	if w.o.Receipts {
+		w.keepQ = make(chan []store.Record, keepQueue)
+		keeper.Go(func() { w.keeper(persist) })
+	}
 
 	w.loop(ctx, persist, results)
+	if w.keepQ != nil {
+		// The loop was the only sender: what it handed over is kept
+		// before Run returns.
+		close(w.keepQ)
+		keeper.Wait()
+	}
 
 	stopFlusher()
 	wg.Wait()
@@ -387,6 +432,14 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 	changes := w.o.Transport.Changes()
 	ticker := time.NewTicker(time.Duration(w.qo.FlushIntervalMS) * time.Millisecond)
 	defer ticker.Stop()
+	// Records awaiting a receipt are due again at the end of their wait,
+	// which the flush interval may be far from.
+	var receiptDue <-chan time.Time
+	if w.o.Receipts {
+		rt := time.NewTicker(max(w.o.ReceiptWait/4, 50*time.Millisecond))
+		defer rt.Stop()
+		receiptDue = rt.C
+	}
 
 	if w.o.Transport.Connected() {
 		to := ModeDirect
@@ -406,6 +459,8 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 			w.connectionChanged()
 		case <-ticker.C:
 			w.flushTick()
+		case <-receiptDue:
+			w.checkAwaiting(ctx)
 		case r := <-results:
 			w.cycleEnded(r)
 		case <-w.depth:
@@ -458,11 +513,15 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 	errs := w.send(ctx, msgs)
 	var delivered, deliveredBytes, failed, rejected int64
 	var transient error
+	var keep []store.Record
 	for i, it := range batch {
 		switch err := errs[i]; {
 		case err == nil:
 			delivered++
 			deliveredBytes += int64(len(it.Payload))
+			if w.awaitsReceipt(it) {
+				keep = append(keep, record(it))
+			}
 		case dest.IsRejected(err):
 			rejected++
 			if w.rejectItem(persist, it, err) {
@@ -481,6 +540,11 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 				queued = true
 			}
 		}
+	}
+	if len(keep) > 0 {
+		// Blocks only while the keeper is keepQueue batches behind: the
+		// store's pace bounds what is held in memory.
+		w.keepQ <- keep
 	}
 	w.mu.Lock()
 	w.c.delivered += delivered
@@ -646,19 +710,27 @@ func (w *Worker) flushTick() {
 // checkDepth starts a cycle when the queue's depth exceeds the trigger
 // threshold while connected.
 func (w *Worker) checkDepth(ctx context.Context) {
+	// Records awaiting a receipt were sent: a flush has nothing to do
+	// with them until their wait is over.
+	if st, ok := w.connectedStats(ctx, "read offline queue depth"); ok && st.Records-st.Awaiting > int64(w.qo.FlushTriggerThreshold) {
+		w.kickFlush()
+	}
+}
+
+// connectedStats reads the queue's statistics while a flush could run;
+// false when none could, or the read failed (logged as what).
+func (w *Worker) connectedStats(ctx context.Context, what string) (store.QueueStats, bool) {
 	if w.Mode() == ModeBufferOnly || !w.o.Transport.Connected() {
-		return
+		return store.QueueStats{}, false
 	}
 	st, err := w.o.Queue.Stats(ctx, w.o.Destination)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("read offline queue depth", "error", err)
+			w.log.Warn(what, "error", err)
 		}
-		return
+		return st, false
 	}
-	if st.Records > int64(w.qo.FlushTriggerThreshold) {
-		w.kickFlush()
-	}
+	return st, true
 }
 
 func (w *Worker) kickFlush() {

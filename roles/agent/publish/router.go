@@ -581,9 +581,6 @@ func (p *Router) ApplyReceipts(ctx context.Context, r control.Receipts) (int64, 
 	var total int64
 	var errs []error
 	for _, run := range p.running() {
-		if !run.w.Receipts() {
-			continue
-		}
 		n, err := run.w.ApplyReceipts(ctx, r)
 		total += n
 		if err != nil {

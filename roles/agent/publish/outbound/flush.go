@@ -112,7 +112,7 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		var transient error
 		for i, rec := range recs {
 			switch err := errs[i]; {
-			case err == nil && w.o.Receipts && rec.MsgID != "":
+			case err == nil && w.rk != nil && rec.MsgID != "":
 				// Kept until the cloud's receipt, and due again
 				// after the receipt wait.
 				sentIDs = append(sentIDs, rec.ID)
@@ -147,13 +147,16 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		if len(sentIDs) > 0 {
 			// A failed mark leaves the records due: they are sent again
 			// (at least once) rather than deleted unconfirmed.
-			n, err := w.o.Queue.MarkSent(persist, w.o.Destination, sentIDs, w.retryAt())
+			n, err := w.o.Queue.MarkSent(persist, w.o.Destination, sentIDs, w.rk.retryAt())
 			if err != nil {
 				return r, fmt.Errorf("flush %s: mark %d sent records: %w", w.o.Name, len(sentIDs), err)
 			}
 			delivered += n
 			r.delivered += n
-			w.replayed(n, sentBytes)
+			w.mu.Lock()
+			w.c.replay(n, sentBytes)
+			w.mu.Unlock()
+			w.flushSucceeded()
 		}
 		if len(ack) > 0 {
 			// Only what the destination acknowledged is deleted. If this
@@ -167,7 +170,10 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 			}
 			delivered += n
 			r.delivered += n
-			w.replayed(n, ackBytes)
+			w.mu.Lock()
+			w.c.replay(n, ackBytes)
+			w.mu.Unlock()
+			w.flushSucceeded()
 		}
 		if transient != nil {
 			if ctx.Err() != nil || !w.o.Transport.Connected() {
@@ -189,13 +195,11 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 	return r, nil
 }
 
-// replayed counts n queued records of size bytes that a cycle delivered.
-func (w *Worker) replayed(n, bytes int64) {
-	w.mu.Lock()
-	w.c.replayed += n
-	w.c.m.ReplayedBytes += bytes
-	w.mu.Unlock()
-	w.flushSucceeded()
+// replay counts n queued records of size bytes that a cycle delivered;
+// the worker's mu held.
+func (c *counters) replay(n, bytes int64) {
+	c.replayed += n
+	c.m.ReplayedBytes += bytes
 }
 
 func (w *Worker) flushSucceeded() {

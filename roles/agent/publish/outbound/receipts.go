@@ -2,8 +2,9 @@ package outbound
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -22,15 +23,57 @@ const (
 	keepMax   = 4096
 )
 
-// keeper stores the direct sends the loop hands over, merging whatever
-// is waiting into one transaction: one commit costs about what a thousand
-// rows do. It returns once keepQ is closed and drained.
-func (w *Worker) keeper(ctx context.Context) {
-	for recs := range w.keepQ {
+// recentReceipt is a receipt applied at at.
+type recentReceipt struct {
+	at time.Time
+	r  control.Receipts
+}
+
+// receiptKeeper is a worker's part in delivery receipts
+// (docs/agent-delivery.md, section Delivery receipts): it keeps the
+// direct sends the destination acknowledged as awaiting their receipt,
+// and applies the receipts. It is nil in a worker without receipts.
+type receiptKeeper struct {
+	dest  int64
+	name  string
+	queue Queue
+	wait  time.Duration
+	now   func() time.Time
+	// failed reports a KeepSent error to the worker, which counts it.
+	failed func(records int, err error)
+
+	// ch takes direct sends from the loop to run, so a send never waits
+	// for a SQLite commit; Run makes and closes it.
+	ch chan []store.Record
+
+	// mu orders a KeepSent after the receipts that arrived before it: a
+	// receipt can overtake the write of the records it covers (the cloud
+	// may hold a direct send before the worker stored it), and recent
+	// remembers receipts long enough for that write to skip them.
+	mu     sync.Mutex
+	recent []recentReceipt
+
+	receipts, receipted atomic.Int64
+}
+
+// awaits reports whether a delivered it is kept until its receipt: only
+// a record with a msgId can be covered by one.
+func (k *receiptKeeper) awaits(it Item) bool {
+	return k != nil && !it.Ephemeral && it.MsgID != ""
+}
+
+// retryAt is when a record sent now is sent again without a receipt.
+func (k *receiptKeeper) retryAt() time.Time { return k.now().Add(k.wait) }
+
+// run stores the direct sends handed over on ch, merging whatever is
+// waiting into one transaction: one commit costs about what a thousand
+// rows do. It returns once ch is closed and drained.
+func (k *receiptKeeper) run(ctx context.Context) {
+	for recs := range k.ch {
 	merge:
 		for len(recs) < keepMax {
 			select {
-			case more, ok := <-w.keepQ:
+			case more, ok := <-k.ch:
 				if !ok {
 					break merge
 				}
@@ -39,82 +82,54 @@ func (w *Worker) keeper(ctx context.Context) {
 				break merge
 			}
 		}
-		w.keepSent(ctx, recs)
+		k.keep(ctx, recs)
 	}
 }
 
-// recentReceipt is a receipt applied at at.
-type recentReceipt struct {
-	at time.Time
-	r  control.Receipts
-}
-
-// Receipts reports whether the worker keeps records until their receipt.
-func (w *Worker) Receipts() bool { return w.o.Receipts }
-
-// awaitsReceipt reports whether a delivered it is kept until its receipt:
-// only a record with a msgId can be covered by one.
-func (w *Worker) awaitsReceipt(it Item) bool {
-	return w.o.Receipts && !it.Ephemeral && it.MsgID != ""
-}
-
-// retryAt is when a record sent now is sent again without a receipt.
-func (w *Worker) retryAt() time.Time { return w.o.Now().Add(w.o.ReceiptWait) }
-
-// keepSent stores direct sends the destination acknowledged as awaiting
-// their receipt, in one transaction, less those a receipt covered
-// already. A record not kept (a full queue, a storage error) was
-// delivered, and only its receipt is missing: it is counted, not
-// re-sent.
-func (w *Worker) keepSent(ctx context.Context, recs []store.Record) {
-	w.keepMu.Lock()
-	defer w.keepMu.Unlock()
-	if len(w.recent) > 0 {
-		recs = w.uncovered(recs)
+// keep stores recs as awaiting their receipt, in one transaction, less
+// those a receipt covered already. A record not kept (a full queue, a
+// storage error) was delivered, and only its receipt is missing: it is
+// counted, not sent again.
+func (k *receiptKeeper) keep(ctx context.Context, recs []store.Record) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.recent) > 0 {
+		recs = k.uncovered(recs)
 		if len(recs) == 0 {
 			return
 		}
 	}
-	err := w.o.Queue.KeepSent(ctx, w.o.Destination, recs, w.retryAt())
-	if err == nil {
-		return
+	if err := k.queue.KeepSent(ctx, k.dest, recs, k.retryAt()); err != nil {
+		k.failed(len(recs), err)
 	}
-	var full *store.FullError
-	w.mu.Lock()
-	if !errors.As(err, &full) && !errors.Is(err, store.ErrRecordTooLarge) {
-		w.c.m.StoreErrors++
-	}
-	w.lastErr = err.Error()
-	w.mu.Unlock()
-	w.log.Warn("sent records not kept until their receipt", "records", len(recs), "error", err)
 }
 
 // uncovered returns the records of recs no recent receipt covers, and
-// forgets receipts older than recentFor; keepMu held.
-func (w *Worker) uncovered(recs []store.Record) []store.Record {
-	now := w.o.Now()
-	keepFrom := 0
-	for keepFrom < len(w.recent) && now.Sub(w.recent[keepFrom].at) > recentFor {
-		keepFrom++
+// forgets receipts older than recentFor; k.mu held.
+func (k *receiptKeeper) uncovered(recs []store.Record) []store.Record {
+	now := k.now()
+	from := 0
+	for from < len(k.recent) && now.Sub(k.recent[from].at) > recentFor {
+		from++
 	}
-	w.recent = w.recent[keepFrom:]
+	k.recent = k.recent[from:]
 	out := recs[:0:0]
 	for _, rec := range recs {
-		if !w.covered(rec.MsgID) {
+		if !k.covered(rec.MsgID) {
 			out = append(out, rec)
 		}
 	}
 	return out
 }
 
-func (w *Worker) covered(msgID string) bool {
+func (k *receiptKeeper) covered(msgID string) bool {
 	kid, seq, err := codec.ParseMsgID(msgID)
 	if err != nil {
 		return false
 	}
-	for _, rr := range w.recent {
-		for _, k := range rr.r.Keys {
-			if k.KID == kid && k.Contains(seq) {
+	for _, rr := range k.recent {
+		for _, key := range rr.r.Keys {
+			if key.KID == kid && key.Contains(seq) {
 				return true
 			}
 		}
@@ -122,39 +137,37 @@ func (w *Worker) covered(msgID string) bool {
 	return false
 }
 
-// ApplyReceipts deletes the destination's records r covers, awaiting or
-// not yet sent, and returns how many. A worker without receipts ignores
-// r: its destination's msgIds are not the cloud's to confirm.
-func (w *Worker) ApplyReceipts(ctx context.Context, r control.Receipts) (int64, error) {
-	if !w.o.Receipts || len(r.Keys) == 0 {
-		return 0, nil
-	}
-	w.keepMu.Lock()
-	w.recent = append(w.recent, recentReceipt{at: w.o.Now(), r: r})
+// apply deletes the records r covers and remembers r for the direct
+// sends it may have overtaken.
+func (k *receiptKeeper) apply(ctx context.Context, r control.Receipts) (int64, error) {
+	k.mu.Lock()
+	k.recent = append(k.recent, recentReceipt{at: k.now(), r: r})
 	// A burst of receipts with no direct send between them is bounded
 	// too: the oldest go once there are more than the window needs.
-	if len(w.recent) > 64 {
-		w.recent = w.recent[len(w.recent)-64:]
+	if len(k.recent) > 64 {
+		k.recent = k.recent[len(k.recent)-64:]
 	}
-	n, err := w.o.Queue.ApplyReceipts(ctx, w.o.Destination, r)
-	w.keepMu.Unlock()
+	n, err := k.queue.ApplyReceipts(ctx, k.dest, r)
+	k.mu.Unlock()
 	if err != nil {
-		w.noteError(err)
-		return 0, fmt.Errorf("receipts for %s: %w", w.o.Name, err)
+		return 0, fmt.Errorf("receipts for %s: %w", k.name, err)
 	}
-	w.mu.Lock()
-	w.c.m.Receipts++
-	w.c.m.Receipted += n
-	w.mu.Unlock()
+	k.receipts.Add(1)
+	k.receipted.Add(n)
 	return n, nil
 }
 
-// checkAwaiting starts a flush cycle while records await a receipt, so
-// those whose wait is over are sent again within a quarter of the wait
-// rather than at the next flush interval. The cycle sends only records
-// that are due.
-func (w *Worker) checkAwaiting(ctx context.Context) {
-	if st, ok := w.connectedStats(ctx, "read records awaiting a receipt"); ok && st.Awaiting > 0 {
-		w.kickFlush()
+// ApplyReceipts deletes the destination's records r covers, awaiting or
+// not yet sent, and returns how many. A worker without receipts ignores
+// r and returns 0: its destination's msgIds are not the cloud's to
+// confirm.
+func (w *Worker) ApplyReceipts(ctx context.Context, r control.Receipts) (int64, error) {
+	if w.rk == nil || len(r.Keys) == 0 {
+		return 0, nil
 	}
+	n, err := w.rk.apply(ctx, r)
+	if err != nil {
+		w.noteError(err)
+	}
+	return n, err
 }

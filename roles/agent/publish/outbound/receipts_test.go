@@ -96,10 +96,8 @@ func TestReceiptsResendAfterWait(t *testing.T) {
 	if got, want := tr.delivered()[4:], v2IDs(t, 1, 4); !slices.Equal(got, want) {
 		t.Fatalf("re-sent %v, want %v", got, want)
 	}
-	st := status(t, w)
-	if st.Awaiting != 4 || st.Counters.Resent != 4 {
-		t.Fatalf("after the re-send: %+v", st.QueueStats)
-	}
+	// The re-sent records are marked once the broker acknowledged them.
+	eventually(t, "four re-sent, awaiting", func() bool { st := status(t, w); return st.Awaiting == 4 && st.Counters.Resent == 4 })
 	if _, err := w.ApplyReceipts(context.Background(), receipt(1, 4)); err != nil {
 		t.Fatal(err)
 	}

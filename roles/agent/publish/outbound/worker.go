@@ -173,15 +173,8 @@ type Worker struct {
 	unacked      []int64
 	unackedBytes int64
 
-	// keepMu orders KeepSent after the receipts that arrived before it:
-	// a receipt can overtake the write of the records it covers (the
-	// cloud may hold a direct send before the worker stored it), and
-	// recent remembers receipts long enough for that write to skip them.
-	keepMu sync.Mutex
-	recent []recentReceipt
-	// keepQ takes direct sends to keep from the loop to the keeper, so a
-	// send never waits for a SQLite commit; nil without receipts.
-	keepQ chan []store.Record
+	// rk keeps sent records until their receipt; nil without receipts.
+	rk *receiptKeeper
 
 	mu      sync.Mutex
 	mode    Mode
@@ -222,7 +215,11 @@ type Metrics struct {
 func (w *Worker) Metrics() (Metrics, Status) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.c.m, w.statusLocked()
+	m := w.c.m
+	if w.rk != nil {
+		m.Receipts, m.Receipted = w.rk.receipts.Load(), w.rk.receipted.Load()
+	}
+	return m, w.statusLocked()
 }
 
 // statusLocked is the part of Status the worker keeps itself; w.mu held.
@@ -286,7 +283,7 @@ func New(o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{
+	w := &Worker{
 		o:     o,
 		qo:    qo,
 		log:   log.With("component", "outbound", "destination", o.Destination, "name", o.Name),
@@ -296,7 +293,21 @@ func New(o Options) (*Worker, error) {
 		// Nothing is sent before Run decides from the connection, and
 		// Offer writes to the queue meanwhile.
 		mode: ModeBufferOnly,
-	}, nil
+	}
+	if o.Receipts {
+		w.rk = &receiptKeeper{dest: o.Destination, name: o.Name, queue: o.Queue, wait: o.ReceiptWait, now: o.Now,
+			failed: func(records int, err error) {
+				var full *store.FullError
+				w.mu.Lock()
+				if !errors.As(err, &full) && !errors.Is(err, store.ErrRecordTooLarge) {
+					w.c.m.StoreErrors++
+				}
+				w.lastErr = err.Error()
+				w.mu.Unlock()
+				w.log.Warn("sent records not kept until their receipt", "records", records, "error", err)
+			}}
+	}
+	return w, nil
 }
 
 // Mode returns the current publish mode.
@@ -385,16 +396,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.flusher(fctx, persist, results) })
 	var keeper sync.WaitGroup
-	if w.o.Receipts {
-		w.keepQ = make(chan []store.Record, keepQueue)
-		keeper.Go(func() { w.keeper(persist) })
+	if w.rk != nil {
+		w.rk.ch = make(chan []store.Record, keepQueue)
+		keeper.Go(func() { w.rk.run(persist) })
 	}
 
 	w.loop(ctx, persist, results)
-	if w.keepQ != nil {
+	if w.rk != nil {
 		// The loop was the only sender: what it handed over is kept
 		// before Run returns.
-		close(w.keepQ)
+		close(w.rk.ch)
 		keeper.Wait()
 	}
 
@@ -435,7 +446,7 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 	// Records awaiting a receipt are due again at the end of their wait,
 	// which the flush interval may be far from.
 	var receiptDue <-chan time.Time
-	if w.o.Receipts {
+	if w.rk != nil {
 		rt := time.NewTicker(max(w.o.ReceiptWait/4, 50*time.Millisecond))
 		defer rt.Stop()
 		receiptDue = rt.C
@@ -460,7 +471,10 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 		case <-ticker.C:
 			w.flushTick()
 		case <-receiptDue:
-			w.checkAwaiting(ctx)
+			// A cycle sends only the records whose wait is over.
+			if st, ok := w.connectedStats(ctx, "read records awaiting a receipt"); ok && st.Awaiting > 0 {
+				w.kickFlush()
+			}
 		case r := <-results:
 			w.cycleEnded(r)
 		case <-w.depth:
@@ -519,7 +533,7 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 		case err == nil:
 			delivered++
 			deliveredBytes += int64(len(it.Payload))
-			if w.awaitsReceipt(it) {
+			if w.rk.awaits(it) {
 				keep = append(keep, record(it))
 			}
 		case dest.IsRejected(err):
@@ -544,7 +558,7 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 	if len(keep) > 0 {
 		// Blocks only while the keeper is keepQueue batches behind: the
 		// store's pace bounds what is held in memory.
-		w.keepQ <- keep
+		w.rk.ch <- keep
 	}
 	w.mu.Lock()
 	w.c.delivered += delivered

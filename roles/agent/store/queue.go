@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -276,11 +275,24 @@ func (q *Queue) insert(ctx context.Context, tx *sql.Tx, dest int64, rec Record, 
 	return id, "", nil, nil
 }
 
-// msgIDParts returns the kid and sequence of a v2 msgId for the receipt
-// index, NULL for any other id.
+// MaxReceiptSeq bounds the msgId sequences a receipt can cover: the
+// queue indexes them as SQLite integers, and its migration reads them
+// from text of at most 18 digits. An agent's sequence never gets near it.
+const MaxReceiptSeq = 999_999_999_999_999_999
+
+// Receiptable reports whether a receipt can cover a record of msgID: a v2
+// msgId with a sequence of at most MaxReceiptSeq. Others are deleted on
+// the destination's acknowledgement, or they would wait for ever.
+func Receiptable(msgID string) bool {
+	_, n, err := codec.ParseMsgID(msgID)
+	return err == nil && n <= MaxReceiptSeq
+}
+
+// msgIDParts returns the kid and sequence of a receiptable msgId for the
+// receipt index, NULL for any other id.
 func msgIDParts(msgID string) (sql.NullString, sql.NullInt64) {
 	k, n, err := codec.ParseMsgID(msgID)
-	if err != nil || n > math.MaxInt64 {
+	if err != nil || n > MaxReceiptSeq {
 		return sql.NullString{}, sql.NullInt64{}
 	}
 	return sql.NullString{String: k, Valid: true}, sql.NullInt64{Int64: int64(n), Valid: true}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -174,10 +173,10 @@ func (q *Queue) ApplyReceipts(ctx context.Context, dest int64, r control.Receipt
 	var size, awaiting int64
 	for _, k := range r.Keys {
 		for _, rg := range k.Ranges {
-			if rg.First > math.MaxInt64 {
+			if rg.First > MaxReceiptSeq {
 				continue // no stored sequence is that high
 			}
-			rows, err := stmt.QueryContext(ctx, dest, k.KID, int64(rg.First), int64(min(rg.Last, math.MaxInt64)))
+			rows, err := stmt.QueryContext(ctx, dest, k.KID, int64(rg.First), int64(min(rg.Last, MaxReceiptSeq)))
 			if err != nil {
 				return 0, fmt.Errorf("apply receipts for destination %d: %w", dest, err)
 			}

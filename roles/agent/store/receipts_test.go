@@ -3,12 +3,16 @@ package store
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
+	"github.com/edgeplat/edgeplat/core/db"
 )
 
 const testKid = "Ab12Cd34"
@@ -188,5 +192,57 @@ func TestReceiptsCountAgainstLimits(t *testing.T) {
 	}
 	if st := stats(t, qe, 1); st.Awaiting != 0 || st.Records != 1 {
 		t.Fatalf("after an ack: %+v", st)
+	}
+}
+
+// TestReceiptsMigrationIndexesQueuedRecords: records queued by an agent
+// before receipts existed get their msgId's kid and sequence from the
+// migration, so a receipt finds them like new ones.
+func TestReceiptsMigrationIndexesQueuedRecords(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := db.New(config.DB{Driver: "sqlite", SQLitePath: filepath.Join(dir, FileName), PoolSize: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := fstest.MapFS{}
+	for _, name := range []string{"0001_init.sql", "0002_offline_queue.sql", "0003_publishing.sql"} {
+		b, err := migrations.ReadFile("migrations/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old["migrations/"+name] = &fstest.MapFile{Data: b}
+	}
+	if _, err := d.MigrateFS(ctx, old, "migrations"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"v2_Ab12Cd34_7", "v2_Ab12Cd34_18446744073709551615", "local-1", "v2_Ab12Cd3_7", "v2_Ab12Cd34_7x"} {
+		if _, err := d.SQL().ExecContext(ctx, `INSERT INTO offline_queue (destination, msg_id, topic, payload, size, next_attempt_at, created_at)
+			VALUES (1, $1, 't', x'00', 1, 0, 0)`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.SQL().ExecContext(ctx, `INSERT INTO offline_queue_state (destination, records, bytes, enqueued) VALUES (1, 5, 5, 5)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s := openStore(t, dir)
+	q := newQueue(t, s, nil)
+	n, err := q.ApplyReceipts(ctx, 1, ranges(control.Range{First: 1, Last: 1 << 62}))
+	if err != nil || n != 1 {
+		t.Fatalf("ApplyReceipts = %d, %v; want the one record of sequence 7", n, err)
+	}
+	got := queuedMsgIDs(t, q, 1)
+	if want := []string{"v2_Ab12Cd34_18446744073709551615", "local-1", "v2_Ab12Cd3_7", "v2_Ab12Cd34_7x"}; !slices.Equal(got, want) {
+		t.Fatalf("left %v, want %v", got, want)
+	}
+	if st := stats(t, q, 1); st.Records != 4 || st.Awaiting != 0 || st.Counters.Receipted != 1 {
+		t.Fatalf("%+v", st)
 	}
 }

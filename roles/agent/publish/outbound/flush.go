@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
 // cycleResult is how a flush cycle ended.
@@ -112,7 +113,7 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		var transient error
 		for i, rec := range recs {
 			switch err := errs[i]; {
-			case err == nil && w.rk != nil && rec.MsgID != "":
+			case err == nil && w.rk != nil && store.Receiptable(rec.MsgID):
 				// Kept until the cloud's receipt, and due again
 				// after the receipt wait.
 				sentIDs = append(sentIDs, rec.ID)

@@ -17,11 +17,22 @@ import (
 const recentFor = 10 * time.Second
 
 // keepQueue bounds the direct-send batches waiting for the keeper, and
-// keepMax the records of one KeepSent.
+// keepMax the records of one KeepSent. holdFor is how long the keeper
+// holds a direct send in memory for its receipt before writing it to the
+// queue: receipts come within about a second, so in steady state a direct
+// send costs no write at all. holdMax bounds the records held.
 const (
 	keepQueue = 64
 	keepMax   = 4096
+	holdFor   = 2 * time.Second
+	holdMax   = 8192
 )
+
+// heldBatch is direct sends acknowledged at at.
+type heldBatch struct {
+	at   time.Time
+	recs []store.Record
+}
 
 // recentReceipt is a receipt applied at at.
 type recentReceipt struct {
@@ -47,61 +58,96 @@ type receiptKeeper struct {
 	ch chan []store.Record
 
 	// mu orders a KeepSent after the receipts that arrived before it: a
-	// receipt can overtake the write of the records it covers (the cloud
-	// may hold a direct send before the worker stored it), and recent
-	// remembers receipts long enough for that write to skip them.
+	// receipt can overtake the records it covers (the cloud may hold a
+	// direct send before the worker handed it over), and recent remembers
+	// receipts long enough for those records to skip them. held are the
+	// direct sends not yet written, oldest first.
 	mu     sync.Mutex
 	recent []recentReceipt
+	held   []heldBatch
+	nHeld  int
 
-	receipts, receipted atomic.Int64
+	receipts, receipted, heldGauge atomic.Int64
 }
 
 // awaits reports whether a delivered it is kept until its receipt: only
-// a record with a msgId can be covered by one.
+// a record with a v2 msgId can be covered by one.
 func (k *receiptKeeper) awaits(it Item) bool {
-	return k != nil && !it.Ephemeral && it.MsgID != ""
+	return k != nil && !it.Ephemeral && store.Receiptable(it.MsgID)
 }
 
 // retryAt is when a record sent now is sent again without a receipt.
 func (k *receiptKeeper) retryAt() time.Time { return k.now().Add(k.wait) }
 
-// run stores the direct sends handed over on ch, merging whatever is
-// waiting into one transaction: one commit costs about what a thousand
-// rows do. It returns once ch is closed and drained.
+// run holds the direct sends handed over on ch, and writes those that
+// had no receipt within holdFor to the queue as awaiting, merged into one
+// transaction: one commit costs about what a thousand rows do. Once ch is
+// closed and drained it writes everything still held and returns, so a
+// worker that stops leaves every unconfirmed record in the queue.
 func (k *receiptKeeper) run(ctx context.Context) {
-	for recs := range k.ch {
-	merge:
-		for len(recs) < keepMax {
-			select {
-			case more, ok := <-k.ch:
-				if !ok {
-					break merge
-				}
-				recs = append(recs, more...)
-			default:
-				break merge
+	tick := time.NewTicker(holdFor / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case recs, ok := <-k.ch:
+			if !ok {
+				k.write(ctx, time.Time{})
+				return
 			}
+			k.hold(ctx, recs)
+		case <-tick.C:
+			k.write(ctx, k.now().Add(-holdFor))
 		}
-		k.keep(ctx, recs)
 	}
 }
 
-// keep stores recs as awaiting their receipt, in one transaction, less
-// those a receipt covered already. A record not kept (a full queue, a
-// storage error) was delivered, and only its receipt is missing: it is
-// counted, not sent again.
-func (k *receiptKeeper) keep(ctx context.Context, recs []store.Record) {
+// hold keeps recs in memory, less those a receipt covered already; past
+// holdMax records the oldest are written at once.
+func (k *receiptKeeper) hold(ctx context.Context, recs []store.Record) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if len(k.recent) > 0 {
 		recs = k.uncovered(recs)
-		if len(recs) == 0 {
-			return
+	}
+	if len(recs) > 0 {
+		k.held = append(k.held, heldBatch{at: k.now(), recs: recs})
+		k.nHeld += len(recs)
+	}
+	over := k.nHeld > holdMax
+	k.heldGauge.Store(int64(k.nHeld))
+	k.mu.Unlock()
+	if over {
+		k.write(ctx, k.now())
+	}
+}
+
+// write stores the held batches acknowledged by cutoff (all of them for
+// a zero cutoff) as awaiting their receipt, due again at the end of their
+// wait. A record not kept (a full queue, a storage error) was delivered,
+// and only its receipt is missing: it is counted, not sent again.
+func (k *receiptKeeper) write(ctx context.Context, cutoff time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	due := func(hb heldBatch) bool { return cutoff.IsZero() || !hb.at.After(cutoff) }
+	for len(k.held) > 0 && due(k.held[0]) {
+		// The wait runs from the send of the oldest of them.
+		at := k.held[0].at
+		var recs []store.Record
+		n := 0
+		for n < len(k.held) && len(recs) < keepMax && due(k.held[n]) {
+			recs = append(recs, k.held[n].recs...)
+			n++
+		}
+		clear(k.held[:n])
+		k.held = k.held[n:]
+		k.nHeld -= len(recs)
+		if err := k.queue.KeepSent(ctx, k.dest, recs, at.Add(k.wait)); err != nil {
+			k.failed(len(recs), err)
 		}
 	}
-	if err := k.queue.KeepSent(ctx, k.dest, recs, k.retryAt()); err != nil {
-		k.failed(len(recs), err)
+	if len(k.held) == 0 {
+		k.held = nil // drop the backing array
 	}
+	k.heldGauge.Store(int64(k.nHeld))
 }
 
 // uncovered returns the records of recs no recent receipt covers, and
@@ -137,11 +183,25 @@ func (k *receiptKeeper) covered(msgID string) bool {
 	return false
 }
 
-// apply deletes the records r covers and remembers r for the direct
-// sends it may have overtaken.
+// apply deletes the records r covers, held or queued, and remembers r
+// for the direct sends it may have overtaken.
 func (k *receiptKeeper) apply(ctx context.Context, r control.Receipts) (int64, error) {
 	k.mu.Lock()
 	k.recent = append(k.recent, recentReceipt{at: k.now(), r: r})
+	var fromMemory int64
+	kept := k.held[:0]
+	for _, hb := range k.held {
+		before := len(hb.recs)
+		hb.recs = k.uncovered(hb.recs)
+		fromMemory += int64(before - len(hb.recs))
+		if len(hb.recs) > 0 {
+			kept = append(kept, hb)
+		}
+	}
+	clear(k.held[len(kept):])
+	k.held = kept
+	k.nHeld -= int(fromMemory)
+	k.heldGauge.Store(int64(k.nHeld))
 	// A burst of receipts with no direct send between them is bounded
 	// too: the oldest go once there are more than the window needs.
 	if len(k.recent) > 64 {
@@ -149,12 +209,13 @@ func (k *receiptKeeper) apply(ctx context.Context, r control.Receipts) (int64, e
 	}
 	n, err := k.queue.ApplyReceipts(ctx, k.dest, r)
 	k.mu.Unlock()
+	k.receipted.Add(fromMemory)
 	if err != nil {
-		return 0, fmt.Errorf("receipts for %s: %w", k.name, err)
+		return fromMemory, fmt.Errorf("receipts for %s: %w", k.name, err)
 	}
 	k.receipts.Add(1)
 	k.receipted.Add(n)
-	return n, nil
+	return fromMemory + n, nil
 }
 
 // ApplyReceipts deletes the destination's records r covers, awaiting or

@@ -42,33 +42,51 @@ func receiptOptions(tr Transport, q Queue, c *clock) Options {
 }
 
 // TestReceiptsKeepDirectSends: a direct send the destination acknowledged
-// stays in the queue, awaiting, until a receipt covers it; the receipt
-// deletes exactly what it covers.
+// is held, then written to the queue as awaiting, until a receipt covers
+// it; a receipt deletes exactly what it covers.
 func TestReceiptsKeepDirectSends(t *testing.T) {
 	q := newQueue(t, newStore(t), nil)
 	tr := newFakeTransport(true)
-	w := newWorker(t, receiptOptions(tr, q, newClock()))
+	c := newClock()
+	w := newWorker(t, receiptOptions(tr, q, c))
 	run(t, w)
 	waitMode(t, w, ModeDirect)
 	for s := uint64(1); s <= 5; s++ {
 		offer(t, w, v2Item(t, s))
 	}
-	eventually(t, "five awaiting", func() bool { st := status(t, w); return st.Awaiting == 5 && st.Records == 5 })
-	if got := tr.delivered(); len(got) != 5 {
+	// A message without a v2 msgId can never be receipted: it goes on the
+	// acknowledgement.
+	offer(t, w, item("plain", 1))
+	// They wait in memory first: a receipt within holdFor costs no write.
+	eventually(t, "five held", func() bool { return status(t, w).HeldForReceipt == 5 })
+	if got := tr.delivered(); len(got) != 6 {
 		t.Fatalf("delivered %v", got)
 	}
-	n, err := w.ApplyReceipts(context.Background(), receipt(1, 3))
-	if err != nil || n != 3 {
-		t.Fatalf("ApplyReceipts = %d, %v; want 3", n, err)
+	n, err := w.ApplyReceipts(context.Background(), receipt(1, 2))
+	if err != nil || n != 2 {
+		t.Fatalf("ApplyReceipts = %d, %v; want 2", n, err)
+	}
+	if st := status(t, w); st.HeldForReceipt != 3 || st.Records != 0 {
+		t.Fatalf("after a receipt of held records: held %d, %+v", st.HeldForReceipt, st.QueueStats)
+	}
+	// Without a receipt within holdFor they are written to the queue.
+	c.Advance(holdFor)
+	eventually(t, "three awaiting in the queue", func() bool { st := status(t, w); return st.Awaiting == 3 && st.Records == 3 })
+	if st := status(t, w); st.HeldForReceipt != 0 || st.Counters.Kept != 3 {
+		t.Fatalf("after the hold: held %d, %+v", st.HeldForReceipt, st.QueueStats)
+	}
+	n, err = w.ApplyReceipts(context.Background(), receipt(3, 3))
+	if err != nil || n != 1 {
+		t.Fatalf("ApplyReceipts = %d, %v; want 1", n, err)
 	}
 	st := status(t, w)
-	if st.Records != 2 || st.Awaiting != 2 || st.Counters.Receipted != 3 || st.Counters.Delivered != 3 || st.Counters.Kept != 5 {
+	if st.Records != 2 || st.Awaiting != 2 || st.Counters.Receipted != 1 || st.Counters.Delivered != 1 || st.Counters.Kept != 3 {
 		t.Fatalf("after the receipt: %+v", st.QueueStats)
 	}
 	if got, want := queuedIDs(t, q, 1), v2IDs(t, 4, 5); !slices.Equal(got, want) {
 		t.Fatalf("left %v, want %v", got, want)
 	}
-	if m, _ := w.Metrics(); m.Receipts != 1 || m.Receipted != 3 {
+	if m, _ := w.Metrics(); m.Receipts != 2 || m.Receipted != 3 {
 		t.Fatalf("metrics %+v", m)
 	}
 }
@@ -88,10 +106,10 @@ func TestReceiptsResendAfterWait(t *testing.T) {
 	for s := uint64(1); s <= 4; s++ {
 		offer(t, w, v2Item(t, s))
 	}
-	eventually(t, "four awaiting", func() bool { return status(t, w).Awaiting == 4 })
-	// The wait follows the worker's clock: nothing is due before it
-	// moves.
-	c.Advance(time.Second)
+	eventually(t, "four held", func() bool { return status(t, w).HeldForReceipt == 4 })
+	// The hold and the wait follow the worker's clock: nothing is due
+	// before it moves.
+	c.Advance(holdFor + time.Second)
 	eventually(t, "re-sent", func() bool { return len(tr.delivered()) == 8 })
 	if got, want := tr.delivered()[4:], v2IDs(t, 1, 4); !slices.Equal(got, want) {
 		t.Fatalf("re-sent %v, want %v", got, want)
@@ -157,11 +175,12 @@ func TestReceiptsOff(t *testing.T) {
 }
 
 // TestReceiptOvertakesKeep: a receipt that arrives before the direct send
-// it covers was stored keeps that send from being stored at all.
+// it covers was handed over keeps that send from being held or stored.
 func TestReceiptOvertakesKeep(t *testing.T) {
 	q := newQueue(t, newStore(t), nil)
 	tr := newFakeTransport(true)
-	w := newWorker(t, receiptOptions(tr, q, newClock()))
+	c := newClock()
+	w := newWorker(t, receiptOptions(tr, q, c))
 	run(t, w)
 	waitMode(t, w, ModeDirect)
 	if _, err := w.ApplyReceipts(context.Background(), receipt(1, 2)); err != nil {
@@ -171,8 +190,36 @@ func TestReceiptOvertakesKeep(t *testing.T) {
 		offer(t, w, v2Item(t, s))
 	}
 	eventually(t, "delivered", func() bool { return len(tr.delivered()) == 3 })
+	eventually(t, "one held", func() bool { return status(t, w).HeldForReceipt == 1 })
+	c.Advance(holdFor)
 	eventually(t, "one kept", func() bool { return status(t, w).Counters.Kept == 1 })
 	if got, want := queuedIDs(t, q, 1), v2IDs(t, 3, 3); !slices.Equal(got, want) {
 		t.Fatalf("kept %v, want %v", got, want)
+	}
+}
+
+// TestReceiptsStopWritesHeld: a worker that stops writes the direct sends
+// it held to the queue as awaiting, so the restarted agent still has
+// every record the cloud did not confirm.
+func TestReceiptsStopWritesHeld(t *testing.T) {
+	q := newQueue(t, newStore(t), nil)
+	tr := newFakeTransport(true)
+	w := newWorker(t, receiptOptions(tr, q, newClock()))
+	stop := run(t, w)
+	waitMode(t, w, ModeDirect)
+	for s := uint64(1); s <= 3; s++ {
+		offer(t, w, v2Item(t, s))
+	}
+	eventually(t, "three held", func() bool { return status(t, w).HeldForReceipt == 3 })
+	stop()
+	st, err := q.Stats(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records != 3 || st.Awaiting != 3 || st.Counters.Kept != 3 {
+		t.Fatalf("after the stop: %+v", st)
+	}
+	if got, want := queuedIDs(t, q, 1), v2IDs(t, 1, 3); !slices.Equal(got, want) {
+		t.Fatalf("queued %v, want %v", got, want)
 	}
 }

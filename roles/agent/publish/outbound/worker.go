@@ -127,8 +127,12 @@ type Status struct {
 	EphemeralDropped int64 `json:"ephemeralDropped"`
 	// Refused counts items the queue did not take, whatever the reason
 	// (full, too large, a storage error): those items are lost.
-	Refused   int64  `json:"refused"`
-	LastError string `json:"lastError,omitempty"`
+	Refused int64 `json:"refused"`
+	// HeldForReceipt counts direct sends the destination acknowledged
+	// that wait in memory for their receipt; those without one within 2 s
+	// are written to the queue as awaiting (docs/agent-delivery.md).
+	HeldForReceipt int64  `json:"heldForReceipt"`
+	LastError      string `json:"lastError,omitempty"`
 	store.QueueStats
 }
 
@@ -224,7 +228,12 @@ func (w *Worker) Metrics() (Metrics, Status) {
 
 // statusLocked is the part of Status the worker keeps itself; w.mu held.
 func (w *Worker) statusLocked() Status {
+	var held int64
+	if w.rk != nil {
+		held = w.rk.heldGauge.Load()
+	}
 	return Status{
+		HeldForReceipt:   held,
 		Name:             w.o.Name,
 		Mode:             w.mode,
 		LastFlushAttempt: w.c.lastAttempt,

@@ -242,3 +242,38 @@ func TestRun(t *testing.T) {
 		t.Errorf("receipted %v, want [1, %d]", ranges, last)
 	}
 }
+
+// FuzzRecord: whatever msgIds agents send, the receipt the tracker makes
+// is one the agent's decoder takes, and covers exactly the v2 sequences
+// recorded.
+func FuzzRecord(f *testing.F) {
+	f.Add("v2_Ab12Cd34_1", uint64(1), uint64(3), uint64(2))
+	f.Add("v2_Ab12Cd34_18446744073709551615", uint64(1<<63), uint64(0), uint64(18446744073709551615))
+	f.Add("local-1", uint64(5), uint64(5), uint64(7))
+	f.Fuzz(func(t *testing.T, msgID string, a, b, c uint64) {
+		tr, col, _ := newTracker(t, nil)
+		tenant, agent := ids()
+		tr.Record(codec.EncodeID(tenant), codec.EncodeID(agent), msgID)
+		want := map[string][]control.Range{}
+		if kid, seq, err := codec.ParseMsgID(msgID); err == nil {
+			want[kid] = control.AddSeq(want[kid], seq)
+		}
+		for _, s := range []uint64{a, b, c} {
+			record(tr, tenant, agent, "Ab12Cd34", s)
+			want["Ab12Cd34"] = control.AddSeq(want["Ab12Cd34"], s)
+		}
+		tr.flush(time.Now())
+		got := col.take()
+		if len(got) != 1 {
+			t.Fatalf("%d receipts", len(got))
+		}
+		if len(got[0].r.Keys) != len(want) {
+			t.Fatalf("keys %+v, want %+v", got[0].r.Keys, want)
+		}
+		for _, k := range got[0].r.Keys {
+			if !slices.Equal(k.Ranges, want[k.KID]) {
+				t.Fatalf("kid %s: %v, want %v", k.KID, k.Ranges, want[k.KID])
+			}
+		}
+	})
+}

@@ -226,3 +226,30 @@ func TestReceiptOptions(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReceiptOptions: whatever config_json a client sends, Receipts
+// agrees with Validate, never turns receipts on for a type other than
+// platform, and gives a wait within its bounds.
+func FuzzReceiptOptions(f *testing.F) {
+	for _, c := range []string{``, `{}`, `{"receipts":false}`, `{"receipts":true,"receiptWaitMs":5000}`,
+		`{"receiptWaitMs":1}`, `{"url":"tcp://b","receipts":true}`, `{"receipts":null}`, `[]`} {
+		for _, typ := range []string{TypePlatform, TypeMQTT, TypeTSDB, TypeHubB} {
+			f.Add(typ, c)
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ, config string) {
+		o, err := Receipts(typ, json.RawMessage(config))
+		if verr := Validate(typ, json.RawMessage(config)); (err == nil) != (verr == nil) {
+			t.Fatalf("Receipts error %v, Validate error %v", err, verr)
+		}
+		if err != nil {
+			return
+		}
+		if o.On && typ != TypePlatform {
+			t.Fatalf("receipts on for %s with %s", typ, config)
+		}
+		if o.Wait < minReceiptWaitMs*time.Millisecond || o.Wait > maxReceiptWaitMs*time.Millisecond {
+			t.Fatalf("wait %s out of bounds for %s", o.Wait, config)
+		}
+	})
+}

@@ -95,7 +95,7 @@ type Options struct {
 	// MaxSendBatch bounds the items of one direct Send.
 	// DefaultMaxSendBatch when zero.
 	MaxSendBatch int
-	// Receipts keeps every record with a msgId that the destination
+	// Receipts keeps every record with a v2 msgId that the destination
 	// acknowledged until ApplyReceipts covers it, sending it again after
 	// ReceiptWait (DefaultReceiptWait when zero) without one. Only the
 	// platform destination's cloud sends receipts.

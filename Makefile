@@ -101,6 +101,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseKeySet$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 	$(GO) test -run='^$$' -fuzz='^FuzzLogUpload$$' -fuzztime=$(FUZZEXECS) ./roles/api/device
+	$(GO) test -run='^$$' -fuzz='^FuzzRecord$$' -fuzztime=$(FUZZEXECS) ./roles/api/receipts
 	$(GO) test -run='^$$' -fuzz='^FuzzBrokerUserFilter$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/modbus
 	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/opcua
@@ -109,6 +110,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeStrictNUL$$' -fuzztime=$(FUZZEXECS) ./core/httpx
 	$(GO) test -run='^$$' -fuzz='^FuzzLineProtocol$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
+	$(GO) test -run='^$$' -fuzz='^FuzzReceiptOptions$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
 	$(GO) test -run='^$$' -fuzz='^FuzzBuildRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/payload
 
 # The agent's footprint benchmark: 10 Modbus devices x 100 registers polled

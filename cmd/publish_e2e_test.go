@@ -18,6 +18,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
@@ -262,6 +263,179 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 		}
 		outage = d
 	}
+	cloudBroker := coretest.PrivateMosquitto(t)
+	e := startSplitE2E(t, cloudBroker, e2eEndpoint)
+	dbc, agentUUID, agentURL, agent, agentReady, wit := e.dbc, e.agentUUID, e.agentURL, e.agent, e.agentReady, e.wit
+	ctx := context.Background()
+
+	// The outage.
+	type sample struct {
+		at    time.Duration
+		count float64
+		mode  string
+	}
+	var samples []sample
+	status := func(t0 time.Time) {
+		if c, m, ok := platformToSend(t, agentURL); ok {
+			samples = append(samples, sample{time.Since(t0).Round(time.Second), c, m})
+		}
+	}
+	cloudBroker.Stop()
+	t0 := time.Now()
+	killed := false
+	for time.Since(t0) < outage {
+		status(t0)
+		if !killed && time.Since(t0) > outage/2 {
+			agent.kill()
+			agent.start()
+			agentReady()
+			killed = true
+			t.Logf("agent SIGKILLed and restarted at %s of the outage", time.Since(t0).Round(time.Second))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	cloudBroker.Start()
+	end := time.Now()
+	coretest.Eventually(t, 120*time.Second, "the offline queue to drain", func() bool {
+		time.Sleep(500 * time.Millisecond)
+		status(t0)
+		s := samples[len(samples)-1]
+		return s.count == 0 && s.mode == "direct"
+	})
+	maxCount := 0.0
+	for _, s := range samples {
+		maxCount = max(maxCount, s.count)
+	}
+	var trace strings.Builder
+	for i, s := range samples {
+		if i == 0 || i == len(samples)-1 || s.count != samples[i-1].count || s.mode != samples[i-1].mode {
+			fmt.Fprintf(&trace, " %s:%v/%s", s.at, s.count, s.mode)
+		}
+	}
+	t.Logf("/v1/buffer/status during and after the outage (elapsed:records/mode):%s", trace.String())
+	if maxCount < outage.Seconds()/2 {
+		t.Errorf("the queue peaked at %v records in a %s outage at one batch a second", maxCount, outage)
+	}
+
+	// Every reading the witness saw from the start of the outage to its
+	// end is in the readings table exactly once.
+	d, err := db.Open(ctx, dbc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	msgs, readings, missing := exactlyOnce(t, d, agentUUID, wit, t0.Add(-time.Second), end, 60*time.Second)
+	if msgs < int(outage.Seconds()/2) {
+		t.Errorf("the witness saw %d messages during a %s outage", msgs, outage)
+	}
+	t.Logf("outage %s: %d messages with %d readings sent during it, each in the readings table exactly once; queue peaked at %v records",
+		outage, msgs, readings, maxCount)
+	if len(missing) > 0 {
+		t.Errorf("%d readings not exactly once in the readings table, e.g. %v", len(missing), missing[:min(5, len(missing))])
+	}
+}
+
+// platformToSend reads the agent's buffer status: the records of the
+// platform destination's offline queue still to send (those awaiting a
+// delivery receipt were sent, docs/agent-delivery.md) and its publish
+// mode; false when the agent did not answer.
+func platformToSend(t *testing.T, agentURL string) (records float64, mode string, ok bool) {
+	code, st := jsonDo(t, http.MethodGet, agentURL+"/v1/buffer/status", "", "")
+	if code != http.StatusOK {
+		return 0, "", false
+	}
+	records, _ = st["mqttMessageBufferCount"].(float64)
+	mode, _ = st["transportPublishMode"].(string)
+	ds, _ := st["destinations"].([]any)
+	for _, d := range ds {
+		dm, _ := d.(map[string]any)
+		if dm["type"] == "platform" {
+			pub, _ := dm["publish"].(map[string]any)
+			a, _ := pub["awaitingReceipt"].(float64)
+			records -= a
+		}
+	}
+	return records, mode, true
+}
+
+// waitEndToEnd waits until each register's value is in the cloud's latest
+// readings under <deviceName>.<data point>, and returns them.
+func waitEndToEnd(t *testing.T, api, token, agentUUID string) map[string]float64 {
+	t.Helper()
+	coretest.Eventually(t, 60*time.Second, "every register's value in the cloud's latest readings", func() bool {
+		got := latestReadings(t, api, token, agentUUID)
+		for dp, want := range e2eDataPoints {
+			if v, ok := got["press-1."+dp]; !ok || v != want {
+				return false
+			}
+		}
+		return true
+	})
+	return latestReadings(t, api, token, agentUUID)
+}
+
+// exactlyOnce checks that every reading the witness saw timed in [from,
+// until) is in the readings table exactly once, with its value, retrying
+// for up to wait while ingest catches up. It returns the messages and
+// readings checked and the readings that are not there exactly once.
+func exactlyOnce(t *testing.T, d *db.DB, agentUUID string, wit *witness, from, until time.Time, wait time.Duration) (msgs, readings int, missing []string) {
+	t.Helper()
+	seen := wit.snapshot()
+	ctx := context.Background()
+	deadline := time.Now().Add(wait)
+	for {
+		msgs, readings, missing = 0, 0, missing[:0]
+		for id, m := range seen {
+			inWindow := false
+			for _, r := range m.readings {
+				if !r.at.Before(from) && r.at.Before(until) {
+					inWindow = true
+				}
+			}
+			if !inWindow {
+				continue
+			}
+			msgs++
+			for _, r := range m.readings {
+				readings++
+				var n int
+				var v float64
+				// The cloud keeps a reading's time to the millisecond;
+				// polls are a second apart, so the window holds one.
+				err := d.SQL().QueryRowContext(ctx, `SELECT count(*), coalesce(max(value), -1) FROM readings WHERE agent_uuid = $1 AND metric_name = $2
+					AND time > $3::timestamptz - interval '1 millisecond' AND time < $3::timestamptz + interval '1 millisecond'`,
+					agentUUID, r.metric, r.at).Scan(&n, &v)
+				if err != nil || n != 1 || v != r.value {
+					missing = append(missing, fmt.Sprintf("%s %s %s: %d rows (%v)", id, r.metric, r.at.Format(time.RFC3339Nano), n, err))
+				}
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	return msgs, readings, missing
+}
+
+// splitE2E is the deployment of the end-to-end tests with every part real
+// and separate: a pymodbus server, `edgeplat agent` provisioned against
+// `edgeplat serve-api` and `edgeplat ingest` (PostgreSQL, a private
+// Redis), the cloud broker given, and a witness broker that a second
+// destination of the agent publishes every message to.
+type splitE2E struct {
+	dbc                             config.DB
+	api, token, agentUUID, agentURL string
+	agent                           *proc
+	agentReady                      func()
+	wit                             *witness
+}
+
+// startSplitE2E starts the deployment with the endpoint JSON endpoint (a
+// format with the Modbus port as its one verb) and returns once every
+// data point's value is in the cloud's latest readings.
+func startSplitE2E(t *testing.T, cloudBroker *coretest.MosquittoServer, endpoint string) *splitE2E {
+	t.Helper()
 	if err := exec.Command(systemPython, "-c", "import pymodbus").Run(); err != nil {
 		coretest.Unavailable(t, "python3-pymodbus", systemPython, err)
 	}
@@ -270,10 +444,8 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 	// finds, so on a shared server it would take (and another run's would
 	// take) streams that are not its own.
 	redisAddr := coretest.PrivateRedis(t).Addr()
-	cloudBroker := coretest.PrivateMosquitto(t)
 	witnessBroker := coretest.PrivateMosquitto(t)
 	bin := buildBinary(t)
-	ctx := context.Background()
 
 	modbusPort := coretest.FreePort(t)
 	mb := coretest.NewProcess(t, systemPython, pymodbusScript, "--port", strconv.Itoa(modbusPort), "--units", "1", "--registers", "20")
@@ -326,123 +498,12 @@ func TestPublishEndToEndMosquittoIntegration(t *testing.T) {
 	wd := postJSON(t, agentURL+"/v1/publish/destinations", "", fmt.Sprintf(`{"name":"witness","type":"mqtt","config_json":{"url":%q}}`, witnessBroker.URL()), http.StatusCreated)
 	postJSON(t, agentURL+"/v1/publish/subscriptions", "", fmt.Sprintf(`{"publish_destination_id":%v,"payload_format":"custom","compression":"msgpack+deflate","route_json":{"topic":"witness/press"}}`, wd["id"]), http.StatusCreated)
 	wit := newWitness(t, witnessBroker.URL(), "witness/#")
-	postJSON(t, agentURL+"/v1/endpoints", "", fmt.Sprintf(e2eEndpoint, modbusPort), http.StatusCreated)
+	postJSON(t, agentURL+"/v1/endpoints", "", fmt.Sprintf(endpoint, modbusPort), http.StatusCreated)
 
 	// End to end: each register's value under <deviceName>.<data point>.
-	coretest.Eventually(t, 60*time.Second, "every register's value in the cloud's latest readings", func() bool {
-		got := latestReadings(t, api, token, agentUUID)
-		for dp, want := range e2eDataPoints {
-			if v, ok := got["press-1."+dp]; !ok || v != want {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("end to end: %v", latestReadings(t, api, token, agentUUID))
+	t.Logf("end to end: %v", waitEndToEnd(t, api, token, agentUUID))
 
-	// The outage.
-	type sample struct {
-		at    time.Duration
-		count float64
-		mode  string
-	}
-	var samples []sample
-	status := func(t0 time.Time) {
-		code, st := jsonDo(t, http.MethodGet, agentURL+"/v1/buffer/status", "", "")
-		if code == http.StatusOK {
-			c, _ := st["mqttMessageBufferCount"].(float64)
-			m, _ := st["transportPublishMode"].(string)
-			samples = append(samples, sample{time.Since(t0).Round(time.Second), c, m})
-		}
-	}
-	cloudBroker.Stop()
-	t0 := time.Now()
-	killed := false
-	for time.Since(t0) < outage {
-		status(t0)
-		if !killed && time.Since(t0) > outage/2 {
-			agent.kill()
-			agent.start()
-			agentReady()
-			killed = true
-			t.Logf("agent SIGKILLed and restarted at %s of the outage", time.Since(t0).Round(time.Second))
-		}
-		time.Sleep(2 * time.Second)
-	}
-	cloudBroker.Start()
-	end := time.Now()
-	coretest.Eventually(t, 120*time.Second, "the offline queue to drain", func() bool {
-		time.Sleep(500 * time.Millisecond)
-		status(t0)
-		s := samples[len(samples)-1]
-		return s.count == 0 && s.mode == "direct"
-	})
-	maxCount := 0.0
-	for _, s := range samples {
-		maxCount = max(maxCount, s.count)
-	}
-	var trace strings.Builder
-	for i, s := range samples {
-		if i == 0 || i == len(samples)-1 || s.count != samples[i-1].count || s.mode != samples[i-1].mode {
-			fmt.Fprintf(&trace, " %s:%v/%s", s.at, s.count, s.mode)
-		}
-	}
-	t.Logf("/v1/buffer/status during and after the outage (elapsed:records/mode):%s", trace.String())
-	if maxCount < outage.Seconds()/2 {
-		t.Errorf("the queue peaked at %v records in a %s outage at one batch a second", maxCount, outage)
-	}
-
-	// Every reading the witness saw from the start of the outage to its
-	// end is in the readings table exactly once.
-	d, err := db.Open(ctx, dbc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	seen := wit.snapshot()
-	var msgs, readings int
-	var missing []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		msgs, readings, missing = 0, 0, missing[:0]
-		for id, m := range seen {
-			inOutage := false
-			for _, r := range m.readings {
-				if !r.at.Before(t0.Add(-time.Second)) && r.at.Before(end) {
-					inOutage = true
-				}
-			}
-			if !inOutage {
-				continue
-			}
-			msgs++
-			for _, r := range m.readings {
-				readings++
-				var n int
-				var v float64
-				// The cloud keeps a reading's time to the millisecond;
-				// polls are a second apart, so the window holds one.
-				err := d.SQL().QueryRowContext(ctx, `SELECT count(*), coalesce(max(value), -1) FROM readings WHERE agent_uuid = $1 AND metric_name = $2
-					AND time > $3::timestamptz - interval '1 millisecond' AND time < $3::timestamptz + interval '1 millisecond'`,
-					agentUUID, r.metric, r.at).Scan(&n, &v)
-				if err != nil || n != 1 || v != r.value {
-					missing = append(missing, fmt.Sprintf("%s %s %s: %d rows (%v)", id, r.metric, r.at.Format(time.RFC3339Nano), n, err))
-				}
-			}
-		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if msgs < int(outage.Seconds()/2) {
-		t.Errorf("the witness saw %d messages during a %s outage", msgs, outage)
-	}
-	t.Logf("outage %s: %d messages with %d readings sent during it, each in the readings table exactly once; queue peaked at %v records",
-		outage, msgs, readings, maxCount)
-	if len(missing) > 0 {
-		t.Errorf("%d readings not exactly once in the readings table, e.g. %v", len(missing), missing[:min(5, len(missing))])
-	}
+	return &splitE2E{dbc: dbc, api: api, token: token, agentUUID: agentUUID, agentURL: agentURL, agent: agent, agentReady: agentReady, wit: wit}
 }
 
 // systemPython is Debian's interpreter, which has python3-pymodbus; the
@@ -484,22 +545,13 @@ func TestPublishEndToEndAllInOneIntegration(t *testing.T) {
 	postJSON(t, agentURL+"/v1/endpoints", "", fmt.Sprintf(e2eEndpoint, modbusPort), http.StatusCreated)
 	login := postJSON(t, api+"/auth/login", "", fmt.Sprintf(`{"email":%q,"password":%q}`, email, password), http.StatusOK)
 	token, _ := login["accessToken"].(string)
-	coretest.Eventually(t, 60*time.Second, "every register's value in the cloud's latest readings", func() bool {
-		got := latestReadings(t, api, token, agentUUID)
-		for dp, want := range e2eDataPoints {
-			if v, ok := got["press-1."+dp]; !ok || v != want {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("all-in-one end to end: %v", latestReadings(t, api, token, agentUUID))
+	t.Logf("all-in-one end to end: %v", waitEndToEnd(t, api, token, agentUUID))
 	// Batches polled while the platform destination was still connecting
-	// were queued; they drain and the destination publishes directly.
-	var status string
-	coretest.Eventually(t, 10*time.Second, "the platform destination direct with an empty queue", func() bool {
-		_, status, _ = get(agentURL + "/v1/buffer/status")
-		return strings.Contains(status, `"transportPublishMode":"direct"`) && strings.Contains(status, `"mqttMessageBufferCount":0`)
+	// were queued; they drain (sent, and at most awaiting their receipt)
+	// and the destination publishes directly.
+	coretest.Eventually(t, 10*time.Second, "the platform destination direct with nothing left to send", func() bool {
+		c, m, ok := platformToSend(t, agentURL)
+		return ok && c == 0 && m == "direct"
 	})
 	aio.stop()
 }

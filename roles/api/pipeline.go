@@ -57,6 +57,17 @@ type pipeline struct {
 	clock *clockGuard
 	// seen, when set, records each agent heard from.
 	seen *lastSeen
+	// receipts, when set, learns of every agent message the stream holds
+	// (appended or a repeat), for the agent's delivery receipts
+	// (roles/api/receipts).
+	receipts receiptRecorder
+}
+
+// receiptRecorder is the receipt tracker as the pipeline uses it
+// (*receipts.Tracker): tenant and agent are the topic's 22-character ids.
+// It must not block.
+type receiptRecorder interface {
+	Record(tenant, agent, msgID string)
 }
 
 // defaultHoldFor stays well below paho's 10 s ping timeout: while a worker
@@ -160,6 +171,7 @@ func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []erro
 	errs := make([]error, len(msgs))
 	type mapped struct {
 		i int
+		t envelope.Topic
 		b envelope.Batch
 	}
 	var todo []mapped
@@ -174,7 +186,7 @@ func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []erro
 			errs[i] = err
 			continue
 		}
-		todo, reqs = append(todo, mapped{i, b}), append(reqs, req)
+		todo, reqs = append(todo, mapped{i, t, b}), append(reqs, req)
 	}
 	if len(reqs) == 0 {
 		return errs
@@ -191,7 +203,7 @@ func (p *pipeline) handleBatch(ctx context.Context, msgs []mqttx.Message) []erro
 		p.hold(ctx, deadline, reqs, results, perrs)
 	}
 	for k, m := range todo {
-		errs[m.i] = p.settle(ctx, msgs[m.i].Topic, m.b, results[k], perrs[k], false)
+		errs[m.i] = p.settle(ctx, msgs[m.i].Topic, m.t, m.b, results[k], perrs[k], false)
 	}
 	return errs
 }
@@ -329,13 +341,13 @@ func (p *pipeline) produce(ctx context.Context, source string, t envelope.Topic,
 		return p.spoolBatch(source, b, errors.New("circuit breaker open"))
 	}
 	res, err := p.streams.Produce(ctx, req)
-	return p.settle(ctx, source, b, res, err, replay)
+	return p.settle(ctx, source, t, b, res, err, replay)
 }
 
 // settle records the outcome of producing b: success or failure for the
 // breaker, the counters, and the spool for a failure outside a replay
 // (a replayed line stays in the spool when it fails again).
-func (p *pipeline) settle(ctx context.Context, source string, b envelope.Batch, res streamstore.ProduceResult, err error, replay bool) error {
+func (p *pipeline) settle(ctx context.Context, source string, t envelope.Topic, b envelope.Batch, res streamstore.ProduceResult, err error, replay bool) error {
 	if err != nil {
 		// A copy of the message being appended by another replica at this
 		// instant is no sign of a failing store; it is kept for a retry
@@ -349,6 +361,11 @@ func (p *pipeline) settle(ctx context.Context, source string, b envelope.Batch, 
 		return p.spoolBatch(source, b, err)
 	}
 	p.breaker.Record(nil)
+	// The stream holds it, appended now or before: the agent may delete
+	// it. A spooled batch is receipted when its replay appends it.
+	if p.receipts != nil && b.MsgID != "" {
+		p.receipts.Record(t.Tenant, t.Agent, b.MsgID)
+	}
 	if res.Duplicate {
 		p.m.duplicates.Inc()
 		return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
@@ -69,16 +70,7 @@ func testPipeline(t *testing.T, mode string) {
 	scopeA := "tenant:" + tenantA + ":agent:" + agent
 	defer deleteMatching(t, rdb, "tenant:"+tenantA+":agent:*", "tenant:"+tenantB+":agent:*")
 
-	t.Setenv("DEDUP_MODE", mode)
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	pipe, err := newPipeline(cfg, r, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, r, pipe := testAPIPipeline(t, mode, store)
 	_, stopSubscriber := runSubscriber(t, pipe, r, brokerAddr, "pipeline-test-"+agent,
 		"i/"+tenantA+"/a/+/endpoints/#", "i/"+tenantB+"/a/+/endpoints/#", "i/"+tenantA+"/bad/#")
 	defer stopSubscriber()
@@ -188,6 +180,25 @@ func testPipeline(t *testing.T, mode string) {
 			}
 		}
 	}
+}
+
+// testAPIPipeline is a pipeline on store with the API role's defaults and
+// DEDUP_MODE mode ("" keeps the default), and its runtime.
+func testAPIPipeline(t *testing.T, mode string, store streamstore.Store) (*config.Config, *rt.Runtime, *pipeline) {
+	t.Helper()
+	if mode != "" {
+		t.Setenv("DEDUP_MODE", mode)
+	}
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, r, pipe
 }
 
 // redisTestStore is the stream store and a plain client on the machine's
@@ -370,16 +381,7 @@ func TestDedupMemoryIntegration(t *testing.T) {
 func measureDedup(t *testing.T, rdb *goredis.Client, store *redisstore.Store, mode string, starts []uint64, perAgent int) (keys, delta, usage int64) {
 	t.Helper()
 	ctx := context.Background()
-	t.Setenv("DEDUP_MODE", mode)
-	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-	pipe, err := newPipeline(cfg, r, store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, pipe := testAPIPipeline(t, mode, store)
 	pipe.maxLen = 0
 	tenant := randomID(t)
 	stream := telemetry.IngestionStream(tenant)

@@ -2,17 +2,23 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
@@ -24,8 +30,11 @@ import (
 const benchReadings = 100
 
 // benchPublisher opens a publisher on a fresh store with one platform
-// destination on broker and one subscription in msgpack+deflate.
-func benchPublisher(b *testing.B, brokerURL string) (*Router, *destRun) {
+// destination on broker, with or without delivery receipts, and one
+// subscription in msgpack+deflate. A cloud stand-in (benchCloud) reads
+// what reaches the broker and, with receipts, confirms it once a second,
+// as the Cloud API's receipt tracker does.
+func benchPublisher(b *testing.B, brokerURL string, receipts bool) (*Router, *destRun) {
 	b.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -34,7 +43,11 @@ func benchPublisher(b *testing.B, brokerURL string) (*Router, *destRun) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = st.Close() })
-	d, err := st.Publishing().CreateDestination(ctx, store.Destination{Name: "cloud", Type: "platform", Enabled: true})
+	config := json.RawMessage(`{"receipts":false}`)
+	if receipts {
+		config = json.RawMessage(`{"receipts":true}`)
+	}
+	d, err := st.Publishing().CreateDestination(ctx, store.Destination{Name: "cloud", Type: "platform", Enabled: true, Config: config})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,6 +66,8 @@ func benchPublisher(b *testing.B, brokerURL string) (*Router, *destRun) {
 		cancel()
 	})
 	r := p.platformRuns()[0]
+	// The stand-in runs either way, so both compare on the same CPU.
+	benchCloud(b, brokerURL, p, receipts)
 	deadline := time.Now().Add(10 * time.Second)
 	for !r.t.Connected() || r.w.Mode() != "direct" {
 		if time.Now().After(deadline) {
@@ -76,6 +91,76 @@ func benchBatch(i int) batch.Batch {
 
 var benchEndpoint = adapters.Endpoint{UUID: "bench", Name: "press-1", Protocol: "modbus", MQTTTopic: "plant/press-1"}
 
+// benchCloud subscribes to the agents' telemetry on brokerURL and, when
+// apply, hands the msgIds it got to p as one receipt a second.
+func benchCloud(b *testing.B, brokerURL string, p *Router, apply bool) {
+	b.Helper()
+	o := mqttx.DefaultOptions()
+	o.Name, o.BrokerURL, o.ClientID = "bench-cloud", brokerURL, fmt.Sprintf("bench-cloud-%d", time.Now().UnixNano())
+	o.Logger = slog.New(slog.DiscardHandler)
+	o.Registerer = prometheus.NewRegistry()
+	c, err := mqttx.New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	held := map[string][]control.Range{}
+	if err := c.Subscribe("i/+/a/+/endpoints/#", 1, func(_ context.Context, m mqttx.Message) error {
+		dec, err := codec.Decode(m.Payload, codec.Limits{})
+		if err != nil {
+			return nil
+		}
+		doc, _ := dec.Value.(map[string]any)
+		id, _ := doc["msgId"].(string)
+		if kid, seq, err := codec.ParseMsgID(id); err == nil {
+			mu.Lock()
+			held[kid] = control.AddSeq(held[kid], seq)
+			mu.Unlock()
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx) })
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			var r control.Receipts
+			for kid, rs := range held {
+				r.Keys = append(r.Keys, control.KeyReceipt{KID: kid, Ranges: rs})
+			}
+			held = map[string][]control.Range{}
+			mu.Unlock()
+			if apply && len(r.Keys) > 0 {
+				if _, err := p.ApplyReceipts(ctx, r); err != nil && ctx.Err() == nil {
+					b.Errorf("apply receipts: %v", err)
+				}
+			}
+		}
+	})
+	b.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = c.Stop(sctx)
+	})
+}
+
+// waitDelivered waits until the broker acknowledged n messages and
+// nothing is left to send: records awaiting a receipt were sent.
 func waitDelivered(b *testing.B, r *destRun, n int64) {
 	b.Helper()
 	deadline := time.Now().Add(5 * time.Minute)
@@ -84,7 +169,7 @@ func waitDelivered(b *testing.B, r *destRun, n int64) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if st.Delivered+st.Replayed >= n && st.Records == 0 {
+		if st.Delivered+st.Replayed >= n && st.Records == st.Awaiting {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -100,10 +185,20 @@ func waitDelivered(b *testing.B, r *destRun, n int64) {
 // (deflate only under 70 % CPU, docs/agent.md section Publishing), handed to the
 // destination's worker and acknowledged by the broker (PUBACK).
 //
+// Sub-benchmarks compare the destination with delivery receipts off and
+// on (each direct send then also writes its batch to SQLite, and the
+// receipts delete it).
+//
 //	go test -run '^$' -bench PublishPlatform -benchtime 20000x ./roles/agent/publish/
 func BenchmarkPublishPlatformIntegration(b *testing.B) {
+	for _, receipts := range []bool{false, true} {
+		b.Run(fmt.Sprintf("receipts=%t", receipts), func(b *testing.B) { benchPublish(b, receipts) })
+	}
+}
+
+func benchPublish(b *testing.B, receipts bool) {
 	broker := coretest.PrivateMosquitto(b)
-	p, r := benchPublisher(b, broker.URL())
+	p, r := benchPublisher(b, broker.URL(), receipts)
 	ctx := context.Background()
 	batches := make([]batch.Batch, 64)
 	for i := range batches {
@@ -129,9 +224,15 @@ func BenchmarkPublishPlatformIntegration(b *testing.B) {
 //
 //	go test -run '^$' -bench DrainBacklog -benchtime 1x ./roles/agent/publish/
 func BenchmarkDrainBacklogIntegration(b *testing.B) {
+	for _, receipts := range []bool{false, true} {
+		b.Run(fmt.Sprintf("receipts=%t", receipts), func(b *testing.B) { benchDrain(b, receipts) })
+	}
+}
+
+func benchDrain(b *testing.B, receipts bool) {
 	const backlog = 10000
 	broker := coretest.PrivateMosquitto(b)
-	p, r := benchPublisher(b, broker.URL())
+	p, r := benchPublisher(b, broker.URL(), receipts)
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
@@ -147,7 +248,7 @@ func BenchmarkDrainBacklogIntegration(b *testing.B) {
 			p.Deliver(ctx, benchEndpoint, benchBatch(i))
 		}
 		st, _ := r.w.Status(ctx)
-		if st.Records != backlog {
+		if st.Records-st.Awaiting != backlog {
 			b.Fatalf("backlog of %d records, want %d", st.Records, backlog)
 		}
 		before := st.Delivered + st.Replayed

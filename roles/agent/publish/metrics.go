@@ -21,7 +21,13 @@ var (
 	descQOldest    = prometheus.NewDesc("edgeplat_agent_queue_oldest_record_age_seconds", "Age of the oldest record in the offline queue; 0 when empty.", destLabels, nil)
 	descQDropped   = prometheus.NewDesc("edgeplat_agent_queue_dropped_records_total", "Records lost to the offline queue, by reason: evicted for a limit, refused (full or too large), dead-lettered, or a storage error such as a full disk.", append(destLabels, "reason"), nil)
 	descQFlushes   = prometheus.NewDesc("edgeplat_agent_queue_flushes_total", "Flush cycles of the offline queue, by result: delivered records, found none ready, or failed.", append(destLabels, "result"), nil)
-	publishingDesc = []*prometheus.Desc{descPublished, descPubBytes, descPubFailed, descQRecords, descQBytes, descQOldest, descQDropped, descQFlushes}
+	descQAwaiting  = prometheus.NewDesc("edgeplat_agent_queue_awaiting_receipt_records", "Of the offline queue's records, those sent and awaiting the cloud's delivery receipt.", destLabels, nil)
+	descReceipted  = prometheus.NewDesc("edgeplat_agent_receipted_records_total", "Records a delivery receipt of the cloud covered, deleted from the offline queue or from those held in memory.", destLabels, nil)
+	descResent     = prometheus.NewDesc("edgeplat_agent_receipt_resent_records_total", "Records sent again because no delivery receipt came within the receipt wait.", destLabels, nil)
+	descHeld       = prometheus.NewDesc("edgeplat_agent_receipt_held_records", "Direct sends acknowledged by the destination and held in memory for their receipt; those without one within 2 s are written to the offline queue.", destLabels, nil)
+	descReceipts   = prometheus.NewDesc("edgeplat_agent_receipts_applied_total", "Delivery receipts of the cloud applied to the destination's queue since the agent started.", destLabels, nil)
+	publishingDesc = []*prometheus.Desc{descPublished, descPubBytes, descPubFailed, descQRecords, descQBytes, descQOldest, descQDropped, descQFlushes,
+		descQAwaiting, descReceipted, descResent, descReceipts, descHeld}
 )
 
 // scrapeTimeout bounds the queue reads of one scrape.
@@ -61,6 +67,8 @@ func (c publishingCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descQFlushes, m.FlushEmpty, name, typ, "empty")
 		counter(descQFlushes, m.FlushFailed, name, typ, "failed")
 		counter(descQDropped, m.StoreErrors, name, typ, "store_error")
+		counter(descReceipts, m.Receipts, name, typ)
+		gauge(descHeld, float64(ws.HeldForReceipt), name, typ)
 		st, err := r.w.Status(ctx)
 		if err != nil {
 			// The store is closing or failing; its health says which.
@@ -75,5 +83,8 @@ func (c publishingCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descQDropped, qc.Refused, name, typ, "refused")
 		counter(descQDropped, qc.FullErrors, name, typ, "full_error")
 		counter(descQDropped, qc.DeadLettered, name, typ, "dead_lettered")
+		gauge(descQAwaiting, float64(st.Awaiting), name, typ)
+		counter(descReceipted, qc.Receipted, name, typ)
+		counter(descResent, qc.Resent, name, typ)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
@@ -303,9 +304,14 @@ func (p *Router) startDest(d store.Destination) (*destRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	ro, err := dest.Receipts(d.Type, d.Config)
+	if err != nil {
+		return nil, err
+	}
 	w, err := outbound.New(outbound.Options{
 		Destination: d.ID, Name: d.Name, Transport: t, Queue: p.queue, QueueOptions: p.queue.Options(),
-		Logger: p.log.With("destination", d.Name, "destination_id", d.ID),
+		Logger:   p.log.With("destination", d.Name, "destination_id", d.ID),
+		Receipts: ro.On, ReceiptWait: ro.Wait,
 	})
 	if err != nil {
 		return nil, err
@@ -588,4 +594,22 @@ func (p *Router) SendEphemeral(ctx context.Context, topic string, body []byte) b
 		sent = true
 	}
 	return sent
+}
+
+// ApplyReceipts deletes the records that r, a delivery receipt of the
+// cloud (control.CmdReceipts), covers from the queue of every running
+// destination with receipts on (docs/agent-delivery.md, section Delivery
+// receipts), and returns how many it deleted. Destinations without
+// receipts ignore it: the cloud confirms only what reached it.
+func (p *Router) ApplyReceipts(ctx context.Context, r control.Receipts) (int64, error) {
+	var total int64
+	var errs []error
+	for _, run := range p.running() {
+		n, err := run.w.ApplyReceipts(ctx, r)
+		total += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
 }

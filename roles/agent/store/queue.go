@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgeplat/edgeplat/core/codec"
 )
 
 // The offline queue (docs/agent.md, section Publishing, Offline queue)
@@ -175,41 +177,66 @@ func (q *Queue) Options() QueueOptions { return q.opts }
 // replacement stored. A record that was not stored comes back as a
 // *FullError (or ErrRecordTooLarge), and is counted.
 func (q *Queue) enqueue(ctx context.Context, dest int64, rec Record) (int64, error) {
-	size := int64(len(rec.Payload))
 	tx, err := q.s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("enqueue for destination %d: %w", dest, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	// One statement creates the destination's row on first use and reads
-	// its depth: every statement costs a compile and a finalize.
-	var records, bytes int64
-	if err := tx.QueryRowContext(ctx, `INSERT INTO offline_queue_state (destination) VALUES ($1)
-		ON CONFLICT (destination) DO UPDATE SET destination = excluded.destination RETURNING records, bytes`, dest).
-		Scan(&records, &bytes); err != nil {
-		return 0, fmt.Errorf("enqueue for destination %d: read depth: %w", dest, err)
+	id, column, cause, err := q.insert(ctx, tx, dest, rec, false, nowMS())
+	if err != nil {
+		return 0, err
 	}
-	// count turns a record away: the counter is committed, the record not.
-	count := func(column string, cause error) (int64, error) {
-		if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state SET `+column+` = `+column+` + 1 WHERE destination = $1`, dest); err != nil {
-			return 0, fmt.Errorf("enqueue for destination %d: count %s: %w", dest, column, err)
+	if cause != nil {
+		// The counter is committed, the record not.
+		if err := countRefusal(ctx, tx, dest, column); err != nil {
+			return 0, err
 		}
 		if err := tx.Commit(); err != nil {
 			return 0, fmt.Errorf("enqueue for destination %d: count %s: %w", dest, column, err)
 		}
 		return 0, cause
 	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("enqueue for destination %d: commit: %w", dest, err)
+	}
+	return id, nil
+}
+
+// countRefusal counts a record turned away in column of dest's state.
+func countRefusal(ctx context.Context, tx *sql.Tx, dest int64, column string) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state SET `+column+` = `+column+` + 1 WHERE destination = $1`, dest); err != nil {
+		return fmt.Errorf("enqueue for destination %d: count %s: %w", dest, column, err)
+	}
+	return nil
+}
+
+// insert stores rec at the end of dest's queue within tx, evicting as the
+// drop policy says, and returns its id. A record the limits turn away
+// comes back as cause (a *FullError or ErrRecordTooLarge) with the
+// counter column it belongs to, uncounted; err is a storage failure.
+// awaiting stores it as sent and awaiting a receipt (counted as kept, not
+// enqueued), due again at nextAt (Unix ms).
+func (q *Queue) insert(ctx context.Context, tx *sql.Tx, dest int64, rec Record, awaiting bool, nextAt int64) (id int64, column string, cause, err error) {
+	size := int64(len(rec.Payload))
+	// One statement creates the destination's row on first use and reads
+	// its depth: every statement costs a compile and a finalize.
+	var records, bytes int64
+	if err := tx.QueryRowContext(ctx, `INSERT INTO offline_queue_state (destination) VALUES ($1)
+		ON CONFLICT (destination) DO UPDATE SET destination = excluded.destination RETURNING records, bytes`, dest).
+		Scan(&records, &bytes); err != nil {
+		return 0, "", nil, fmt.Errorf("enqueue for destination %d: read depth: %w", dest, err)
+	}
 	full := &FullError{Destination: dest, Policy: q.opts.DropPolicy, Records: records, Bytes: bytes}
 	if size > q.opts.MaxBufferBytes {
-		return count("refused", fmt.Errorf("destination %d, %d bytes: %w", dest, size, ErrRecordTooLarge))
+		return 0, "refused", fmt.Errorf("destination %d, %d bytes: %w", dest, size, ErrRecordTooLarge), nil
 	}
 	maxRecords := int64(q.opts.MaxBufferRecords)
 	if records+1 > maxRecords || bytes+size > q.opts.MaxBufferBytes {
 		switch {
 		case q.opts.DropPolicy == DropError:
-			return count("full_errors", full)
+			return 0, "full_errors", full, nil
 		case q.opts.DropPolicy == DropNewest && !rec.Critical:
-			return count("refused", full)
+			return 0, "refused", full, nil
 		}
 		// oldest, or a critical record under newest: make room. Critical
 		// records are candidates only for a critical newcomer, and only
@@ -217,33 +244,58 @@ func (q *Queue) enqueue(ctx context.Context, dest int64, rec Record) (int64, err
 		allowCritical := rec.Critical && q.opts.DropPolicy == DropOldest
 		ok, err := q.evict(ctx, tx, dest, records, bytes, size, allowCritical)
 		if err != nil {
-			return 0, err
+			return 0, "", nil, err
 		}
 		if !ok {
-			return count("refused", full)
+			return 0, "refused", full, nil
 		}
 	}
 	payload := rec.Payload
 	if payload == nil { // an empty blob, not NULL
 		payload = []byte{}
 	}
-	var id int64
-	now := nowMS()
+	kid, seq := msgIDParts(rec.MsgID)
 	err = tx.QueryRowContext(ctx, `INSERT INTO offline_queue
-		(destination, msg_id, topic, payload, size, critical, next_attempt_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id`,
-		dest, rec.MsgID, rec.Topic, payload, size, rec.Critical, now).Scan(&id)
+		(destination, msg_id, topic, payload, size, critical, next_attempt_at, created_at, awaiting, msg_kid, msg_seq)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+		dest, rec.MsgID, rec.Topic, payload, size, rec.Critical, nextAt, nowMS(), awaiting, kid, seq).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("enqueue for destination %d: insert: %w", dest, err)
+		return 0, "", nil, fmt.Errorf("enqueue for destination %d: insert: %w", dest, err)
+	}
+	counter := "enqueued"
+	var aw int64
+	if awaiting {
+		counter, aw = "kept", 1
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state
-		SET records = records + 1, bytes = bytes + $2, enqueued = enqueued + 1 WHERE destination = $1`, dest, size); err != nil {
-		return 0, fmt.Errorf("enqueue for destination %d: update depth: %w", dest, err)
+		SET records = records + 1, bytes = bytes + $2, `+counter+` = `+counter+` + 1, awaiting = awaiting + $3
+		WHERE destination = $1`, dest, size, aw); err != nil {
+		return 0, "", nil, fmt.Errorf("enqueue for destination %d: update depth: %w", dest, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("enqueue for destination %d: commit: %w", dest, err)
+	return id, "", nil, nil
+}
+
+// MaxReceiptSeq bounds the msgId sequences a receipt can cover: the
+// queue indexes them as SQLite integers, and its migration reads them
+// from text of at most 18 digits. An agent's sequence never gets near it.
+const MaxReceiptSeq = 999_999_999_999_999_999
+
+// Receiptable reports whether a receipt can cover a record of msgID: a v2
+// msgId with a sequence of at most MaxReceiptSeq. Others are deleted on
+// the destination's acknowledgement, or they would wait for ever.
+func Receiptable(msgID string) bool {
+	_, n, err := codec.ParseMsgID(msgID)
+	return err == nil && n <= MaxReceiptSeq
+}
+
+// msgIDParts returns the kid and sequence of a receiptable msgId for the
+// receipt index, NULL for any other id.
+func msgIDParts(msgID string) (sql.NullString, sql.NullInt64) {
+	k, n, err := codec.ParseMsgID(msgID)
+	if err != nil || n > MaxReceiptSeq {
+		return sql.NullString{}, sql.NullInt64{}
 	}
-	return id, nil
+	return sql.NullString{String: k, Valid: true}, sql.NullInt64{Int64: int64(n), Valid: true}
 }
 
 // evict deletes the oldest ordinary records (then, when allowCritical, the
@@ -288,20 +340,23 @@ func (q *Queue) evict(ctx context.Context, tx *sql.Tx, dest, records, bytes, siz
 		return false, nil
 	}
 	// The rows were just read in this transaction, so every id is deleted.
-	if _, _, err := deleteIDs(ctx, tx, dest, ids); err != nil {
+	_, _, awaiting, err := deleteIDs(ctx, tx, dest, ids)
+	if err != nil {
 		return false, fmt.Errorf("enqueue for destination %d: evict: %w", dest, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state SET records = records - $2, bytes = bytes - $3,
-		evicted_records = evicted_records + $4, evicted_bytes = evicted_bytes + $5, evicted_critical = evicted_critical + $6
-		WHERE destination = $1`, dest, len(ids), freed, forRecords, forBytes, critical); err != nil {
+		evicted_records = evicted_records + $4, evicted_bytes = evicted_bytes + $5, evicted_critical = evicted_critical + $6,
+		awaiting = awaiting - $7
+		WHERE destination = $1`, dest, len(ids), freed, forRecords, forBytes, critical, awaiting); err != nil {
 		return false, fmt.Errorf("enqueue for destination %d: count evictions: %w", dest, err)
 	}
 	return true, nil
 }
 
 // deleteIDs deletes dest's records with the given ids and returns how many
-// it deleted and their bytes. Ids that are gone already are skipped.
-func deleteIDs(ctx context.Context, tx *sql.Tx, dest int64, ids []int64) (n, size int64, err error) {
+// it deleted, their bytes and how many of them were awaiting a receipt.
+// Ids that are gone already are skipped.
+func deleteIDs(ctx context.Context, tx *sql.Tx, dest int64, ids []int64) (n, size, awaiting int64, err error) {
 	// SQLite caps a statement's parameters; 500 stays far below it.
 	for len(ids) > 0 {
 		chunk := ids[:min(len(ids), 500)]
@@ -317,24 +372,25 @@ func deleteIDs(ctx context.Context, tx *sql.Tx, dest int64, ids []int64) (n, siz
 			args = append(args, id)
 		}
 		rows, err := tx.QueryContext(ctx, `DELETE FROM offline_queue WHERE destination = $1 AND id IN (`+
-			b.String()+`) RETURNING size`, args...)
+			b.String()+`) RETURNING size, awaiting`, args...)
 		if err != nil {
-			return n, size, err
+			return n, size, awaiting, err
 		}
 		for rows.Next() {
-			var s int64
-			if err := rows.Scan(&s); err != nil {
+			var s, a int64
+			if err := rows.Scan(&s, &a); err != nil {
 				_ = rows.Close()
-				return n, size, err
+				return n, size, awaiting, err
 			}
 			n++
 			size += s
+			awaiting += a
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return n, size, err
+			return n, size, awaiting, err
 		}
 	}
-	return n, size, nil
+	return n, size, awaiting, nil
 }
 
 // ready returns up to limit of dest's records whose next attempt time has
@@ -378,12 +434,13 @@ func (q *Queue) ack(ctx context.Context, dest int64, ids []int64) (int64, error)
 		return 0, fmt.Errorf("ack for destination %d: %w", dest, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	n, size, err := deleteIDs(ctx, tx, dest, ids)
+	n, size, awaiting, err := deleteIDs(ctx, tx, dest, ids)
 	if err != nil {
 		return 0, fmt.Errorf("ack for destination %d: %w", dest, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state
-		SET records = records - $2, bytes = bytes - $3, delivered = delivered + $2 WHERE destination = $1`, dest, n, size); err != nil {
+		SET records = records - $2, bytes = bytes - $3, delivered = delivered + $2, awaiting = awaiting - $4
+		WHERE destination = $1`, dest, n, size, awaiting); err != nil {
 		return 0, fmt.Errorf("ack for destination %d: count: %w", dest, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -405,9 +462,9 @@ func (q *Queue) reject(ctx context.Context, dest, id int64, reason string, now t
 		return false, fmt.Errorf("reject for destination %d: %w", dest, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var attempts, size int64
-	err = tx.QueryRowContext(ctx, `SELECT attempts, size FROM offline_queue WHERE destination = $1 AND id = $2`, dest, id).
-		Scan(&attempts, &size)
+	var attempts, size, awaiting int64
+	err = tx.QueryRowContext(ctx, `SELECT attempts, size, awaiting FROM offline_queue WHERE destination = $1 AND id = $2`, dest, id).
+		Scan(&attempts, &size, &awaiting)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("record %d of destination %d: %w", id, dest, ErrNotFound)
 	}
@@ -429,13 +486,16 @@ func (q *Queue) reject(ctx context.Context, dest, id int64, reason string, now t
 		deadLettered, gone, goneBytes = true, 1, size
 	} else {
 		wait := RetryWaits[min(int(attempts), len(RetryWaits))-1]
-		if _, err := tx.ExecContext(ctx, `UPDATE offline_queue SET attempts = $2, next_attempt_at = $3, last_error = $4
-			WHERE id = $1`, id, attempts, now.Add(wait).UnixMilli(), reason); err != nil {
+		// A refusal answers the send: the record no longer awaits a
+		// receipt for it.
+		if _, err := tx.ExecContext(ctx, `UPDATE offline_queue SET attempts = $2, next_attempt_at = $3, last_error = $4,
+			awaiting = 0 WHERE id = $1`, id, attempts, now.Add(wait).UnixMilli(), reason); err != nil {
 			return false, fmt.Errorf("reject for destination %d: record %d: %w", dest, id, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE offline_queue_state SET records = records - $2, bytes = bytes - $3,
-		rejected = rejected + 1, dead_lettered = dead_lettered + $2 WHERE destination = $1`, dest, gone, goneBytes); err != nil {
+		rejected = rejected + 1, dead_lettered = dead_lettered + $2, awaiting = awaiting - $4
+		WHERE destination = $1`, dest, gone, goneBytes, awaiting); err != nil {
 		return false, fmt.Errorf("reject for destination %d: count: %w", dest, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -446,9 +506,9 @@ func (q *Queue) reject(ctx context.Context, dest, id int64, reason string, now t
 
 // QueueCounters are a destination's totals since its queue was first used.
 // Every record that was offered to Enqueue ends in exactly one of:
-// enqueued, refused or fullErrors; every enqueued record is either still
-// queued or counted once in evictedRecords + evictedBytes, deadLettered or
-// delivered.
+// enqueued, refused or fullErrors; every enqueued or kept record is either
+// still queued or counted once in evictedRecords + evictedBytes,
+// deadLettered or delivered.
 type QueueCounters struct {
 	Enqueued        int64 `json:"enqueued"`
 	EvictedRecords  int64 `json:"evictedMaxRecords"` // evicted for maxBufferRecords
@@ -459,13 +519,23 @@ type QueueCounters struct {
 	Rejected        int64 `json:"rejected"`          // rejections while connected
 	DeadLettered    int64 `json:"deadLettered"`
 	Delivered       int64 `json:"delivered"`
+	// Kept counts records sent directly to a destination with receipts
+	// on, then kept awaiting their receipt.
+	Kept int64 `json:"keptForReceipt"`
+	// Receipted counts, of Delivered, the records deleted on a receipt.
+	Receipted int64 `json:"receipted"`
+	// Resent counts sends of records again after the receipt wait.
+	Resent int64 `json:"resentNoReceipt"`
 }
 
 // QueueStats is one destination's queue for GET /v1/buffer/status.
 type QueueStats struct {
-	Destination int64         `json:"destination"`
-	Records     int64         `json:"mqttMessageBufferCount"`
-	Bytes       int64         `json:"mqttBufferBytes"`
+	Destination int64 `json:"destination"`
+	Records     int64 `json:"mqttMessageBufferCount"`
+	Bytes       int64 `json:"mqttBufferBytes"`
+	// Awaiting is, of Records, those sent and awaiting the cloud's
+	// receipt (docs/agent-delivery.md).
+	Awaiting    int64         `json:"awaitingReceipt"`
 	Oldest      time.Time     `json:"oldest,omitzero"` // creation of the oldest queued record; zero (absent) when empty
 	OldestAgeMS int64         `json:"oldestAgeMs"`     // now minus Oldest; zero when empty
 	DeadLetters int64         `json:"deadLetters"`
@@ -482,10 +552,11 @@ func (q *Queue) stats(ctx context.Context, dest int64) (QueueStats, error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	c := &st.Counters
-	err = tx.QueryRowContext(ctx, `SELECT records, bytes, enqueued, evicted_records, evicted_bytes, evicted_critical,
-		refused, full_errors, rejected, dead_lettered, delivered FROM offline_queue_state WHERE destination = $1`, dest).
-		Scan(&st.Records, &st.Bytes, &c.Enqueued, &c.EvictedRecords, &c.EvictedBytes, &c.EvictedCritical,
-			&c.Refused, &c.FullErrors, &c.Rejected, &c.DeadLettered, &c.Delivered)
+	err = tx.QueryRowContext(ctx, `SELECT records, bytes, awaiting, enqueued, evicted_records, evicted_bytes, evicted_critical,
+		refused, full_errors, rejected, dead_lettered, delivered, kept, receipted, resent
+		FROM offline_queue_state WHERE destination = $1`, dest).
+		Scan(&st.Records, &st.Bytes, &st.Awaiting, &c.Enqueued, &c.EvictedRecords, &c.EvictedBytes, &c.EvictedCritical,
+			&c.Refused, &c.FullErrors, &c.Rejected, &c.DeadLettered, &c.Delivered, &c.Kept, &c.Receipted, &c.Resent)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return st, fmt.Errorf("queue stats of destination %d: %w", dest, err)
 	}

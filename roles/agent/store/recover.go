@@ -110,9 +110,10 @@ func (s *Store) salvage(ctx context.Context, from string, rec *Recovery, log *sl
 	}
 	// The depth counters are rebuilt from the rows that made it, so the
 	// queue's bookkeeping matches what it holds.
-	if _, err := dst.ExecContext(ctx, `INSERT INTO offline_queue_state (destination, records, bytes, enqueued)
-		SELECT destination, COUNT(*), SUM(size), COUNT(*) FROM offline_queue GROUP BY destination
-		ON CONFLICT (destination) DO UPDATE SET records = excluded.records, bytes = excluded.bytes, enqueued = excluded.enqueued`); err != nil {
+	if _, err := dst.ExecContext(ctx, `INSERT INTO offline_queue_state (destination, records, bytes, enqueued, awaiting)
+		SELECT destination, COUNT(*), SUM(size), COUNT(*), SUM(awaiting) FROM offline_queue GROUP BY destination
+		ON CONFLICT (destination) DO UPDATE SET records = excluded.records, bytes = excluded.bytes, enqueued = excluded.enqueued,
+			awaiting = excluded.awaiting`); err != nil {
 		return fmt.Errorf("rebuild offline queue depth: %w", err)
 	}
 	return nil

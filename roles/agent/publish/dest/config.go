@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
@@ -24,13 +25,86 @@ const (
 	maxTokenTTLSeconds = 365 * 24 * 3600
 )
 
-// platformConfig is the empty config of the platform destination: it
-// connects with the device's provisioned credentials (Env.Platform).
-type platformConfig struct{}
+// platformConfig is the config of the platform destination: it connects
+// with the device's provisioned credentials (Env.Platform), so only the
+// receipt options are its own.
+type platformConfig struct {
+	receiptConfig
+}
+
+// receiptConfig holds the delivery-receipt options every type accepts
+// (docs/agent-delivery.md, section Delivery receipts). Only the platform's
+// cloud sends receipts, so only the platform may turn them on.
+type receiptConfig struct {
+	// Receipts keeps sent records until the cloud's receipt; default true
+	// for platform, and only false is accepted for other types.
+	Receipts *bool `json:"receipts,omitempty"`
+	// ReceiptWaitMs is how long a sent record waits for its receipt
+	// before it is sent again; default DefaultReceiptWaitMs.
+	ReceiptWaitMs int `json:"receiptWaitMs,omitempty"`
+}
+
+// Bounds of receiptWaitMs: a wait shorter than a receipt's round trip
+// (receipts are batched up to a second) would re-send everything.
+const (
+	DefaultReceiptWaitMs = 30000
+	minReceiptWaitMs     = 2000
+	maxReceiptWaitMs     = 3600000
+)
+
+func (c receiptConfig) validate(f *fields, platform bool) {
+	if !platform {
+		if c.Receipts != nil && *c.Receipts {
+			f.add("receipts", "can be true only for platform: other destinations send no receipts")
+		}
+		if c.ReceiptWaitMs != 0 {
+			f.add("receiptWaitMs", "applies only to platform, which has receipts")
+		}
+		return
+	}
+	if c.ReceiptWaitMs != 0 && (c.ReceiptWaitMs < minReceiptWaitMs || c.ReceiptWaitMs > maxReceiptWaitMs) {
+		f.add("receiptWaitMs", "must be %d..%d, got %d", minReceiptWaitMs, maxReceiptWaitMs, c.ReceiptWaitMs)
+	}
+}
+
+// ReceiptOptions is whether a destination keeps sent records until a
+// receipt, and how long each waits for one.
+type ReceiptOptions struct {
+	On   bool
+	Wait time.Duration
+}
+
+func (c receiptConfig) receipts() receiptConfig { return c }
+
+func (c receiptConfig) options(platform bool) ReceiptOptions {
+	o := ReceiptOptions{On: platform, Wait: DefaultReceiptWaitMs * time.Millisecond}
+	if c.Receipts != nil {
+		o.On = o.On && *c.Receipts
+	}
+	if c.ReceiptWaitMs != 0 {
+		o.Wait = time.Duration(c.ReceiptWaitMs) * time.Millisecond
+	}
+	return o
+}
+
+// Receipts returns the receipt options of a destination of type typ with
+// config; the error is Validate's.
+func Receipts(typ string, config json.RawMessage) (ReceiptOptions, error) {
+	cfg, err := parse(typ, config)
+	if err != nil {
+		return ReceiptOptions{}, err
+	}
+	rc, ok := cfg.(interface{ receipts() receiptConfig })
+	if !ok {
+		panic(fmt.Sprintf("BUG: dest: config %T has no receipt options", cfg))
+	}
+	return rc.receipts().options(typ == TypePlatform), nil
+}
 
 // mqttConfig is a generic MQTT broker. The field names are the ones the
 // agent's API accepted before this package existed.
 type mqttConfig struct {
+	receiptConfig
 	URL      string `json:"url"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
@@ -47,6 +121,7 @@ type mqttConfig struct {
 // hubAConfig is a thing of AWS IoT Core: mutual TLS with the thing's
 // X.509 certificate, the thing name as client id, no password.
 type hubAConfig struct {
+	receiptConfig
 	Endpoint  string `json:"endpoint"`
 	Port      int    `json:"port,omitempty"`
 	ThingName string `json:"thingName"`
@@ -59,6 +134,7 @@ type hubAConfig struct {
 // hubBConfig is a device of Azure IoT Hub with a symmetric key, from
 // which SAS tokens are made.
 type hubBConfig struct {
+	receiptConfig
 	HostName        string `json:"hostName"`
 	DeviceID        string `json:"deviceId"`
 	SharedAccessKey string `json:"sharedAccessKey"`
@@ -71,6 +147,7 @@ type hubBConfig struct {
 // hubCConfig is a device of Alibaba Cloud IoT Platform with its device
 // secret (the "one device, one secret" authentication).
 type hubCConfig struct {
+	receiptConfig
 	ProductKey   string `json:"productKey"`
 	DeviceName   string `json:"deviceName"`
 	DeviceSecret string `json:"deviceSecret"`
@@ -85,6 +162,7 @@ type hubCConfig struct {
 // tsdbConfig is an InfluxDB v2 write API (or a database that speaks it,
 // such as VictoriaMetrics).
 type tsdbConfig struct {
+	receiptConfig
 	URL    string `json:"url"`
 	Org    string `json:"org"`
 	Bucket string `json:"bucket"`
@@ -97,10 +175,18 @@ func parse(typ string, raw json.RawMessage) (any, error) {
 	empty := len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null"
 	switch typ {
 	case TypePlatform:
-		if !empty && string(bytes.TrimSpace(raw)) != "{}" {
-			return nil, adapters.Fieldf("config_json", "must be empty for platform: it uses the device's provisioned credentials")
+		var c platformConfig
+		if empty {
+			return c, nil
 		}
-		return platformConfig{}, nil
+		// Anything but the receipt options is refused: the connection
+		// uses the device's provisioned credentials.
+		if err := decode(raw, false, &c); err != nil {
+			return nil, err
+		}
+		var f fields
+		c.validate(&f, true)
+		return c, f.err()
 	case TypeMQTT:
 		var c mqttConfig
 		if err := decode(raw, empty, &c); err != nil {
@@ -225,6 +311,7 @@ func portOr(p, def int) int {
 
 func (c mqttConfig) validate() error {
 	var f fields
+	c.receiptConfig.validate(&f, false)
 	if f.required("url", c.URL) {
 		if u, err := url.Parse(c.URL); err != nil {
 			f.add("url", "is not a URL: %v", err)
@@ -260,6 +347,7 @@ func (c mqttConfig) validate() error {
 
 func (c hubAConfig) validate() error {
 	var f fields
+	c.receiptConfig.validate(&f, false)
 	f.host("endpoint", c.Endpoint)
 	f.port(c.Port)
 	f.required("thingName", c.ThingName)
@@ -270,6 +358,7 @@ func (c hubAConfig) validate() error {
 
 func (c hubBConfig) validate() error {
 	var f fields
+	c.receiptConfig.validate(&f, false)
 	f.host("hostName", c.HostName)
 	f.port(c.Port)
 	f.required("deviceId", c.DeviceID)
@@ -287,6 +376,7 @@ func (c hubBConfig) validate() error {
 
 func (c hubCConfig) validate() error {
 	var f fields
+	c.receiptConfig.validate(&f, false)
 	f.required("productKey", c.ProductKey)
 	f.required("deviceName", c.DeviceName)
 	f.required("deviceSecret", c.DeviceSecret)
@@ -311,6 +401,7 @@ func (c hubCConfig) validate() error {
 
 func (c tsdbConfig) validate() error {
 	var f fields
+	c.receiptConfig.validate(&f, false)
 	if f.required("url", c.URL) {
 		if u, err := url.Parse(c.URL); err != nil {
 			f.add("url", "is not a URL: %v", err)

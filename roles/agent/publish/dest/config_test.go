@@ -24,6 +24,13 @@ func TestValidate(t *testing.T) {
 		{"platform null", TypePlatform, `null`, nil},
 		{"platform {}", TypePlatform, `{}`, nil},
 		{"platform with config", TypePlatform, `{"url":"tcp://h"}`, []string{"config_json"}},
+		{"platform receipts off", TypePlatform, `{"receipts":false}`, nil},
+		{"platform receipt wait", TypePlatform, `{"receipts":true,"receiptWaitMs":5000}`, nil},
+		{"platform receipt wait too short", TypePlatform, `{"receiptWaitMs":10}`, []string{"config_json.receiptWaitMs"}},
+		{"platform receipts not a bool", TypePlatform, `{"receipts":"yes"}`, []string{"config_json"}},
+		{"mqtt receipts off", TypeMQTT, `{"url":"tcp://b","receipts":false}`, nil},
+		{"mqtt receipts on", TypeMQTT, `{"url":"tcp://b","receipts":true}`, []string{"config_json.receipts"}},
+		{"tsdb receipt wait", TypeTSDB, `{"url":"http://influx:8086","org":"o","bucket":"b","token":"t","receiptWaitMs":5000}`, []string{"config_json.receiptWaitMs"}},
 		{"unknown type", "kafka", `{}`, []string{"type"}},
 
 		{"mqtt minimal", TypeMQTT, `{"url":"tcp://broker:1883"}`, nil},
@@ -196,4 +203,53 @@ func TestNewRejectsInvalid(t *testing.T) {
 	if err == nil || !slices.Contains(adapters.FieldsOf(err), "config_json.url") {
 		t.Fatalf("New: %v", err)
 	}
+}
+
+// TestReceiptOptions: receipts are on by default for platform only, and
+// the wait defaults to 30 s.
+func TestReceiptOptions(t *testing.T) {
+	tests := []struct {
+		typ, config string
+		want        ReceiptOptions
+	}{
+		{TypePlatform, ``, ReceiptOptions{On: true, Wait: 30 * time.Second}},
+		{TypePlatform, `{"receiptWaitMs":5000}`, ReceiptOptions{On: true, Wait: 5 * time.Second}},
+		{TypePlatform, `{"receipts":false}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeMQTT, `{"url":"tcp://b"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeHubB, `{"hostName":"h","deviceId":"d","sharedAccessKey":"MDEy"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+		{TypeTSDB, `{"url":"http://influx:8086","org":"o","bucket":"b","token":"t"}`, ReceiptOptions{On: false, Wait: 30 * time.Second}},
+	}
+	for _, tt := range tests {
+		got, err := Receipts(tt.typ, json.RawMessage(tt.config))
+		if err != nil || got != tt.want {
+			t.Errorf("Receipts(%s, %s) = %+v, %v; want %+v", tt.typ, tt.config, got, err, tt.want)
+		}
+	}
+}
+
+// FuzzReceiptOptions: whatever config_json a client sends, Receipts
+// agrees with Validate, never turns receipts on for a type other than
+// platform, and gives a wait within its bounds.
+func FuzzReceiptOptions(f *testing.F) {
+	for _, c := range []string{``, `{}`, `{"receipts":false}`, `{"receipts":true,"receiptWaitMs":5000}`,
+		`{"receiptWaitMs":1}`, `{"url":"tcp://b","receipts":true}`, `{"receipts":null}`, `[]`} {
+		for _, typ := range []string{TypePlatform, TypeMQTT, TypeTSDB, TypeHubB} {
+			f.Add(typ, c)
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ, config string) {
+		o, err := Receipts(typ, json.RawMessage(config))
+		if verr := Validate(typ, json.RawMessage(config)); (err == nil) != (verr == nil) {
+			t.Fatalf("Receipts error %v, Validate error %v", err, verr)
+		}
+		if err != nil {
+			return
+		}
+		if o.On && typ != TypePlatform {
+			t.Fatalf("receipts on for %s with %s", typ, config)
+		}
+		if o.Wait < minReceiptWaitMs*time.Millisecond || o.Wait > maxReceiptWaitMs*time.Millisecond {
+			t.Fatalf("wait %s out of bounds for %s", o.Wait, config)
+		}
+	})
 }

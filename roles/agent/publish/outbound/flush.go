@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
+	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
 // cycleResult is how a flush cycle ended.
@@ -107,11 +108,16 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		}
 		errs := w.send(ctx, msgs)
 		sent += len(recs)
-		var ack []int64
-		var ackBytes, failed, rejected int64
+		var ack, sentIDs []int64
+		var ackBytes, sentBytes, failed, rejected int64
 		var transient error
 		for i, rec := range recs {
 			switch err := errs[i]; {
+			case err == nil && w.rk != nil && store.Receiptable(rec.MsgID):
+				// Kept until the cloud's receipt, and due again
+				// after the receipt wait.
+				sentIDs = append(sentIDs, rec.ID)
+				sentBytes += int64(len(rec.Payload))
 			case err == nil:
 				ack = append(ack, rec.ID)
 				ackBytes += int64(len(rec.Payload))
@@ -139,6 +145,20 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 		w.c.m.SendFailures += failed
 		w.c.m.Rejections += rejected
 		w.mu.Unlock()
+		if len(sentIDs) > 0 {
+			// A failed mark leaves the records due: they are sent again
+			// (at least once) rather than deleted unconfirmed.
+			n, err := w.o.Queue.MarkSent(persist, w.o.Destination, sentIDs, w.rk.retryAt())
+			if err != nil {
+				return r, fmt.Errorf("flush %s: mark %d sent records: %w", w.o.Name, len(sentIDs), err)
+			}
+			delivered += n
+			r.delivered += n
+			w.mu.Lock()
+			w.c.replay(n, sentBytes)
+			w.mu.Unlock()
+			w.flushSucceeded()
+		}
 		if len(ack) > 0 {
 			// Only what the destination acknowledged is deleted. If this
 			// Ack fails (a full disk), the ids wait in memory for the next
@@ -152,8 +172,7 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 			delivered += n
 			r.delivered += n
 			w.mu.Lock()
-			w.c.replayed += n
-			w.c.m.ReplayedBytes += ackBytes
+			w.c.replay(n, ackBytes)
 			w.mu.Unlock()
 			w.flushSucceeded()
 		}
@@ -175,6 +194,13 @@ func (w *Worker) flushCycle(ctx, persist context.Context) (cycleResult, error) {
 	r.more = len(recs) > 0
 	r.drained = !r.more
 	return r, nil
+}
+
+// replay counts n queued records of size bytes that a cycle delivered;
+// the worker's mu held.
+func (c *counters) replay(n, bytes int64) {
+	c.replayed += n
+	c.m.ReplayedBytes += bytes
 }
 
 func (w *Worker) flushSucceeded() {

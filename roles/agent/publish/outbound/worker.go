@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
@@ -34,6 +35,11 @@ type Queue interface {
 	Ack(ctx context.Context, dest int64, ids []int64) (int64, error)
 	Reject(ctx context.Context, dest, id int64, reason string, now time.Time) (deadLettered bool, err error)
 	Stats(ctx context.Context, dest int64) (store.QueueStats, error)
+	// KeepSent, MarkSent and ApplyReceipts keep records until the cloud's
+	// receipt (docs/agent-delivery.md, section Delivery receipts).
+	KeepSent(ctx context.Context, dest int64, recs []store.Record, retryAt time.Time) error
+	MarkSent(ctx context.Context, dest int64, ids []int64, retryAt time.Time) (int64, error)
+	ApplyReceipts(ctx context.Context, dest int64, r control.Receipts) (int64, error)
 }
 
 // Item is one message offered to a destination.
@@ -64,6 +70,9 @@ const (
 const (
 	DefaultInputCapacity = 256
 	DefaultMaxSendBatch  = 64
+	// DefaultReceiptWait is how long a sent record waits for its receipt
+	// before it is sent again.
+	DefaultReceiptWait = 30 * time.Second
 )
 
 // Options configure a Worker.
@@ -86,6 +95,12 @@ type Options struct {
 	// MaxSendBatch bounds the items of one direct Send.
 	// DefaultMaxSendBatch when zero.
 	MaxSendBatch int
+	// Receipts keeps every record with a v2 msgId that the destination
+	// acknowledged until ApplyReceipts covers it, sending it again after
+	// ReceiptWait (DefaultReceiptWait when zero) without one. Only the
+	// platform destination's cloud sends receipts.
+	Receipts    bool
+	ReceiptWait time.Duration
 }
 
 // Status is a worker's state for the buffer status endpoint and the
@@ -112,8 +127,12 @@ type Status struct {
 	EphemeralDropped int64 `json:"ephemeralDropped"`
 	// Refused counts items the queue did not take, whatever the reason
 	// (full, too large, a storage error): those items are lost.
-	Refused   int64  `json:"refused"`
-	LastError string `json:"lastError,omitempty"`
+	Refused int64 `json:"refused"`
+	// HeldForReceipt counts direct sends the destination acknowledged
+	// that wait in memory for their receipt; those without one within 2 s
+	// are written to the queue as awaiting (docs/agent-delivery.md).
+	HeldForReceipt int64  `json:"heldForReceipt"`
+	LastError      string `json:"lastError,omitempty"`
 	store.QueueStats
 }
 
@@ -158,6 +177,9 @@ type Worker struct {
 	unacked      []int64
 	unackedBytes int64
 
+	// rk keeps sent records until their receipt; nil without receipts.
+	rk *receiptKeeper
+
 	mu      sync.Mutex
 	mode    Mode
 	gen     int // bumped on entering recovering; see cycleResult
@@ -187,6 +209,9 @@ type Metrics struct {
 	// Flush cycles by how they ended: some records delivered, nothing
 	// ready, or an error.
 	FlushDelivered, FlushEmpty, FlushFailed int64
+	// Receipts counts the receipts applied; Receipted the records they
+	// deleted.
+	Receipts, Receipted int64
 }
 
 // Metrics returns the worker's counters with the totals Status has, less
@@ -194,12 +219,21 @@ type Metrics struct {
 func (w *Worker) Metrics() (Metrics, Status) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.c.m, w.statusLocked()
+	m := w.c.m
+	if w.rk != nil {
+		m.Receipts, m.Receipted = w.rk.receipts.Load(), w.rk.receipted.Load()
+	}
+	return m, w.statusLocked()
 }
 
 // statusLocked is the part of Status the worker keeps itself; w.mu held.
 func (w *Worker) statusLocked() Status {
+	var held int64
+	if w.rk != nil {
+		held = w.rk.heldGauge.Load()
+	}
 	return Status{
+		HeldForReceipt:   held,
 		Name:             w.o.Name,
 		Mode:             w.mode,
 		LastFlushAttempt: w.c.lastAttempt,
@@ -234,6 +268,12 @@ func New(o Options) (*Worker, error) {
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("destination-%d", o.Destination)
 	}
+	if o.ReceiptWait < 0 {
+		return nil, fmt.Errorf("outbound worker: ReceiptWait (%s) must not be negative", o.ReceiptWait)
+	}
+	if o.ReceiptWait == 0 {
+		o.ReceiptWait = DefaultReceiptWait
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -252,7 +292,7 @@ func New(o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{
+	w := &Worker{
 		o:     o,
 		qo:    qo,
 		log:   log.With("component", "outbound", "destination", o.Destination, "name", o.Name),
@@ -262,7 +302,21 @@ func New(o Options) (*Worker, error) {
 		// Nothing is sent before Run decides from the connection, and
 		// Offer writes to the queue meanwhile.
 		mode: ModeBufferOnly,
-	}, nil
+	}
+	if o.Receipts {
+		w.rk = &receiptKeeper{dest: o.Destination, name: o.Name, queue: o.Queue, wait: o.ReceiptWait, now: o.Now,
+			failed: func(records int, err error) {
+				var full *store.FullError
+				w.mu.Lock()
+				if !errors.As(err, &full) && !errors.Is(err, store.ErrRecordTooLarge) {
+					w.c.m.StoreErrors++
+				}
+				w.lastErr = err.Error()
+				w.mu.Unlock()
+				w.log.Warn("sent records not kept until their receipt", "records", records, "error", err)
+			}}
+	}
+	return w, nil
 }
 
 // Mode returns the current publish mode.
@@ -350,8 +404,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	results := make(chan cycleResult, 1)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.flusher(fctx, persist, results) })
+	var keeper sync.WaitGroup
+	if w.rk != nil {
+		w.rk.ch = make(chan []store.Record, keepQueue)
+		keeper.Go(func() { w.rk.run(persist) })
+	}
 
 	w.loop(ctx, persist, results)
+	if w.rk != nil {
+		// The loop was the only sender: what it handed over is kept
+		// before Run returns.
+		close(w.rk.ch)
+		keeper.Wait()
+	}
 
 	stopFlusher()
 	wg.Wait()
@@ -387,6 +452,14 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 	changes := w.o.Transport.Changes()
 	ticker := time.NewTicker(time.Duration(w.qo.FlushIntervalMS) * time.Millisecond)
 	defer ticker.Stop()
+	// Records awaiting a receipt are due again at the end of their wait,
+	// which the flush interval may be far from.
+	var receiptDue <-chan time.Time
+	if w.rk != nil {
+		rt := time.NewTicker(max(w.o.ReceiptWait/4, 50*time.Millisecond))
+		defer rt.Stop()
+		receiptDue = rt.C
+	}
 
 	if w.o.Transport.Connected() {
 		to := ModeDirect
@@ -406,6 +479,11 @@ func (w *Worker) loop(ctx, persist context.Context, results <-chan cycleResult) 
 			w.connectionChanged()
 		case <-ticker.C:
 			w.flushTick()
+		case <-receiptDue:
+			// A cycle sends only the records whose wait is over.
+			if st, ok := w.connectedStats(ctx, "read records awaiting a receipt"); ok && st.Awaiting > 0 {
+				w.kickFlush()
+			}
 		case r := <-results:
 			w.cycleEnded(r)
 		case <-w.depth:
@@ -458,11 +536,15 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 	errs := w.send(ctx, msgs)
 	var delivered, deliveredBytes, failed, rejected int64
 	var transient error
+	var keep []store.Record
 	for i, it := range batch {
 		switch err := errs[i]; {
 		case err == nil:
 			delivered++
 			deliveredBytes += int64(len(it.Payload))
+			if w.rk.awaits(it) {
+				keep = append(keep, record(it))
+			}
 		case dest.IsRejected(err):
 			rejected++
 			if w.rejectItem(persist, it, err) {
@@ -481,6 +563,11 @@ func (w *Worker) handle(ctx, persist context.Context, batch []Item) (queued bool
 				queued = true
 			}
 		}
+	}
+	if len(keep) > 0 {
+		// Blocks only while the keeper is keepQueue batches behind: the
+		// store's pace bounds what is held in memory.
+		w.rk.ch <- keep
 	}
 	w.mu.Lock()
 	w.c.delivered += delivered
@@ -646,19 +733,27 @@ func (w *Worker) flushTick() {
 // checkDepth starts a cycle when the queue's depth exceeds the trigger
 // threshold while connected.
 func (w *Worker) checkDepth(ctx context.Context) {
+	// Records awaiting a receipt were sent: a flush has nothing to do
+	// with them until their wait is over.
+	if st, ok := w.connectedStats(ctx, "read offline queue depth"); ok && st.Records-st.Awaiting > int64(w.qo.FlushTriggerThreshold) {
+		w.kickFlush()
+	}
+}
+
+// connectedStats reads the queue's statistics while a flush could run;
+// false when none could, or the read failed (logged as what).
+func (w *Worker) connectedStats(ctx context.Context, what string) (store.QueueStats, bool) {
 	if w.Mode() == ModeBufferOnly || !w.o.Transport.Connected() {
-		return
+		return store.QueueStats{}, false
 	}
 	st, err := w.o.Queue.Stats(ctx, w.o.Destination)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Warn("read offline queue depth", "error", err)
+			w.log.Warn(what, "error", err)
 		}
-		return
+		return st, false
 	}
-	if st.Records > int64(w.qo.FlushTriggerThreshold) {
-		w.kickFlush()
-	}
+	return st, true
 }
 
 func (w *Worker) kickFlush() {

@@ -169,6 +169,9 @@ type API struct {
 	ClockMaxPast   time.Duration `mapstructure:"clock_max_past"`
 	// AgentOfflineAfter is the silence after which an agent is offline.
 	AgentOfflineAfter time.Duration `mapstructure:"agent_offline_after"`
+	// DeliveryReceipts sends agents receipts for the telemetry the stream
+	// holds, so they delete it only then (docs/agent-delivery.md).
+	DeliveryReceipts bool `mapstructure:"delivery_receipts"`
 }
 
 // Values of api.dedup_mode.

@@ -50,7 +50,23 @@ type parts struct {
 // connection delivers them to the dispatcher.
 func (p *parts) registerCommands() {
 	p.commands.Handle(control.CmdTargetState, p.cloud.targetStateNotice)
+	p.commands.Handle(control.CmdReceipts, p.applyReceipts)
 	p.pub.OnCommand(p.commands.Deliver)
+}
+
+// applyReceipts deletes the records a delivery receipt of the cloud
+// covers (docs/agent-delivery.md). A receipt that does not decode is
+// dropped: the records it meant are sent again after the wait, and the
+// cloud's next receipt covers them.
+func (p *parts) applyReceipts(ctx context.Context, payload []byte) {
+	r, err := control.DecodeReceipts(payload)
+	if err != nil {
+		p.log.Warn("delivery receipt ignored", "err", err)
+		return
+	}
+	if _, err := p.pub.ApplyReceipts(ctx, r); err != nil && ctx.Err() == nil {
+		p.log.Warn("delivery receipt not applied; its records are sent again after the wait", "err", err)
+	}
 }
 
 // services are the agent's group, in start order: the six init phases

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
+	"github.com/edgeplat/edgeplat/roles/api/receipts"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
@@ -191,6 +192,17 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// last messages. The command publisher comes after the client, so it
 	// stops first and never hands a command to a client that is gone.
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client, cmds}
+	if cfg.API.DeliveryReceipts {
+		// After the publisher, so it stops first and its last receipts
+		// still find the publisher running.
+		tracker, err := receipts.New(receipts.Options{Sender: receiptSender{pub: cmds, log: r.Component("api-receipts")},
+			Logger: r.Component("api-receipts"), Registerer: r.Metrics})
+		if err != nil {
+			return nil, err
+		}
+		pipe.receipts = tracker
+		svcs = append(svcs, tracker)
+	}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the
 		// server's end are written.

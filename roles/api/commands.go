@@ -31,3 +31,18 @@ func noticeTargetStates(agents *registry.Store, pub *command.Publisher, log *slo
 		}
 	})
 }
+
+// receiptSender hands the receipt tracker's receipts to the command
+// publisher, on the agent's cmd/receipts topic. A receipt lost in the
+// pending queue's overflow costs the agent one re-send after its wait.
+type receiptSender struct {
+	pub *command.Publisher
+	log *slog.Logger
+}
+
+// Send implements receipts.Sender.
+func (s receiptSender) Send(tenant, agent codec.UUID, payload []byte) {
+	if err := s.pub.Publish(tenant, agent, control.CmdReceipts, payload); err != nil {
+		s.log.Error("delivery receipt not sent", "agent", agent.String(), "err", err)
+	}
+}

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
@@ -142,5 +144,26 @@ func TestReceiptsIntegration(t *testing.T) {
 	}
 	if got := counter(t, r, "edgeplat_api_receipts_sent_total"); got != 3 {
 		t.Errorf("receipts sent %g, want 3", got)
+	}
+}
+
+// TestDeliveryReceiptsSetting: api.delivery_receipts on gives the pipeline
+// a receipt tracker, run as a service of the role; off, nothing records
+// or sends receipts.
+func TestDeliveryReceiptsSetting(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		_, _, pipe, svcs := roleServices(t, dbtest.Migrated(t, "sqlite"), testLicence(t, 0), func(c *config.Config) { c.API.DeliveryReceipts = on })
+		trackers := 0
+		for _, s := range svcs {
+			if _, ok := s.(*receipts.Tracker); ok {
+				trackers++
+			}
+		}
+		if on && (trackers != 1 || pipe.receipts == nil) {
+			t.Fatalf("receipts on: %d trackers among the services, pipeline recorder %v", trackers, pipe.receipts)
+		}
+		if !on && (trackers != 0 || pipe.receipts != nil) {
+			t.Fatalf("receipts off: %d trackers among the services, pipeline recorder %v", trackers, pipe.receipts)
+		}
 	}
 }

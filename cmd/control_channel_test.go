@@ -1,8 +1,10 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -26,6 +28,37 @@ import (
 type cloudSide struct {
 	apiURL, agentURL, access string
 	agent                    string // the provisioned agent's UUID
+}
+
+// runAllInOne runs all-in-one on ports p in-process until the test ends,
+// and waits until its agent and its API answer as ready.
+func runAllInOne(t *testing.T, p aioPorts, dataDir string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exit:
+		case <-time.After(20 * time.Second):
+			t.Error("all-in-one did not stop")
+		}
+	})
+	coretest.Eventually(t, 20*time.Second, "all-in-one ready", func() bool {
+		c1, _, e1 := get(fmt.Sprintf("http://127.0.0.1:%d/v1/readiness", p.agent))
+		c2, _, e2 := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api))
+		if e1 == nil && e2 == nil && c1 == http.StatusOK && c2 == http.StatusOK {
+			return true
+		}
+		select {
+		case code := <-exit:
+			t.Fatalf("all-in-one exited with %d before it was ready:\n%s", code, stderr.String())
+		default:
+		}
+		return false
+	})
 }
 
 // provisionAgent bootstraps the admin of the Cloud API at apiPort and

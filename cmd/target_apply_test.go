@@ -1,10 +1,8 @@
 package cmd
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -55,31 +53,9 @@ func TestTargetStateAppliedFromTheCloud(t *testing.T) {
 	t.Setenv("ALLOW_REGISTRATION", "true")
 	modbusPort := startModbusSimulator(t)
 	p := freeAIOPorts(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(20 * time.Second):
-			t.Error("all-in-one did not stop")
-		}
-	})
-	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
-	apiURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1", p.api)
-	coretest.Eventually(t, 20*time.Second, "all-in-one ready", func() bool {
-		c1, _, e1 := get(agentURL + "/v1/readiness")
-		c2, _, e2 := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api))
-		return e1 == nil && e2 == nil && c1 == http.StatusOK && c2 == http.StatusOK
-	})
-	postJSON(t, apiURL+"/auth/bootstrap-admin", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusCreated)
-	access, _ := postJSON(t, apiURL+"/auth/login", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusOK)["accessToken"].(string)
-	pk := postJSON(t, apiURL+"/provisioning/keys", access, ``, http.StatusCreated)
-	out := postJSON(t, agentURL+"/v1/provision", "", fmt.Sprintf(`{"provisioningApiKey":%q,"apiEndpoint":"http://127.0.0.1:%d","deviceName":"line-1"}`, pk["key"], p.api), http.StatusOK)
-	uuid, _ := out["device"].(map[string]any)["uuid"].(string)
+	runAllInOne(t, p, filepath.Join(t.TempDir(), "data"))
+	c := provisionAgent(t, p.api, fmt.Sprintf("http://127.0.0.1:%d", p.agent))
+	agentURL, apiURL, access, uuid := c.agentURL, c.apiURL, c.access, c.agent
 
 	pull := func() map[string]any {
 		t.Helper()

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,32 +19,9 @@ func TestAgentProvisionsAgainstAllInOne(t *testing.T) {
 	}
 	clearEnv(t)
 	p := freeAIOPorts(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	exit := make(chan int, 1)
-	go func() { exit <- execute(ctx, p.args(dataDir), io.Discard, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-exit:
-		case <-time.After(20 * time.Second):
-			t.Error("all-in-one did not stop")
-		}
-	})
+	runAllInOne(t, p, filepath.Join(t.TempDir(), "data"))
 	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
 	apiURL := fmt.Sprintf("http://127.0.0.1:%d/api/v1", p.api)
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		code, _, err := get(agentURL + "/v1/readiness")
-		if err == nil && code == http.StatusOK {
-			if code, _, err := get(fmt.Sprintf("http://127.0.0.1:%d/health", p.api)); err == nil && code == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("all-in-one not ready; stderr:\n%s", stderr.String())
-		}
-	}
 
 	postJSON(t, apiURL+"/auth/bootstrap-admin", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusCreated)
 	login := postJSON(t, apiURL+"/auth/login", "", `{"email":"ops@example.com","password":"correct horse battery"}`, http.StatusOK)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/logging"
 )
 
 // Errors callers can test for with errors.Is.
@@ -59,9 +60,9 @@ type Client struct {
 	subsChanged chan struct{}                   // cap 1: a subscription was added
 	wake        chan struct{}                   // cap 1: the queue has work
 
-	dropLog    limiter
-	handlerLog limiter
-	behindLog  limiter
+	dropLog    *logging.Limiter
+	handlerLog *logging.Limiter
+	behindLog  *logging.Limiter
 
 	mu             sync.Mutex
 	tlsConfig      *tls.Config
@@ -102,9 +103,9 @@ func New(opts Options) (*Client, error) {
 		m:           m,
 		subsChanged: make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
-		dropLog:     limiter{every: 10 * time.Second},
-		handlerLog:  limiter{every: 10 * time.Second},
-		behindLog:   limiter{every: 10 * time.Second},
+		dropLog:     logging.NewLimiter(10*time.Second, nil),
+		handlerLog:  logging.NewLimiter(10*time.Second, nil),
+		behindLog:   logging.NewLimiter(10*time.Second, nil),
 	}
 	c.mach.p = policy{base: opts.BackoffBase, max: opts.BackoffMax, maxAttempts: opts.MaxReconnectAttempts, cooldown: opts.FatalRecoveryCooldown}
 	return c, nil
@@ -386,31 +387,6 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
-}
-
-// limiter lets a log line through at most once per period and counts what
-// it held back.
-type limiter struct {
-	every time.Duration
-
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-// allow reports whether to log now and how many were held back since the
-// last line.
-func (l *limiter) allow() (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if !l.last.IsZero() && now.Sub(l.last) < l.every {
-		l.suppressed++
-		return false, 0
-	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	return true, n
 }
 
 var (

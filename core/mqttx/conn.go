@@ -332,7 +332,7 @@ func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 		case <-cn.closing:
 			return
 		case <-slow.C:
-			if ok, held := cn.c.behindLog.allow(); ok {
+			if ok, held := cn.c.behindLog.Allow(""); ok {
 				cn.c.log.Warn("mqtt subscriber falling behind: its handlers have taken no message for a while, so the broker queues for this client and drops past its limit (Mosquitto: max_queued_messages)",
 					"waited", behindWarnAfter, "topic", pm.Topic(), "suppressed", held)
 			}
@@ -450,7 +450,7 @@ func (c *Client) settle(cn *conn, pm paho.Message, topic string, err error) {
 		return // torn down under the handler; redelivered, not a failure
 	}
 	c.m.handlerErrors.Inc()
-	if ok, held := c.handlerLog.allow(); ok {
+	if ok, held := c.handlerLog.Allow(""); ok {
 		c.log.Warn("mqtt handler failed; message left unacknowledged for redelivery",
 			"topic", topic, "err", err, "similar_suppressed", held)
 	}

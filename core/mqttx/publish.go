@@ -101,7 +101,7 @@ func (c *Client) reportDropped(n int) {
 		return
 	}
 	c.m.queueDropped.Add(float64(n))
-	if ok, held := c.dropLog.allow(); ok {
+	if ok, held := c.dropLog.Allow(""); ok {
 		c.log.Warn("mqtt publish queue full; oldest messages dropped",
 			"dropped", n, "dropped_since_last_warning", n+held, "capacity", c.opts.QueueCapacity)
 	}

@@ -6,11 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/edgeplat/edgeplat/core/logging"
 )
 
 // logEvery is the least time between two log lines about the same client's
@@ -37,12 +38,12 @@ const maxLoggedTopic = 256
 type mochiLog struct {
 	quiet   slog.Handler // mochi's own records, Warn and up unless at Debug
 	base    slog.Handler // reworked records, at the level chosen here
-	lim     *limiter
+	lim     *logging.Limiter
 	closing *atomic.Bool
 }
 
 func newMochiLog(quiet, base slog.Handler, closing *atomic.Bool, now func() time.Time) *mochiLog {
-	return &mochiLog{quiet: quiet, base: base, lim: newLimiter(logEvery, now), closing: closing}
+	return &mochiLog{quiet: quiet, base: base, lim: logging.NewLimiter(logEvery, now), closing: closing}
 }
 
 // Enabled implements slog.Handler.
@@ -97,7 +98,7 @@ func (h *mochiLog) refused(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	ok, suppressed := h.lim.allow("client:" + client)
+	ok, suppressed := h.lim.Allow("client:" + client)
 	if !ok || !h.base.Enabled(ctx, slog.LevelWarn) {
 		return nil
 	}
@@ -129,7 +130,7 @@ func (h *mochiLog) connectionEnded(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, level, "mqtt connection closed", r.PC)
 	out.AddAttrs(slog.Any("reason", err))
 	if level > slog.LevelDebug {
-		ok, suppressed := h.lim.allow("connection")
+		ok, suppressed := h.lim.Allow("connection")
 		if !ok {
 			return nil
 		}
@@ -158,56 +159,4 @@ func packetAttrs(pk packets.Packet) []slog.Attr {
 		as = append(as, slog.String("topic", topic), slog.Int("bytes", len(pk.Payload)), slog.Int("qos", int(pk.FixedHeader.Qos)))
 	}
 	return as
-}
-
-// limiter lets one line per key through per interval and counts the rest,
-// so the next line that passes says how many were suppressed.
-type limiter struct {
-	every time.Duration
-	now   func() time.Time
-	mu    sync.Mutex
-	last  map[string]*limitEntry
-}
-
-type limitEntry struct {
-	at         time.Time
-	suppressed int
-}
-
-// maxLimiterKeys bounds the limiter's memory when many clients misbehave
-// at once; past it, they share one key.
-const maxLimiterKeys = 4096
-
-func newLimiter(every time.Duration, now func() time.Time) *limiter {
-	if now == nil {
-		now = time.Now
-	}
-	return &limiter{every: every, now: now, last: make(map[string]*limitEntry)}
-}
-
-func (l *limiter) allow(key string) (ok bool, suppressed int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	e := l.last[key]
-	if e == nil && len(l.last) >= maxLimiterKeys {
-		for k, old := range l.last {
-			if now.Sub(old.at) >= l.every {
-				delete(l.last, k)
-			}
-		}
-		if len(l.last) >= maxLimiterKeys {
-			key = "overflow"
-			e = l.last[key]
-		}
-	}
-	if e != nil && now.Sub(e.at) < l.every {
-		e.suppressed++
-		return false, 0
-	}
-	if e != nil {
-		suppressed = e.suppressed
-	}
-	l.last[key] = &limitEntry{at: now}
-	return true, suppressed
 }

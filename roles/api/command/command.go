@@ -27,6 +27,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/logging"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 )
 
@@ -71,11 +72,11 @@ type Publisher struct {
 	m      *metrics
 	wake   chan struct{} // cap 1: there is work, or the connection came back
 
+	// dropLog limits the overflow warning to one per 10 s.
+	dropLog *logging.Limiter
+
 	mu      sync.Mutex
 	pending list.List // of message, oldest first
-	// lastDropWarn limits the overflow warning to one per 10 s.
-	lastDropWarn time.Time
-	heldDrops    int
 }
 
 // New builds a publisher on client. It does no I/O.
@@ -100,7 +101,8 @@ func New(client Client, opts Options) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{client: client, qos: opts.QoS, cap: opts.Capacity, log: log, m: m, wake: make(chan struct{}, 1)}, nil
+	return &Publisher{client: client, qos: opts.QoS, cap: opts.Capacity, log: log, m: m, wake: make(chan struct{}, 1),
+		dropLog: logging.NewLimiter(10*time.Second, nil)}, nil
 }
 
 // Publish queues payload as command name (control.CmdTargetState, say,
@@ -124,13 +126,12 @@ func (p *Publisher) Publish(tenant, agent codec.UUID, name string, payload []byt
 		dropped++
 	}
 	n := p.pending.Len()
-	warn, held := p.dropWarningLocked(dropped)
 	p.mu.Unlock()
 
 	p.m.pending.Set(float64(n))
 	if dropped > 0 {
 		p.m.dropped.Add(float64(dropped))
-		if warn {
+		if warn, held := p.dropLog.AllowN("", dropped); warn {
 			p.log.Warn("command queue full while the broker is away; oldest commands dropped",
 				"dropped", dropped, "dropped_since_last_warning", dropped+held, "capacity", p.cap)
 		}
@@ -146,22 +147,6 @@ func (p *Publisher) PublishJSON(tenant, agent codec.UUID, name string, v any) er
 		return fmt.Errorf("encode command %s: %w", name, err)
 	}
 	return p.Publish(tenant, agent, name, b)
-}
-
-// dropWarningLocked decides whether a drop is logged now (at most once
-// per 10 s) and how many drops were held back since. Caller holds mu.
-func (p *Publisher) dropWarningLocked(dropped int) (bool, int) {
-	if dropped == 0 {
-		return false, 0
-	}
-	now := time.Now()
-	if !p.lastDropWarn.IsZero() && now.Sub(p.lastDropWarn) < 10*time.Second {
-		p.heldDrops += dropped
-		return false, 0
-	}
-	held := p.heldDrops
-	p.lastDropWarn, p.heldDrops = now, 0
-	return true, held
 }
 
 // checkName refuses names that are no topic levels of the command

@@ -164,4 +164,3 @@ func TestStopLogsNoWarning(t *testing.T) {
 		}
 	}
 }
-

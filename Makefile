@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeReceipts$$' -fuzztime=$(FUZZEXECS) ./core/control
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCommandTopic$$' -fuzztime=$(FUZZEXECS) ./core/control
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTargetState$$' -fuzztime=$(FUZZEXECS) ./core/control
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeJobDispatch$$' -fuzztime=$(FUZZEXECS) ./core/control
 	$(GO) test -run='^$$' -fuzz='^FuzzDeliver$$' -fuzztime=$(FUZZEXECS) ./roles/agent/commands
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api/agentlogs
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=$(FUZZEXECS) ./core/spool

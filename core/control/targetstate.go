@@ -27,6 +27,12 @@ const (
 	maxSecretNameLen    = 64
 )
 
+// Run states of a document's runState.
+const (
+	RunRunning = "running"
+	RunStopped = "stopped"
+)
+
 // SecretKeys are the keys of an endpoint's connection and of a
 // destination's config_json that hold secrets. In a document a user reads
 // they are references ({"secretRef": "name"}), never values.
@@ -37,6 +43,10 @@ var SecretKeys = []string{"password", "token", "sharedAccessKey", "deviceSecret"
 // present section, even empty, is managed (docs/target-state.md).
 type TargetStateDoc struct {
 	SchemaVersion int
+	// RunState is RunStopped when the agent must stop its work (endpoints
+	// stop polling) while keeping its definitions; "" and RunRunning run.
+	// A fleet's stop sets it on every member (docs/fleets-and-jobs.md).
+	RunState string
 	// Settings maps a settings group to its partial settings object, as
 	// PATCH /v1/settings takes them.
 	Settings      map[string]json.RawMessage
@@ -103,7 +113,7 @@ func (e *PathError) Error() string { return e.Path + ": " + e.Msg }
 // A document with only a schemaVersion manages nothing either, but keeps
 // its version when written back.
 func (d TargetStateDoc) Empty() bool {
-	return d.SchemaVersion == 0 && d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil
+	return d.SchemaVersion == 0 && d.RunState == "" && d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil
 }
 
 // MarshalJSON writes the document with its present sections only, so an
@@ -114,12 +124,13 @@ func (d TargetStateDoc) MarshalJSON() ([]byte, error) {
 	}
 	type out struct {
 		SchemaVersion int                        `json:"schemaVersion"`
+		RunState      string                     `json:"runState,omitempty"`
 		Settings      map[string]json.RawMessage `json:"settings,omitempty"`
 		Endpoints     *[]TargetEndpoint          `json:"endpoints,omitempty"`
 		Destinations  *[]TargetDestination       `json:"destinations,omitempty"`
 		Subscriptions *[]TargetSubscription      `json:"subscriptions,omitempty"`
 	}
-	o := out{SchemaVersion: d.SchemaVersion, Settings: d.Settings}
+	o := out{SchemaVersion: d.SchemaVersion, RunState: d.RunState, Settings: d.Settings}
 	if d.Endpoints != nil {
 		o.Endpoints = &d.Endpoints
 	}
@@ -147,18 +158,29 @@ const (
 // unknown field is an error), with every secret a reference. Errors name
 // the field's path; several are joined.
 func ParseTargetState(b []byte) (TargetStateDoc, error) {
-	return parseTargetState(b, secretsByRef)
+	return parseTargetState(b, secretsByRef, false)
+}
+
+// ParseTargetStatePart parses one part of a merged document, a fleet's
+// template or a fleet member's own document, as ParseTargetState does,
+// except that a subscription may name a destination the other part
+// holds: only the merged document (MergeTargetState) must be whole.
+func ParseTargetStatePart(b []byte) (TargetStateDoc, error) {
+	return parseTargetState(b, secretsByRef, true)
 }
 
 // ParseResolvedTargetState parses a document as the agent receives it
 // from GET /device/:uuid/state: the same rules, but secrets are values.
 func ParseResolvedTargetState(b []byte) (TargetStateDoc, error) {
-	return parseTargetState(b, secretsResolved)
+	return parseTargetState(b, secretsResolved, false)
 }
 
 type parser struct {
 	errs []error
 	mode secretMode
+	// part skips the check that a subscription's destination is in the
+	// same document (ParseTargetStatePart).
+	part bool
 }
 
 func (p *parser) addf(path, format string, args ...any) {
@@ -167,12 +189,12 @@ func (p *parser) addf(path, format string, args ...any) {
 	}
 }
 
-func parseTargetState(b []byte, mode secretMode) (TargetStateDoc, error) {
+func parseTargetState(b []byte, mode secretMode, part bool) (TargetStateDoc, error) {
 	var d TargetStateDoc
 	if len(b) > MaxTargetStateBytes {
 		return d, fmt.Errorf("target state of %d bytes is over the %d-byte limit", len(b), MaxTargetStateBytes)
 	}
-	p := &parser{mode: mode}
+	p := &parser{mode: mode, part: part}
 	top, ok := p.object("", b)
 	if !ok {
 		return d, errors.Join(p.errs...)
@@ -192,6 +214,15 @@ func parseTargetState(b []byte, mode secretMode) (TargetStateDoc, error) {
 				p.addf(k, "must be %d, got %d", TargetSchemaVersion, v)
 			}
 			d.SchemaVersion = v
+		case "runState":
+			var v string
+			if !p.decode(k, raw, &v) {
+				continue
+			}
+			if v != RunRunning && v != RunStopped {
+				p.addf(k, "must be %q or %q, got %q", RunRunning, RunStopped, clip(v))
+			}
+			d.RunState = v
 		case "settings":
 			d.Settings = p.settings(k, raw)
 		case "endpoints":
@@ -201,7 +232,7 @@ func parseTargetState(b []byte, mode secretMode) (TargetStateDoc, error) {
 		case "subscriptions":
 			d.Subscriptions = p.subscriptions(k, raw, d.Destinations)
 		default:
-			p.addf(k, "unknown field (a document has schemaVersion, settings, endpoints, destinations, subscriptions)")
+			p.addf(k, "unknown field (a document has schemaVersion, runState, settings, endpoints, destinations, subscriptions)")
 		}
 	}
 	if _, ok := top["schemaVersion"]; !ok {
@@ -437,7 +468,7 @@ func (p *parser) subscriptions(path string, raw json.RawMessage, dests []TargetD
 		switch {
 		case s.Destination == "":
 			p.addf(at+".destination", "is required (the name of a destination of this document)")
-		case !slices.ContainsFunc(dests, func(d TargetDestination) bool { return d.Name == s.Destination }):
+		case !p.part && !slices.ContainsFunc(dests, func(d TargetDestination) bool { return d.Name == s.Destination }):
 			p.addf(at+".destination", "no destination %q in this document's destinations", s.Destination)
 		}
 		if route != nil {

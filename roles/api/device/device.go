@@ -81,6 +81,19 @@ func Register(g gin.IRoutes, d Deps) {
 	g.POST("/device/:uuid/logs", h.authenticate, h.logs)
 }
 
+// Authenticator is the device-key check of the device routes, for other
+// packages' agent routes (roles/api/jobs): it answers 401, 403 or 429
+// itself, or lets the request on with the device for From. The path must
+// have the agent's :uuid.
+func Authenticator(d Deps) gin.HandlerFunc {
+	h := &handler{Deps: d}
+	return h.authenticate
+}
+
+// From returns the device Authenticator let through; the zero Device on a
+// request it did not.
+func From(c *gin.Context) registry.Device { return device(c) }
+
 // authenticate checks the device key and that it belongs to the agent the
 // path names; the device rate limit is counted per key.
 func (h *handler) authenticate(c *gin.Context) {

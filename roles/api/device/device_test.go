@@ -6,10 +6,15 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/gin-gonic/gin"
+
 	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api/registry"
 )
 
 func TestETagMatches(t *testing.T) {
@@ -152,4 +157,20 @@ func FuzzLogUpload(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAuthenticatorRefusesMissingKey: the exported middleware is the
+// routes' own check, so a request without a key never reaches the handler.
+func TestAuthenticatorRefusesMissingKey(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	reached := false
+	e.GET("/agents/:uuid/jobs/next", Authenticator(Deps{WriteError: func(c *gin.Context, status int, code, msg string) {
+		c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": msg}})
+	}}), func(c *gin.Context) { reached = From(c) != (registry.Device{}) })
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/agents/0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11/jobs/next", nil))
+	if rec.Code != http.StatusUnauthorized || reached {
+		t.Fatalf("no key: %d %s, handler reached %v", rec.Code, rec.Body, reached)
+	}
 }

@@ -225,12 +225,7 @@ func (h *handler) listExecutions(c *gin.Context) {
 	if !ok {
 		return
 	}
-	f, err := parseFilter(who.TenantUUID, c.Query("status"), c.Query("agent"), c.Query("jobId"), c.Query("limit"), c.Query("cursor"))
-	if err != nil {
-		h.WriteError(c, http.StatusBadRequest, "invalid_parameter", err.Error())
-		return
-	}
-	h.page(c, f)
+	h.page(c, who.TenantUUID, c.Query("agent"))
 }
 
 func (h *handler) agentExecutions(c *gin.Context) {
@@ -238,19 +233,19 @@ func (h *handler) agentExecutions(c *gin.Context) {
 	if !ok {
 		return
 	}
-	agent, ok := h.ownedAgent(c, who.TenantUUID)
-	if !ok {
-		return
+	if agent, ok := h.ownedAgent(c, who.TenantUUID); ok {
+		h.page(c, who.TenantUUID, agent)
 	}
-	f, err := parseFilter(who.TenantUUID, c.Query("status"), agent, c.Query("jobId"), c.Query("limit"), c.Query("cursor"))
+}
+
+// page answers a page of the tenant's executions (of agent, unless "")
+// as the query's filters select.
+func (h *handler) page(c *gin.Context, tenant, agent string) {
+	f, err := parseFilter(tenant, c.Query("status"), agent, c.Query("jobId"), c.Query("limit"), c.Query("cursor"))
 	if err != nil {
 		h.WriteError(c, http.StatusBadRequest, "invalid_parameter", err.Error())
 		return
 	}
-	h.page(c, f)
-}
-
-func (h *handler) page(c *gin.Context, f execFilter) {
 	list, next, err := h.executions(c.Request.Context(), f)
 	if err != nil {
 		h.fail(c, err)

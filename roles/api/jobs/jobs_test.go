@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -532,4 +533,30 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestSchedulerRunIntegration: the service passes on its own and returns
+// once its context ends.
+func TestSchedulerRunIntegration(t *testing.T) {
+	h := newHarness(t, "sqlite")
+	h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2}},
+		"rollout": map[string]any{"agentsPerMinute": 1}})
+	h.pub.take()
+	h.clock.Add(time.Minute)
+	s := NewScheduler(h.deps, 5*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		got = h.pub.take()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if !slices.Equal(got, []string{"job " + agentA2}) {
+		t.Errorf("the running scheduler sent %v", got)
+	}
 }

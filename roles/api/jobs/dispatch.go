@@ -109,7 +109,7 @@ func (c *core) prepare(ctx context.Context, tenant string, in DispatchRequest) (
 // rollout order and without repeats.
 func (c *core) resolveTargets(ctx context.Context, tenant string, t TargetSpec) ([]string, error) {
 	given := 0
-	for _, set := range []bool{t.Agents != nil, t.Fleet != "", t.TagQuery != ""} {
+	for _, set := range []bool{t.Agents != nil, t.Fleet != "", t.TagQuery != nil} {
 		if set {
 			given++
 		}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -83,11 +84,11 @@ func TestDispatchIntegration(t *testing.T) {
 			{"other tenant's agent", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentB1}}}, 404, "not_found", agentB1},
 			{"bad agent id", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{"x"}}}, 422, "validation_failed", "targets.agents[0]"},
 			{"no targets", "admin-a", map[string]any{"handler": "sync"}, 422, "validation_failed", "targets"},
-			{"two targets", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"fleet": "north", "tagQuery": "line=3"}}, 422, "validation_failed", "exactly one"},
+			{"two targets", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"fleet": "north", "tagQuery": map[string]any{"line": "3"}}}, 422, "validation_failed", "exactly one"},
 			{"unknown fleet", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"fleet": "south"}}, 404, "not_found", "south"},
 			{"empty fleet", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"fleet": "empty"}}, 422, "validation_failed", "no agent"},
-			{"query matching nothing", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"tagQuery": "line=9"}}, 422, "validation_failed", "no agent"},
-			{"bad query", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"tagQuery": "bad"}}, 422, "validation_failed", "tagQuery"},
+			{"query matching nothing", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"tagQuery": map[string]any{"line": "9"}}}, 422, "validation_failed", "no agent"},
+			{"bad query", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"tagQuery": map[string]any{"line": 5}}}, 422, "validation_failed", "tagQuery"},
 			{"abort percent", "admin-a", map[string]any{"handler": "sync", "targets": agents, "abort": map[string]any{"failedPercent": 101}}, 422, "validation_failed", "abort.failedPercent"},
 			{"rollout", "admin-a", map[string]any{"handler": "sync", "targets": agents, "rollout": map[string]any{"agentsPerMinute": -1}}, 422, "validation_failed", "rollout"},
 			{"unknown field", "admin-a", map[string]any{"handler": "sync", "targets": agents, "speed": 1}, 400, "invalid_body", "speed"},
@@ -117,13 +118,13 @@ func TestDispatchIntegration(t *testing.T) {
 		}
 
 		for target, want := range map[string][]string{"fleet": {agentA1, agentA2}, "tagQuery": {agentA2, agentA3}} {
-			value := map[string]string{"fleet": "north", "tagQuery": "line=3"}[target]
+			value := map[string]any{"fleet": "north", "tagQuery": map[string]any{"line": "3"}}[target]
 			id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{target: value}})
 			got := h.pub.take()
 			if len(got) != 2 || got[0] != "job "+want[0] || got[1] != "job "+want[1] {
 				t.Errorf("%s: sent %v", target, got)
 			}
-			if tg := h.call("GET", "/jobs/executions/"+id, "admin-a", nil).Body["targets"].(map[string]any); tg[target] != value {
+			if tg := h.call("GET", "/jobs/executions/"+id, "admin-a", nil).Body["targets"].(map[string]any); fmt.Sprint(tg[target]) != fmt.Sprint(value) {
 				t.Errorf("%s: targets %v", target, tg)
 			}
 		}

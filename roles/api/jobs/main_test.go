@@ -138,11 +138,20 @@ func (t *targets) FleetMembers(_ context.Context, tenant, id string) ([]string, 
 	return m, nil
 }
 
-func (t *targets) AgentsMatching(_ context.Context, tenant, q string) ([]string, error) {
-	if q == "bad" {
+func (t *targets) AgentsMatching(_ context.Context, tenant string, tags map[string]json.RawMessage) ([]string, error) {
+	if len(tags) == 0 {
 		return nil, errBadQuery
 	}
-	return t.queries[tenant+"/"+q], nil
+	var conds []string
+	for k, v := range tags {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return nil, errBadQuery
+		}
+		conds = append(conds, k+"="+s)
+	}
+	slices.Sort(conds)
+	return t.queries[tenant+"/"+strings.Join(conds, ",")], nil
 }
 
 // harness is the jobs routes on /api/v1 behind stand-ins for the API's

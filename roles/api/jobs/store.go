@@ -31,7 +31,7 @@ type Targets interface {
 	// AgentsMatching lists the tenant's agents the tag query matches; a
 	// query that does not parse is an error for which Deps.IsInvalid is
 	// true.
-	AgentsMatching(ctx context.Context, tenant, query string) ([]string, error)
+	AgentsMatching(ctx context.Context, tenant string, tags map[string]json.RawMessage) ([]string, error)
 }
 
 // Publisher sends a command to an agent: command.Publisher.
@@ -124,7 +124,9 @@ type Abort struct {
 type TargetSpec struct {
 	Agents   []string `json:"agents,omitempty"`
 	Fleet    string   `json:"fleet,omitempty"`
-	TagQuery string   `json:"tagQuery,omitempty"`
+	// TagQuery is the tags object of POST /agents/query (docs/access.md,
+	// section Tag queries).
+	TagQuery map[string]json.RawMessage `json:"tagQuery,omitempty"`
 }
 
 // Job is one dispatch of a handler to a set of agents.

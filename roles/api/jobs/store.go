@@ -122,8 +122,8 @@ type Abort struct {
 
 // TargetSpec names a job's agents: exactly one of its fields.
 type TargetSpec struct {
-	Agents   []string `json:"agents,omitempty"`
-	Fleet    string   `json:"fleet,omitempty"`
+	Agents []string `json:"agents,omitempty"`
+	Fleet  string   `json:"fleet,omitempty"`
 	// TagQuery is the tags object of POST /agents/query (docs/access.md,
 	// section Tag queries).
 	TagQuery map[string]json.RawMessage `json:"tagQuery,omitempty"`

@@ -237,7 +237,7 @@ func (s *Store) CreateAgent(ctx context.Context, tenant string, n NewAgent, admi
 	}
 	var p pending
 	if f.ID != "" {
-		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, f.ID, n.By); err != nil {
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, f.ID, n.By, true); err != nil {
 			return Agent{}, err
 		}
 	}
@@ -515,7 +515,7 @@ func (s *Store) modify(ctx context.Context, tenant, uuid, by string, fleetRef *s
 			}
 			to = f.ID
 		}
-		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, to, by); err != nil {
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, to, by, true); err != nil {
 			return Agent{}, err
 		}
 	}

@@ -498,7 +498,10 @@ func (s *Store) DeleteFleet(ctx context.Context, tenant, id, by string, force bo
 			if err != nil {
 				return err
 			}
-			if err := s.moveTx(ctx, tx, d, p, tenant, &a, "", by); err != nil {
+			// Not checked: a member whose own document leans on the
+			// template gets it alone, and refuses it naming the problem,
+			// until it is fixed (docs/fleets-and-jobs.md).
+			if err := s.moveTx(ctx, tx, d, p, tenant, &a, "", by, false); err != nil {
 				return err
 			}
 		}
@@ -529,7 +532,7 @@ func (s *Store) AddFleetAgents(ctx context.Context, tenant, id, by string, uuids
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", clip(u), err)
 			}
-			if err := s.moveTx(ctx, tx, d, p, tenant, &a, f.ID, by); err != nil {
+			if err := s.moveTx(ctx, tx, d, p, tenant, &a, f.ID, by, true); err != nil {
 				return err
 			}
 		}
@@ -556,14 +559,14 @@ func (s *Store) RemoveFleetAgent(ctx context.Context, tenant, id, agent, by stri
 		if a.FleetID != f.ID {
 			return fmt.Errorf("%w: agent %s is not a member of fleet %q", ErrNotFound, a.UUID, f.Name)
 		}
-		return s.moveTx(ctx, tx, d, p, tenant, &a, "", by)
+		return s.moveTx(ctx, tx, d, p, tenant, &a, "", by, true)
 	})
 }
 
 // moveTx puts agent a in fleet to ("" for none) inside tx: both fleets
-// get a usage event, and a's target-state version moves once what it
-// receives is checked.
-func (s *Store) moveTx(ctx context.Context, tx *sql.Tx, d db.Dialect, p *pending, tenant string, a *Agent, to, by string) error {
+// get a usage event, and a's target-state version moves (with check, once
+// what it receives now is checked).
+func (s *Store) moveTx(ctx context.Context, tx *sql.Tx, d db.Dialect, p *pending, tenant string, a *Agent, to, by string, check bool) error {
 	from := a.FleetID
 	if from == to {
 		return nil
@@ -592,5 +595,5 @@ func (s *Store) moveTx(ctx context.Context, tx *sql.Tx, d db.Dialect, p *pending
 			return err
 		}
 	}
-	return s.touchTargetState(ctx, tx, d, p, tenant, *a, by, true)
+	return s.touchTargetState(ctx, tx, d, p, tenant, *a, by, check)
 }

@@ -261,7 +261,7 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	}
 	var p pending
 	if fleet.Valid {
-		if err := s.moveTx(ctx, tx, d, &p, tenant, &agent, strings.ToLower(fleet.String), KeyActor(keyID)); err != nil {
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &agent, strings.ToLower(fleet.String), KeyActor(keyID), true); err != nil {
 			return Credentials{}, nil, err
 		}
 	}

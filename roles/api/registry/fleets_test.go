@@ -341,4 +341,3 @@ func TestFleetMigrationIntegration(t *testing.T) {
 		})
 	}
 }
-

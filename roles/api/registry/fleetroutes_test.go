@@ -114,7 +114,10 @@ func TestFleetHandlersIntegration(t *testing.T) {
 			h.call("POST", p+"/start", "admin-a", nil).Expect(t, "start", http.StatusOK)
 
 			// PATCH /agents/:uuid moves between fleets by name.
-			h.call("POST", "/fleets", "admin-a", map[string]any{"name": "south"}).Expect(t, "create south", http.StatusCreated)
+			r = h.call("POST", "/fleets", "admin-a", map[string]any{"name": "south"}).Expect(t, "create south", http.StatusCreated)
+			if _, listed := r.Body["members"]; !listed {
+				t.Errorf("a new fleet's detail has no members list: %s", r.Raw)
+			}
 			r = h.call("PATCH", "/agents/"+b.UUID, "admin-a", map[string]any{"fleet": "south"}).Expect(t, "move", http.StatusOK)
 			if r.Str("fleet") != "south" || r.Str("fleetId") == id {
 				t.Errorf("moved agent: %s", r.Raw)

@@ -35,7 +35,7 @@ type Fleet struct {
 	CreatedAt       time.Time       `json:"createdAt"`
 	UpdatedAt       time.Time       `json:"updatedAt"`
 	// Members is set on one fleet's detail only.
-	Members []Agent `json:"members,omitempty"`
+	Members []Agent `json:"members,omitzero"`
 }
 
 // FleetInput is the body of a fleet's create (POST), replace (PUT) and

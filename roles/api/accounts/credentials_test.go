@@ -14,8 +14,8 @@ import (
 func insertAgent(t *testing.T, d *db.DB, tenant, uuid string) {
 	t.Helper()
 	now := d.Dialect().TimeArg(time.Now())
-	if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO agents (uuid, tenant_uuid, name, version, state, fleet, tags, active, created_at, updated_at)
-		VALUES ($1, $2, 'press', '', 'registered', '', '{}', true, $3, $3)`, uuid, tenant, now); err != nil {
+	if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO agents (uuid, tenant_uuid, name, version, state, tags, active, created_at, updated_at)
+		VALUES ($1, $2, 'press', '', 'registered', '{}', true, $3, $3)`, uuid, tenant, now); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -53,12 +53,15 @@ func (l *Location) check() error {
 
 // Agent is a registered edge agent.
 type Agent struct {
-	UUID     string            `json:"uuid"`
-	TenantID string            `json:"tenantId"`
-	Name     string            `json:"name"`
-	Version  string            `json:"version"`
-	State    string            `json:"state"`
+	UUID     string `json:"uuid"`
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	State    string `json:"state"`
+	// Fleet is the name of the agent's fleet, "" when it is in none;
+	// FleetID is its id (docs/fleets-and-jobs.md).
 	Fleet    string            `json:"fleet"`
+	FleetID  string            `json:"fleetId"`
 	Tags     map[string]string `json:"tags"`
 	Location *Location         `json:"location"`
 	Active   bool              `json:"active"`
@@ -82,6 +85,8 @@ type Store struct {
 	offlineAfter time.Duration
 	// onTargetState hears of every committed target-state change.
 	onTargetState func(TargetStateChange)
+	// onFleetEvent hears of every committed fleet usage event.
+	onFleetEvent func(tenant string, ev FleetEvent)
 }
 
 // NewStore returns a store on d, which must be open by the first call.
@@ -142,12 +147,16 @@ func ParseAgentUUID(s string) (string, error) {
 // NewAgent is a registry record created by a user (POST /agents) or by
 // self-registration.
 type NewAgent struct {
-	UUID     string            `json:"uuid"`
-	Name     string            `json:"name"`
-	Version  string            `json:"version"`
+	UUID    string `json:"uuid"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Fleet names the fleet the agent joins, by id or name; it must
+	// exist.
 	Fleet    string            `json:"fleet"`
 	Tags     map[string]string `json:"tags"`
 	Location *Location         `json:"location"`
+	// By is who creates the agent, for its fleet's usage events.
+	By string `json:"-"`
 }
 
 func (n *NewAgent) check() error {
@@ -160,9 +169,10 @@ func (n *NewAgent) check() error {
 	} else if n.UUID, err = ParseAgentUUID(n.UUID); err != nil {
 		return err
 	}
-	if len(n.Version) > 100 || len(n.Fleet) > maxNameLen {
-		return fmt.Errorf("%w: version (100) or fleet (%d) too long", ErrInvalid, maxNameLen)
+	if len(n.Version) > 100 {
+		return fmt.Errorf("%w: version is longer than 100 bytes", ErrInvalid)
 	}
+	n.Fleet = strings.TrimSpace(n.Fleet)
 	if n.Tags == nil {
 		n.Tags = map[string]string{}
 	}
@@ -180,9 +190,9 @@ func (s *Store) insertAgent(ctx context.Context, x execer, d db.Dialect, tenant 
 		b, _ := json.Marshal(n.Location)
 		loc = string(b)
 	}
-	_, err := x.ExecContext(ctx, `INSERT INTO agents (uuid, tenant_uuid, name, version, state, fleet, tags, location, active, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'registered', $5, $6, $7, $8, $9, $9)`,
-		n.UUID, tenant, n.Name, n.Version, n.Fleet, string(tags), loc, true, d.TimeArg(now))
+	_, err := x.ExecContext(ctx, `INSERT INTO agents (uuid, tenant_uuid, name, version, state, tags, location, active, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'registered', $5, $6, $7, $8, $8)`,
+		n.UUID, tenant, n.Name, n.Version, string(tags), loc, true, d.TimeArg(now))
 	if db.IsUniqueViolation(err) {
 		return Agent{}, fmt.Errorf("%w: an agent with uuid %s exists", ErrConflict, n.UUID)
 	}
@@ -190,7 +200,7 @@ func (s *Store) insertAgent(ctx context.Context, x execer, d db.Dialect, tenant 
 		return Agent{}, fmt.Errorf("create agent: %w", err)
 	}
 	t := now.Truncate(time.Microsecond)
-	return Agent{UUID: n.UUID, TenantID: tenant, Name: n.Name, Version: n.Version, State: "registered", Fleet: n.Fleet,
+	return Agent{UUID: n.UUID, TenantID: tenant, Name: n.Name, Version: n.Version, State: "registered",
 		Tags: n.Tags, Location: n.Location, Active: true, Status: StatusNeverSeen, CreatedAt: t, UpdatedAt: t}, nil
 }
 
@@ -212,6 +222,12 @@ func (s *Store) CreateAgent(ctx context.Context, tenant string, n NewAgent, admi
 		return Agent{}, fmt.Errorf("create agent: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	var f Fleet
+	if n.Fleet != "" {
+		if f, err = s.fleetByRef(ctx, tx, tenant, n.Fleet, "fleet"); err != nil {
+			return Agent{}, err
+		}
+	}
 	if err := s.admit(ctx, tx, d, admit); err != nil {
 		return Agent{}, err
 	}
@@ -219,9 +235,16 @@ func (s *Store) CreateAgent(ctx context.Context, tenant string, n NewAgent, admi
 	if err != nil {
 		return Agent{}, err
 	}
+	var p pending
+	if f.ID != "" {
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, f.ID, n.By, true); err != nil {
+			return Agent{}, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return Agent{}, fmt.Errorf("create agent: commit: %w", err)
 	}
+	s.flush(p)
 	return a, nil
 }
 
@@ -255,14 +278,19 @@ func (s *Store) CountAgents(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-const agentColumns = `uuid, tenant_uuid, name, version, state, fleet, tags, location, active, last_seen, created_at, updated_at`
+// agentColumns are read FROM agentTables, whose alias a is the agent.
+const (
+	agentColumns = `a.uuid, a.tenant_uuid, a.name, a.version, a.state, COALESCE(f.name, ''), a.fleet_id, a.tags, a.location, a.active,
+		a.last_seen, a.created_at, a.updated_at`
+	agentTables = `agents a LEFT JOIN fleets f ON f.id = a.fleet_id`
+)
 
 func scanAgent(row interface{ Scan(...any) error }) (Agent, error) {
 	var a Agent
 	var tags string
-	var loc sql.NullString
+	var loc, fleetID sql.NullString
 	var lastSeen, created, updated db.Timestamp
-	if err := row.Scan(&a.UUID, &a.TenantID, &a.Name, &a.Version, &a.State, &a.Fleet, &tags, &loc, &a.Active, &lastSeen,
+	if err := row.Scan(&a.UUID, &a.TenantID, &a.Name, &a.Version, &a.State, &a.Fleet, &fleetID, &tags, &loc, &a.Active, &lastSeen,
 		&created, &updated); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Agent{}, ErrNotFound
@@ -282,7 +310,7 @@ func scanAgent(row interface{ Scan(...any) error }) (Agent, error) {
 		t := lastSeen.Time
 		a.LastSeen = &t
 	}
-	a.CreatedAt, a.UpdatedAt = created.Time, updated.Time
+	a.CreatedAt, a.UpdatedAt, a.FleetID = created.Time, updated.Time, fleetID.String
 	return a, nil
 }
 
@@ -297,7 +325,7 @@ func (s *Store) agent(ctx context.Context, x execer, tenant, uuid string) (Agent
 	if err != nil {
 		return Agent{}, ErrNotFound
 	}
-	a, err := scanAgent(x.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE uuid = $1 AND tenant_uuid = $2`, id.String(), tenant))
+	a, err := scanAgent(x.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM `+agentTables+` WHERE a.uuid = $1 AND a.tenant_uuid = $2`, id.String(), tenant))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Agent{}, fmt.Errorf("get agent: %w", err)
 	}
@@ -352,8 +380,13 @@ func (s *Store) Owned(ctx context.Context, tenant string, uuids []string) (map[s
 
 // Agents lists tenant's agents by name.
 func (s *Store) Agents(ctx context.Context, tenant string) ([]Agent, error) {
+	return s.listAgents(ctx, `a.tenant_uuid = $1`, tenant)
+}
+
+// listAgents lists the agents that meet where (on agentTables) by name.
+func (s *Store) listAgents(ctx context.Context, where string, args ...any) ([]Agent, error) {
 	conn, _ := s.sql()
-	rows, err := conn.QueryContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE tenant_uuid = $1 ORDER BY name, uuid`, tenant)
+	rows, err := conn.QueryContext(ctx, `SELECT `+agentColumns+` FROM `+agentTables+` WHERE `+where+` ORDER BY a.name, a.uuid`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -396,16 +429,20 @@ func matchTags(have, want map[string]string) bool { return matchConds(have, equa
 
 // AgentUpdate is a partial metadata update; nil fields are left alone.
 type AgentUpdate struct {
-	Name     *string   `json:"name"`
-	Version  *string   `json:"version"`
+	Name    *string `json:"name"`
+	Version *string `json:"version"`
+	// Fleet moves the agent to the fleet of that id or name; "" takes it
+	// out of its fleet.
 	Fleet    *string   `json:"fleet"`
 	State    *string   `json:"state"`
 	Location *Location `json:"location"`
+	// By is who changes the agent, for the fleets' usage events.
+	By string `json:"-"`
 }
 
 // UpdateAgent applies up to an agent of tenant.
 func (s *Store) UpdateAgent(ctx context.Context, tenant, uuid string, up AgentUpdate) (Agent, error) {
-	return s.modify(ctx, tenant, uuid, func(a *Agent) error {
+	return s.modify(ctx, tenant, uuid, up.By, up.Fleet, func(a *Agent) error {
 		var err error
 		if up.Name != nil {
 			if a.Name, err = checkName("name", *up.Name); err != nil {
@@ -417,12 +454,6 @@ func (s *Store) UpdateAgent(ctx context.Context, tenant, uuid string, up AgentUp
 				return fmt.Errorf("%w: version is longer than 100 bytes", ErrInvalid)
 			}
 			a.Version = *up.Version
-		}
-		if up.Fleet != nil {
-			if len(*up.Fleet) > maxNameLen {
-				return fmt.Errorf("%w: fleet is longer than %d bytes", ErrInvalid, maxNameLen)
-			}
-			a.Fleet = *up.Fleet
 		}
 		if up.State != nil {
 			if a.State, err = checkName("state", *up.State); err != nil {
@@ -442,7 +473,7 @@ func (s *Store) UpdateAgent(ctx context.Context, tenant, uuid string, up AgentUp
 // SetActive enables or disables an agent; a disabled agent's device keys
 // stop working until it is enabled again.
 func (s *Store) SetActive(ctx context.Context, tenant, uuid string, active bool) (Agent, error) {
-	return s.modify(ctx, tenant, uuid, func(a *Agent) error { a.Active = active; return nil })
+	return s.modify(ctx, tenant, uuid, "", nil, func(a *Agent) error { a.Active = active; return nil })
 }
 
 // SetTags replaces an agent's tags.
@@ -453,12 +484,14 @@ func (s *Store) SetTags(ctx context.Context, tenant, uuid string, tags map[strin
 	if err := checkTags(tags); err != nil {
 		return Agent{}, err
 	}
-	return s.modify(ctx, tenant, uuid, func(a *Agent) error { a.Tags = tags; return nil })
+	return s.modify(ctx, tenant, uuid, "", nil, func(a *Agent) error { a.Tags = tags; return nil })
 }
 
 // modify reads an agent, lets fn change it and writes it back in one
-// transaction.
-func (s *Store) modify(ctx context.Context, tenant, uuid string, fn func(*Agent) error) (Agent, error) {
+// transaction. A fleet reference (id or name, "" for none) moves the
+// agent to that fleet in the same transaction, as POST /fleets/:id/agents
+// does.
+func (s *Store) modify(ctx context.Context, tenant, uuid, by string, fleetRef *string, fn func(*Agent) error) (Agent, error) {
 	conn, d := s.sql()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -472,6 +505,20 @@ func (s *Store) modify(ctx context.Context, tenant, uuid string, fn func(*Agent)
 	if err := fn(&a); err != nil {
 		return Agent{}, err
 	}
+	var p pending
+	if fleetRef != nil {
+		to := ""
+		if ref := strings.TrimSpace(*fleetRef); ref != "" {
+			f, err := s.fleetByRef(ctx, tx, tenant, ref, "fleet")
+			if err != nil {
+				return Agent{}, err
+			}
+			to = f.ID
+		}
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &a, to, by, true); err != nil {
+			return Agent{}, err
+		}
+	}
 	tags, _ := json.Marshal(a.Tags)
 	var loc any
 	if a.Location != nil {
@@ -479,14 +526,15 @@ func (s *Store) modify(ctx context.Context, tenant, uuid string, fn func(*Agent)
 		loc = string(b)
 	}
 	now := s.now()
-	if _, err := tx.ExecContext(ctx, `UPDATE agents SET name = $1, version = $2, fleet = $3, state = $4, tags = $5, location = $6,
-		active = $7, updated_at = $8 WHERE uuid = $9 AND tenant_uuid = $10`,
-		a.Name, a.Version, a.Fleet, a.State, string(tags), loc, a.Active, d.TimeArg(now), a.UUID, tenant); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE agents SET name = $1, version = $2, state = $3, tags = $4, location = $5,
+		active = $6, updated_at = $7 WHERE uuid = $8 AND tenant_uuid = $9`,
+		a.Name, a.Version, a.State, string(tags), loc, a.Active, d.TimeArg(now), a.UUID, tenant); err != nil {
 		return Agent{}, fmt.Errorf("update agent: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Agent{}, fmt.Errorf("update agent: commit: %w", err)
 	}
+	s.flush(p)
 	a.UpdatedAt = now.Truncate(time.Microsecond)
 	s.withStatus(&a)
 	return a, nil

@@ -41,7 +41,9 @@ func (s *Store) EditTargetState(ctx context.Context, tenant, agent, by string, e
 	if err != nil {
 		return TargetState{}, err
 	}
-	doc, err := control.ParseTargetState(cur.State)
+	// A fleet member's own document is a part (it may name the template's
+	// destinations); the write checks what the agent receives whole.
+	doc, err := control.ParseTargetStatePart(cur.State)
 	if err != nil {
 		return TargetState{}, errTargetStateUnreadable
 	}
@@ -53,7 +55,7 @@ func (s *Store) EditTargetState(ctx context.Context, tenant, agent, by string, e
 	if err != nil {
 		return TargetState{}, fmt.Errorf("encode target state: %w", err)
 	}
-	if _, err := control.ParseTargetState(body); err != nil {
+	if _, err := control.ParseTargetStatePart(body); err != nil {
 		return TargetState{}, fmt.Errorf("%w: %s", ErrInvalid, statePaths(err))
 	}
 	ts, err := s.writeTargetStateIf(ctx, tenant, agent, body, by, cur.Version == 0, cur.Version)
@@ -83,7 +85,7 @@ func (h *handler) listDevices(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	doc, err := control.ParseTargetState(ts.State)
+	doc, err := control.ParseTargetStatePart(ts.State)
 	if err != nil {
 		h.fail(c, errTargetStateUnreadable)
 		return

@@ -67,6 +67,7 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.DELETE("/agents/:uuid/target-state", h.adminOnly, h.clearTargetState)
 	registerDevices(protected, h)
 	registerSecrets(protected, h)
+	registerFleets(protected, h)
 	protected.GET("/agents/:uuid/keys", h.adminOnly, h.listDeviceKeys)
 	protected.DELETE("/agents/:uuid/keys/:kid", h.adminOnly, h.revokeDeviceKey)
 	protected.GET("/agents/:uuid/tags", h.getTags)
@@ -155,6 +156,7 @@ func (h *handler) createAgent(c *gin.Context) {
 	if !h.bind(c, &in) {
 		return
 	}
+	in.By = who.UserID
 	a, err := h.Store.CreateAgent(c.Request.Context(), who.TenantUUID, in, h.Admit)
 	if err != nil {
 		h.fail(c, err)
@@ -183,12 +185,20 @@ func (h *handler) updateAgent(c *gin.Context) {
 	if !h.bind(c, &in) {
 		return
 	}
+	in.By = who.UserID
+	var before map[string]string
+	if in.Fleet != nil {
+		before = h.fleetsOf(c, who.TenantUUID, []string{c.Param("uuid")})
+	}
 	a, err := h.Store.UpdateAgent(c.Request.Context(), who.TenantUUID, c.Param("uuid"), in)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
 	h.audit(c, who, AuditAgentUpdated, a.UUID, nil)
+	if from, ok := before[a.UUID]; ok {
+		h.auditMove(c, who, a.UUID, from, a.FleetID)
+	}
 	c.JSON(http.StatusOK, a)
 }
 
@@ -241,12 +251,20 @@ func (h *handler) getTargetState(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ts, err := h.Store.TargetState(c.Request.Context(), who.TenantUUID, c.Param("uuid"))
+	ts, a, err := h.Store.EffectiveTargetState(c.Request.Context(), who.TenantUUID, c.Param("uuid"))
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, ts)
+	own, err := h.Store.TargetState(c.Request.Context(), who.TenantUUID, a.UUID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	// state is the agent's own document, effective what it receives
+	// (docs/fleets-and-jobs.md).
+	c.JSON(http.StatusOK, gin.H{"agentUuid": own.AgentUUID, "state": own.State, "version": own.Version, "updatedAt": own.UpdatedAt,
+		"updatedBy": own.UpdatedBy, "effective": ts.State, "fleetId": a.FleetID})
 }
 
 // putTargetState creates (POST: 409 when the agent has one) or replaces
@@ -437,7 +455,7 @@ func (h *handler) createKey(c *gin.Context) {
 		return
 	}
 	h.audit(c, who, AuditProvisioningKey, k.ID, map[string]any{"prefix": k.Prefix, "fleet": k.Fleet, "expiresAt": k.ExpiresAt})
-	c.JSON(http.StatusCreated, gin.H{"id": k.ID, "key": plain, "prefix": k.Prefix, "name": k.Name, "fleet": k.Fleet, "agentUuid": k.AgentUUID,
+	c.JSON(http.StatusCreated, gin.H{"id": k.ID, "key": plain, "prefix": k.Prefix, "name": k.Name, "fleet": k.Fleet, "fleetId": k.FleetID, "agentUuid": k.AgentUUID,
 		"createdAt": k.CreatedAt, "expiresAt": k.ExpiresAt, "singleUse": true})
 }
 

@@ -207,6 +207,8 @@ func TestProvisioningHandlersIntegration(t *testing.T) {
 			if r.Body["singleUse"] != true || !strings.HasPrefix(r.Str("key"), provisioningScheme+r.Str("prefix")+"_") {
 				t.Errorf("provisioning key answer: %s", r.Raw)
 			}
+			h.call("POST", "/provision/keys", "admin-a", map[string]any{"fleet": "north"}).Expect(t, "key naming no fleet", http.StatusUnprocessableEntity)
+			h.call("POST", "/fleets", "admin-a", map[string]any{"name": "north"}).Expect(t, "create fleet", http.StatusCreated)
 			r = h.call("POST", "/provision/keys", "admin-a", map[string]any{"name": "line 3", "fleet": "north", "expiresIn": 3600}).
 				Expect(t, "provisioning key", http.StatusCreated)
 			key, keyID := r.Str("key"), r.Str("id")
@@ -271,20 +273,23 @@ func TestProvisioningHandlersIntegration(t *testing.T) {
 				t.Errorf("tags: %s", r.Raw)
 			}
 
-			// Target state: create, replace, clear; members read it.
-			r = h.call("POST", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{}}}).
-				Expect(t, "create target state", http.StatusCreated)
-			if r.Body["version"] != float64(1) {
-				t.Errorf("created target state: %s", r.Raw)
+			// Target state: joining the key's fleet wrote version 1, so a
+			// create is refused; replace, clear; members read it.
+			h.call("POST", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{}}}).
+				ExpectError(t, http.StatusConflict, "conflict")
+			r = h.call("PUT", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{}}}).
+				Expect(t, "replace target state", http.StatusOK)
+			if r.Body["version"] != float64(2) {
+				t.Errorf("replaced target state: %s", r.Raw)
 			}
 			h.call("PUT", path+"/target-state", "admin-a", map[string]any{"state": map[string]any{"schemaVersion": 1, "endpoints": []any{map[string]any{"name": "plc", "protocol": "modbus"}}}}).
 				Expect(t, "replace target state", http.StatusOK)
 			r = h.call("DELETE", path+"/target-state", "admin-a", nil).Expect(t, "clear target state", http.StatusOK)
-			if r.Body["version"] != float64(3) {
+			if r.Body["version"] != float64(4) {
 				t.Errorf("cleared target state: %s", r.Raw)
 			}
 			r = h.call("GET", path+"/target-state", "member-a", nil).Expect(t, "get target state", http.StatusOK)
-			if r.Body["version"] != float64(3) || string(mustJSON(t, r.Body["state"])) != "{}" {
+			if r.Body["version"] != float64(4) || string(mustJSON(t, r.Body["state"])) != "{}" {
 				t.Errorf("target state: %s", r.Raw)
 			}
 
@@ -324,7 +329,7 @@ func TestProvisioningHandlersIntegration(t *testing.T) {
 			}
 			h.call("GET", path, "admin-a", nil).Expect(t, "get after delete", http.StatusNotFound)
 
-			want := []string{AuditProvisioningKey, AuditProvisioningKey, AuditAgentRegistered, AuditRegistrationFailed, AuditAgentUpdated,
+			want := []string{AuditProvisioningKey, AuditFleetCreated, AuditProvisioningKey, AuditAgentRegistered, AuditRegistrationFailed, AuditAgentUpdated,
 				AuditAgentUpdated, AuditTargetState, AuditTargetState, AuditTargetState, AuditDeviceKeyCreated, AuditDeviceKeyRevoked,
 				AuditAgentUpdated, AuditAgentUpdated, AuditProvisioningKey, AuditAgentRegistered, AuditAgentDeleted}
 			if kinds := h.eventKinds(); !slices.Equal(kinds, want) {

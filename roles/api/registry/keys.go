@@ -41,9 +41,12 @@ func splitKey(key, scheme string) (string, bool) {
 
 // ProvisioningKey is a key as listings show it.
 type ProvisioningKey struct {
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	Fleet string `json:"fleet"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Fleet is the name of the fleet its agents join ("" for none),
+	// FleetID its id.
+	Fleet   string `json:"fleet"`
+	FleetID string `json:"fleetId"`
 	// AgentUUID is set on a key made to re-provision that agent.
 	AgentUUID string    `json:"agentUuid,omitempty"`
 	Prefix    string    `json:"prefix"`
@@ -60,7 +63,8 @@ const (
 // NewProvisioningKey is what creating a key takes; every field is
 // optional. ExpiresAt wins over TTL; neither gives 24 h.
 type NewProvisioningKey struct {
-	Name  string
+	Name string
+	// Fleet names, by id or name, an existing fleet the agents join.
 	Fleet string
 	// AgentUUID makes a key for re-provisioning that existing agent.
 	AgentUUID string
@@ -83,10 +87,18 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 	if !exp.After(now) || exp.Sub(now) > MaxProvisioningTTL {
 		return ProvisioningKey{}, "", fmt.Errorf("%w: the key must expire in the future and within %s", ErrInvalid, "365 days")
 	}
-	if len(n.Name) > maxNameLen || len(n.Fleet) > maxNameLen {
-		return ProvisioningKey{}, "", fmt.Errorf("%w: name and fleet are at most %d bytes", ErrInvalid, maxNameLen)
+	if len(n.Name) > maxNameLen {
+		return ProvisioningKey{}, "", fmt.Errorf("%w: name: at most %d bytes", ErrInvalid, maxNameLen)
 	}
 	conn, d := s.sql()
+	var fleet Fleet
+	if strings.TrimSpace(n.Fleet) != "" {
+		f, err := s.fleetByRef(ctx, conn, tenant, n.Fleet, "fleet")
+		if err != nil {
+			return ProvisioningKey{}, "", err
+		}
+		fleet = f
+	}
 	if n.AgentUUID != "" {
 		a, err := s.agent(ctx, conn, tenant, n.AgentUUID)
 		if err != nil {
@@ -94,14 +106,14 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 		}
 		n.AgentUUID = a.UUID
 	}
-	k := ProvisioningKey{ID: codec.NewUUID().String(), Name: strings.TrimSpace(n.Name), Fleet: strings.TrimSpace(n.Fleet), AgentUUID: n.AgentUUID,
+	k := ProvisioningKey{ID: codec.NewUUID().String(), Name: strings.TrimSpace(n.Name), Fleet: fleet.Name, FleetID: fleet.ID, AgentUUID: n.AgentUUID,
 		CreatedAt: now.Truncate(time.Microsecond), ExpiresAt: exp.UTC().Truncate(time.Microsecond)}
 	for attempt := 0; ; attempt++ {
 		k.Prefix = secret.Random(prefixLen)
 		plain := provisioningScheme + k.Prefix + "_" + secret.Random(secretLen)
-		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet, prefix, key_hash, created_by, created_at, expires_at, agent_uuid)
+		_, err := conn.ExecContext(ctx, `INSERT INTO provisioning_keys (id, tenant_uuid, name, fleet_id, prefix, key_hash, created_by, created_at, expires_at, agent_uuid)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			k.ID, tenant, k.Name, k.Fleet, k.Prefix, secret.Hash(plain), db.UUIDArg(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt), db.UUIDArg(k.AgentUUID))
+			k.ID, tenant, k.Name, db.UUIDArg(k.FleetID), k.Prefix, secret.Hash(plain), db.UUIDArg(createdBy), d.TimeArg(now), d.TimeArg(k.ExpiresAt), db.UUIDArg(k.AgentUUID))
 		if db.IsUniqueViolation(err) && attempt < 3 {
 			continue
 		}
@@ -115,8 +127,9 @@ func (s *Store) CreateProvisioningKey(ctx context.Context, tenant, createdBy str
 // ProvisioningKeys lists tenant's unused, unexpired keys.
 func (s *Store) ProvisioningKeys(ctx context.Context, tenant string) ([]ProvisioningKey, error) {
 	conn, d := s.sql()
-	rows, err := conn.QueryContext(ctx, `SELECT id, name, fleet, prefix, created_at, expires_at, agent_uuid FROM provisioning_keys
-		WHERE tenant_uuid = $1 AND expires_at > $2 ORDER BY created_at DESC, id`, tenant, d.TimeArg(s.now()))
+	rows, err := conn.QueryContext(ctx, `SELECT k.id, k.name, COALESCE(f.name, ''), k.fleet_id, k.prefix, k.created_at, k.expires_at, k.agent_uuid
+		FROM provisioning_keys k LEFT JOIN fleets f ON f.id = k.fleet_id
+		WHERE k.tenant_uuid = $1 AND k.expires_at > $2 ORDER BY k.created_at DESC, k.id`, tenant, d.TimeArg(s.now()))
 	if err != nil {
 		return nil, fmt.Errorf("list provisioning keys: %w", err)
 	}
@@ -125,11 +138,11 @@ func (s *Store) ProvisioningKeys(ctx context.Context, tenant string) ([]Provisio
 	for rows.Next() {
 		var k ProvisioningKey
 		var created, expires db.Timestamp
-		var agent sql.NullString
-		if err := rows.Scan(&k.ID, &k.Name, &k.Fleet, &k.Prefix, &created, &expires, &agent); err != nil {
+		var agent, fleet sql.NullString
+		if err := rows.Scan(&k.ID, &k.Name, &k.Fleet, &fleet, &k.Prefix, &created, &expires, &agent); err != nil {
 			return nil, fmt.Errorf("list provisioning keys: %w", err)
 		}
-		k.CreatedAt, k.ExpiresAt, k.AgentUUID = created.Time, expires.Time, agent.String
+		k.CreatedAt, k.ExpiresAt, k.AgentUUID, k.FleetID = created.Time, expires.Time, agent.String, fleet.String
 		keys = append(keys, k)
 	}
 	return keys, rows.Err()
@@ -171,7 +184,8 @@ type Credentials struct {
 }
 
 // Register consumes a provisioning key and registers the agent in the
-// key's tenant and fleet. The key is deleted by the same statement that
+// key's tenant and fleet (a usage event agent_added whose actor is the
+// key, and a first target-state version with the fleet's template). The key is deleted by the same statement that
 // checks it, so of two registrations with one key exactly one wins; an
 // unknown, used or expired key is ErrKeyRefused. admit is the licence
 // check. A key created for an existing agent (NewProvisioningKey.AgentUUID)
@@ -195,17 +209,16 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	}
 	defer func() { _ = tx.Rollback() }()
 	now := s.now()
-	var tenant, fleet string
-	var bound sql.NullString
+	var keyID, tenant string
+	var bound, fleet sql.NullString
 	err = tx.QueryRowContext(ctx, `DELETE FROM provisioning_keys WHERE prefix = $1 AND key_hash = $2 AND expires_at > $3
-		RETURNING tenant_uuid, fleet, agent_uuid`, prefix, secret.Hash(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&tenant, &fleet, &bound)
+		RETURNING id, tenant_uuid, fleet_id, agent_uuid`, prefix, secret.Hash(strings.TrimSpace(r.Key)), d.TimeArg(now)).Scan(&keyID, &tenant, &fleet, &bound)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Credentials{}, nil, ErrKeyRefused
 	}
 	if err != nil {
 		return Credentials{}, nil, fmt.Errorf("register: use key: %w", err)
 	}
-	n.Fleet = fleet
 	if bound.Valid {
 		// A key made for one agent re-provisions that agent and no other.
 		if given && n.UUID != bound.String {
@@ -246,6 +259,12 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 			return Credentials{}, nil, err
 		}
 	}
+	var p pending
+	if fleet.Valid {
+		if err := s.moveTx(ctx, tx, d, &p, tenant, &agent, strings.ToLower(fleet.String), KeyActor(keyID), true); err != nil {
+			return Credentials{}, nil, err
+		}
+	}
 	creds, err = s.issue(ctx, tx, d, tenant, agent.UUID)
 	if err != nil {
 		return Credentials{}, nil, err
@@ -253,9 +272,13 @@ func (s *Store) Register(ctx context.Context, r Registration, admit func(agents 
 	if err := tx.Commit(); err != nil {
 		return Credentials{}, nil, fmt.Errorf("register: commit: %w", err)
 	}
+	s.flush(p)
 	creds.Agent = agent
 	return creds, revoked, nil
 }
+
+// KeyActor is the actor of what a provisioning key does, in usage events.
+func KeyActor(keyID string) string { return "provisioning-key:" + keyID }
 
 // issue creates a device key and MQTT password for an agent.
 func (s *Store) issue(ctx context.Context, x execer, d db.Dialect, tenant, agent string) (Credentials, error) {

@@ -143,13 +143,14 @@ func (s *Store) DeleteSecret(ctx context.Context, tenant, agent, name string) er
 	return nil
 }
 
-// ResolvedTargetState is the agent's target state with every secret
+// ResolvedTargetState is the agent's target state as it receives it
+// (EffectiveTargetState: merged with its fleet's template) with every secret
 // reference replaced by its value (the agent's own secret before the
 // tenant's of the same name), for the agent alone. tag identifies the
 // values it carries ("" when it carries none), so the ETag moves when a
 // value changes although the version does not.
 func (s *Store) ResolvedTargetState(ctx context.Context, tenant, agent string) (ts TargetState, tag string, err error) {
-	ts, err = s.TargetState(ctx, tenant, agent)
+	ts, _, err = s.EffectiveTargetState(ctx, tenant, agent)
 	if err != nil {
 		return ts, "", err
 	}

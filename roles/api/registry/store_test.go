@@ -73,6 +73,7 @@ func TestAgentsIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, s *Store) {
 		ctx := t.Context()
 		loc := &Location{Latitude: 48.1, Longitude: 11.6, Label: "hall 3"}
+		mustFleet(t, s, tenantA, "north", nil)
 		press := mustCreate(t, s, tenantA, NewAgent{Name: " press 7 ", Version: "1.2.0", Fleet: "north", Tags: map[string]string{"line": "3"}, Location: loc})
 		if press.Name != "press 7" || press.State != "registered" || !press.Active || press.TenantID != tenantA || press.UUID == "" {
 			t.Errorf("created agent = %+v", press)
@@ -172,7 +173,7 @@ func TestUpdateAgentsIntegration(t *testing.T) {
 		}{
 			{"blank name", tenantA, a.UUID, AgentUpdate{Name: ptr("")}, ErrInvalid},
 			{"long version", tenantA, a.UUID, AgentUpdate{Version: ptr(strings.Repeat("v", 101))}, ErrInvalid},
-			{"long fleet", tenantA, a.UUID, AgentUpdate{Fleet: ptr(strings.Repeat("f", maxNameLen+1))}, ErrInvalid},
+			{"unknown fleet", tenantA, a.UUID, AgentUpdate{Fleet: ptr("nowhere")}, ErrInvalid},
 			{"state with a control character", tenantA, a.UUID, AgentUpdate{State: ptr("o\tk")}, ErrInvalid},
 			{"longitude", tenantA, a.UUID, AgentUpdate{Location: &Location{Longitude: 181}}, ErrInvalid},
 			{"another tenant's agent", tenantB, a.UUID, AgentUpdate{Name: ptr("mine")}, ErrNotFound},
@@ -182,6 +183,7 @@ func TestUpdateAgentsIntegration(t *testing.T) {
 				t.Errorf("UpdateAgent, %s: %v, want %v", tt.name, err, tt.want)
 			}
 		}
+		mustFleet(t, s, tenantA, "north", nil)
 		up, err := s.UpdateAgent(ctx, tenantA, a.UUID, AgentUpdate{Name: ptr("press 7"), Version: ptr("2.0"), Fleet: ptr("north"),
 			State: ptr("running"), Location: &Location{Latitude: 1, Longitude: 2}})
 		if err != nil {
@@ -255,11 +257,16 @@ func TestProvisioningKeysIntegration(t *testing.T) {
 				t.Errorf("CreateProvisioningKey, %s: %v, want %v", tt.name, err, tt.want)
 			}
 		}
+		north := mustFleet(t, s, tenantA, "north", nil)
+		if _, _, err := s.CreateProvisioningKey(ctx, tenantA, adminA, NewProvisioningKey{Fleet: "south"}); !errors.Is(err, ErrInvalid) ||
+			!strings.Contains(err.Error(), "POST /fleets") {
+			t.Errorf("CreateProvisioningKey, unknown fleet: %v, want ErrInvalid telling to create it", err)
+		}
 		k, plain, err := s.CreateProvisioningKey(ctx, tenantA, adminA, NewProvisioningKey{Name: " line 3 ", Fleet: " north "})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p, ok := splitKey(plain, provisioningScheme); !ok || p != k.Prefix || k.Name != "line 3" || k.Fleet != "north" {
+		if p, ok := splitKey(plain, provisioningScheme); !ok || p != k.Prefix || k.Name != "line 3" || k.Fleet != "north" || k.FleetID != north.ID {
 			t.Errorf("key %+v, plaintext %q", k, plain)
 		}
 		if d := k.ExpiresAt.Sub(k.CreatedAt); d != DefaultProvisioningTTL {
@@ -317,6 +324,7 @@ func TestRegisterIntegration(t *testing.T) {
 			}
 			return plain
 		}
+		mustFleet(t, s, tenantA, "north", nil)
 		key := newKey(NewProvisioningKey{Fleet: "north"})
 		creds, revoked, err := s.Register(ctx, Registration{Key: " " + key + " ", AgentName: "press", Version: "1.0"}, limit(10))
 		if err != nil {
@@ -572,4 +580,14 @@ func TestRegisterOneKeyOnceIntegration(t *testing.T) {
 	if n, err := s.CountAgents(ctx); err != nil || n != 1 {
 		t.Errorf("%d agents, %v; want 1", n, err)
 	}
+}
+
+// mustFleet creates a fleet of tenant with template (nil: {}).
+func mustFleet(t *testing.T, s *Store, tenant, name string, template json.RawMessage) Fleet {
+	t.Helper()
+	f, err := s.CreateFleet(t.Context(), tenant, adminA, FleetInput{Name: &name, Template: template})
+	if err != nil {
+		t.Fatalf("create fleet %q: %v", name, err)
+	}
+	return f
 }

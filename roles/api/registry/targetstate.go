@@ -61,12 +61,15 @@ var errConcurrentTargetState = fmt.Errorf("%w: the target state changed concurre
 var ErrTargetStateExists = fmt.Errorf("%w: the agent has a target state; replace it with PUT", ErrConflict)
 
 // SetTargetState writes an agent's target state: create only when it has
-// none (POST), else replace (PUT). state must be a JSON object.
+// none (POST), else replace (PUT). state must be a JSON object. The
+// document a fleet member receives (its fleet's template merged with
+// state) must be valid as a whole; state alone may name a destination of
+// the template.
 func (s *Store) SetTargetState(ctx context.Context, tenant, agent string, state json.RawMessage, by string, create bool) (TargetState, error) {
 	if len(state) > maxTargetState {
 		return TargetState{}, fmt.Errorf("%w: the target state is over %d bytes", ErrInvalid, maxTargetState)
 	}
-	doc, err := control.ParseTargetState(state)
+	doc, err := control.ParseTargetStatePart(state)
 	if err != nil {
 		return TargetState{}, fmt.Errorf("%w: %s", ErrInvalid, statePaths(err))
 	}
@@ -118,20 +121,75 @@ func (s *Store) writeTargetStateIf(ctx context.Context, tenant, agent string, st
 	return s.commitTargetState(ctx, tenant, agent, state, by, create, false, expect)
 }
 
-// commitTargetState is the one writer of agent_target_state: every change
-// goes through it, and OnTargetStateChange's observer hears of it once it
-// committed. With expect >= 0 the write happens only at that version.
+// commitTargetState writes one agent's target state in a transaction of
+// its own (writeTargetStateTx), and OnTargetStateChange's observer hears
+// of it once it committed. With expect >= 0 the write happens only at
+// that version.
 func (s *Store) commitTargetState(ctx context.Context, tenant, agent string, state []byte, by string, create, cleared bool, expect int64) (TargetState, error) {
-	conn, d := s.sql()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return TargetState{}, fmt.Errorf("set target state: begin: %w", err)
+	var ts TargetState
+	err := s.inTx(ctx, "set target state", func(tx *sql.Tx, d db.Dialect, p *pending) error {
+		a, err := s.agent(ctx, tx, tenant, agent)
+		if err != nil {
+			return err
+		}
+		ts, err = s.writeTargetStateTx(ctx, tx, d, p, tenant, a, state, by, create, cleared, expect)
+		return err
+	})
+	return ts, err
+}
+
+// touchTargetState bumps the version of a's target state and keeps its
+// own document, so a change of what the agent receives that is not in
+// that document (its fleet's template, run state or membership) is
+// noticed as any write is. With check, the document a receives now must
+// be valid.
+func (s *Store) touchTargetState(ctx context.Context, tx *sql.Tx, d db.Dialect, p *pending, tenant string, a Agent, by string, check bool) error {
+	if check {
+		own, err := ownState(ctx, tx, tenant, a.UUID)
+		if err != nil {
+			return err
+		}
+		if err := s.checkDelivered(ctx, tx, d, tenant, a, own); err != nil {
+			return err
+		}
 	}
-	defer func() { _ = tx.Rollback() }()
-	a, err := s.agent(ctx, tx, tenant, agent)
-	if err != nil {
-		return TargetState{}, err
+	_, err := s.writeTargetStateTx(ctx, tx, d, p, tenant, a, nil, by, false, false, -1)
+	return err
+}
+
+// ownState is an agent's own document as stored, the idle state when it
+// has none.
+func ownState(ctx context.Context, x execer, tenant, agent string) ([]byte, error) {
+	var state string
+	err := x.QueryRowContext(ctx, `SELECT state FROM agent_target_state WHERE agent_uuid = $1 AND tenant_uuid = $2`, agent, tenant).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return idleState, nil
+	case err != nil:
+		return nil, fmt.Errorf("read target state: %w", err)
 	}
+	return []byte(state), nil
+}
+
+// writeTargetStateTx is the one writer of agent_target_state: every
+// change, of one agent or of a fleet's members, goes through it inside
+// the caller's transaction, and is told to OnTargetStateChange's observer
+// once that committed (pending). A nil state touches: the version moves,
+// the document stays. A written state is checked as the agent will
+// receive it, merged with its fleet's template.
+func (s *Store) writeTargetStateTx(ctx context.Context, tx *sql.Tx, d db.Dialect, p *pending, tenant string, a Agent, state []byte, by string,
+	create, cleared bool, expect int64) (TargetState, error) {
+	if state != nil {
+		if err := s.checkDelivered(ctx, tx, d, tenant, a, state); err != nil {
+			return TargetState{}, err
+		}
+	}
+	touch := state == nil
+	stored := string(state)
+	if touch {
+		stored = string(idleState)
+	}
+	var err error
 	now := s.now()
 	// The version moves in the statement that writes the state, so two
 	// concurrent writes can never both publish the same version.
@@ -145,16 +203,21 @@ func (s *Store) commitTargetState(ctx context.Context, tenant, agent string, sta
 				return TargetState{}, ErrTargetStateExists
 			}
 		}
+	} else if touch {
+		err = tx.QueryRowContext(ctx, `UPDATE agent_target_state SET version = version + 1, updated_at = $1, updated_by = $2
+			WHERE agent_uuid = $3 RETURNING version, state`, d.TimeArg(now), by, a.UUID).Scan(&version, &stored)
 	} else {
 		err = tx.QueryRowContext(ctx, `UPDATE agent_target_state SET state = $1, version = version + 1, updated_at = $2, updated_by = $3
 			WHERE agent_uuid = $4 AND (CAST($5 AS BIGINT) < 0 OR version = $5) RETURNING version`, string(state), d.TimeArg(now), by, a.UUID, expect).Scan(&version)
+	}
+	if !create {
 		if errors.Is(err, sql.ErrNoRows) && expect >= 0 {
 			return TargetState{}, errConcurrentTargetState
 		}
 		if errors.Is(err, sql.ErrNoRows) {
 			version = 1
 			_, err = tx.ExecContext(ctx, `INSERT INTO agent_target_state (agent_uuid, tenant_uuid, state, version, updated_at, updated_by)
-				VALUES ($1, $2, $3, 1, $4, $5)`, a.UUID, tenant, string(state), d.TimeArg(now), by)
+				VALUES ($1, $2, $3, 1, $4, $5)`, a.UUID, tenant, stored, d.TimeArg(now), by)
 		}
 	}
 	if db.IsUniqueViolation(err) {
@@ -164,12 +227,7 @@ func (s *Store) commitTargetState(ctx context.Context, tenant, agent string, sta
 	if err != nil {
 		return TargetState{}, fmt.Errorf("set target state: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return TargetState{}, fmt.Errorf("set target state: commit: %w", err)
-	}
-	ts := TargetState{AgentUUID: a.UUID, State: state, Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}
-	if s.onTargetState != nil {
-		s.onTargetState(TargetStateChange{Tenant: tenant, State: ts, Cleared: cleared})
-	}
+	ts := TargetState{AgentUUID: a.UUID, State: json.RawMessage(stored), Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}
+	p.changes = append(p.changes, TargetStateChange{Tenant: tenant, State: ts, Cleared: cleared})
 	return ts, nil
 }

@@ -192,7 +192,18 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		AdminGate:  adminGate,
 		Log:        a.r.Component("api-brokerusers"),
 	})
-	device.Register(e.Group("/api/v1"), device.Deps{
+	device.Register(e.Group("/api/v1"), a.deviceDeps())
+	a.licence.Routes(protected, func(ctx context.Context) (licence.Usage, error) {
+		n, err := a.agents.CountAgents(ctx)
+		return licence.Usage{Agents: n}, err
+	}, accounts.RequireAdmin(caller, WriteError, adminGate), WriteError)
+	return public, protected
+}
+
+// deviceDeps is what the routes agents call with their device key share:
+// the refused-key limit per address and the rate limit per key.
+func (a *access) deviceDeps() device.Deps {
+	return device.Deps{
 		Failures:   a.auth.failures,
 		ClientKey:  a.clientKey,
 		Agents:     a.agents,
@@ -200,12 +211,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 		WriteError: WriteError,
 		Limit:      a.device,
 		Log:        a.r.Component("api-device"),
-	})
-	a.licence.Routes(protected, func(ctx context.Context) (licence.Usage, error) {
-		n, err := a.agents.CountAgents(ctx)
-		return licence.Usage{Agents: n}, err
-	}, accounts.RequireAdmin(caller, WriteError, adminGate), WriteError)
-	return public, protected
+	}
 }
 
 // agentGuard answers 404 unless the agent named by the path parameter

@@ -27,6 +27,7 @@ import (
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
+	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
@@ -138,6 +139,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	watch := &statusWatch{db: b.DB, streams: b.Streams, audit: acc.accounts.Record, log: r.Component("api-agent-status"), m: sm,
 		every: statusEvery(offlineAfter), offlineAfter: offlineAfter, now: time.Now}
 	noticeTargetStates(acc.agents, cmds, r.Component("api-commands"))
+	publishFleetEvents(acc.agents, b.Streams, r.Component("api-fleets"))
 	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
@@ -158,6 +160,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	v1.GET("/agents/:uuid/device-health", agent, rep.deviceHealth)
 	v1.GET("/agents/:uuid/protocol-adapters/:protocol/:deviceName/history", agent, rep.deviceHistory)
+	jd := acc.jobsDeps(cmds)
+	jobs.Register(v1, engine.Group("/api/v1"), jd)
 	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
 		Log: r.Component("api-agent-logs")})
 	readings.Register(v1, readings.Deps{
@@ -191,7 +195,10 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// lastSeen stops after the subscriber, so its last flush holds the
 	// last messages. The command publisher comes after the client, so it
 	// stops first and never hands a command to a client that is gone.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client, cmds}
+	// The job scheduler comes after the publisher, so it stops first and
+	// never hands a dispatch to a publisher that is gone.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client, cmds,
+		jobs.NewScheduler(jd, 0)}
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

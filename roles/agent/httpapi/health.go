@@ -94,7 +94,7 @@ func (r probeRoutes) healthReport(c *gin.Context) {
 	h := r.Lifecycle.Health(c.Request.Context())
 	overall := h.Overall()
 	c.JSON(http.StatusOK, gin.H{
-		"overall": overall, "ready": h.Ready, "state": h.State,
+		"overall": overall, "ready": h.Ready, "state": h.State, "runState": h.RunState,
 		"report": gin.H{"overall": overall, "subsystems": h.Subsystems, "unhealthySubsystems": h.Unhealthy,
 			"criticalFailures": h.Critical, "phases": h.Phases},
 	})

@@ -16,7 +16,12 @@ type StateReport struct {
 	State string `json:"state"`
 	// Mode is the agent mode: standalone, provisioned-online or
 	// provisioned-degraded-offline.
-	Mode        string          `json:"mode"`
+	Mode string `json:"mode"`
+	// RunState is RunRunning or RunStopped: whether the agent does its
+	// work (its endpoints poll) or keeps its definitions and stops, as
+	// its applied target state's runState says (docs/target-state.md,
+	// section Run state).
+	RunState    string          `json:"runState"`
 	TargetState TargetStatus    `json:"targetState"`
 	Endpoints   []EndpointState `json:"endpoints"`
 	// Buffer is the agent's buffer status object (GET /v1/buffer/status).

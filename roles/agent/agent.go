@@ -81,11 +81,11 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p := &parts{cfg: cfg.Agent, log: log, st: &storeRef{}, id: &atomic.Pointer[identity]{},
 		memory: sysinfo.NewMemoryMonitor("/proc", memorySampleInterval, 0)}
 	p.lc = newLifecycle(log, cfg.Lifecycle.ShutdownGrace, opts.ReleaseStartupPages)
-	p.lc.health = &healthCheck{st: p.st, memory: p.memory}
 	p.pub = publish.New(log, sampler.CPUPercent)
 	p.out = newOutput(log, p.pub)
 	run := runner.New(drivers, p.out, log.With("component", "endpoints"), r.Metrics)
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
+	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints}
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}

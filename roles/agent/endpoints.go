@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
@@ -47,22 +48,45 @@ type endpointService struct {
 	// state; and no change starts an endpoint once the phase stopped.
 	mu      sync.Mutex
 	running bool
+	// halted is set while the applied target state's runState is
+	// stopped: every endpoint keeps its stored definition and enabled
+	// flag, and none runs (docs/target-state.md, section Run state).
+	halted bool
 }
 
-// start is the adapters phase: every enabled stored endpoint starts. An
-// endpoint whose adapter cannot be built (a protocol this build lacks)
-// is logged and skipped, not fatal: the others must run. The endpoints
-// run until stop, not as long as ctx, so their last batches are flushed
-// by stop.
-func (e *endpointService) start(ctx context.Context) error {
+// Why an enabled endpoint does not run while the run state is stopped.
+const (
+	stateRunStopped  = "STOPPED"
+	reasonRunStopped = "run state stopped by the cloud"
+)
+
+// start is the adapters phase: every enabled stored endpoint starts,
+// unless halted says the applied target state stopped them. An endpoint
+// whose adapter cannot be built (a protocol this build lacks) is logged
+// and skipped, not fatal: the others must run. The endpoints run until
+// stop, not as long as ctx, so their last batches are flushed by stop.
+func (e *endpointService) start(ctx context.Context, halted bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	eps, err := e.st.Load().Endpoints().List(ctx, "")
+	e.runner.Start(context.WithoutCancel(ctx))
+	e.running, e.halted = true, halted
+	if halted {
+		e.log.Info("endpoints not started: " + reasonRunStopped)
+		return nil
+	}
+	return e.startStored(ctx)
+}
+
+// startStored starts every enabled stored endpoint; e.mu is held.
+func (e *endpointService) startStored(ctx context.Context) error {
+	st, err := e.st.Open()
 	if err != nil {
 		return err
 	}
-	e.runner.Start(context.WithoutCancel(ctx))
-	e.running = true
+	eps, err := st.Endpoints().List(ctx, "")
+	if err != nil {
+		return err
+	}
 	started := 0
 	for _, ep := range eps {
 		if !ep.Enabled {
@@ -78,6 +102,41 @@ func (e *endpointService) start(ctx context.Context) error {
 	return nil
 }
 
+// stopped reports whether the run state stops the endpoints.
+func (e *endpointService) stopped() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.halted
+}
+
+// runState is control.RunStopped while the run state stops the
+// endpoints, else control.RunRunning.
+func (e *endpointService) runState() string {
+	if e.stopped() {
+		return control.RunStopped
+	}
+	return control.RunRunning
+}
+
+// setStopped stops every endpoint, or starts the enabled stored ones
+// again (when the phase runs); no stored definition changes.
+func (e *endpointService) setStopped(ctx context.Context, stopped bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.halted == stopped {
+		return nil
+	}
+	e.halted = stopped
+	if stopped {
+		e.runner.StopAll()
+		return nil
+	}
+	if !e.running {
+		return nil
+	}
+	return e.startStored(ctx)
+}
+
 // stop stops every endpoint and waits for them.
 func (e *endpointService) stop() {
 	e.mu.Lock()
@@ -86,9 +145,16 @@ func (e *endpointService) stop() {
 	e.runner.StopAll()
 }
 
-// apply makes the runner follow ep, while the phase runs.
+// apply makes the runner follow ep, while the phase runs and the run
+// state does not stop the endpoints.
 func (e *endpointService) apply(ep adapters.Endpoint, what string) {
 	if !e.running {
+		return
+	}
+	if e.halted {
+		if ep.Enabled {
+			e.log.Info("endpoint "+what+" but not started: "+reasonRunStopped, "endpoint", ep.Name)
+		}
 		return
 	}
 	if err := e.runner.Apply(ep); err != nil {
@@ -208,12 +274,15 @@ func (e *endpointService) List(ctx context.Context, protocol string) (any, error
 	if err != nil {
 		return nil, err
 	}
+	halted := e.stopped()
 	views := make([]endpointView, len(eps))
 	for i, ep := range eps {
 		ep.Connection = redactPassword(ep.Connection)
 		views[i] = endpointView{Endpoint: ep}
 		if h, ok := e.runner.Health(ep.UUID); ok {
 			views[i].Health = &h
+		} else if ep.Enabled && halted {
+			views[i].Health = &runner.Health{Status: strings.ToLower(stateRunStopped), State: stateRunStopped, Reason: reasonRunStopped}
 		}
 	}
 	return views, nil

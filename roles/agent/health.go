@@ -13,15 +13,17 @@ import (
 
 // healthCheck gathers the subsystems' health.
 type healthCheck struct {
-	st     *storeRef
-	memory *sysinfo.MemoryMonitor
+	st        *storeRef
+	memory    *sysinfo.MemoryMonitor
+	endpoints *endpointService
 }
 
 // check reports the subsystems and the failed phases. A device that is
 // offline is the device's problem, not the agent's, so endpoint
 // connectivity is reported per endpoint and not here.
 func (h *healthCheck) check(ctx context.Context, state string, phases []PhaseResult) httpapi.Health {
-	out := httpapi.Health{State: state, Ready: state == StateRunning, Critical: []string{}, Unhealthy: []string{}, Phases: phases}
+	out := httpapi.Health{State: state, Ready: state == StateRunning, RunState: h.endpoints.runState(),
+		Critical: []string{}, Unhealthy: []string{}, Phases: phases}
 	for _, p := range phases {
 		if !p.Healthy && p.Attempts > 0 {
 			out.Critical = append(out.Critical, p.Name+": "+p.Error)
@@ -50,6 +52,8 @@ func (h *healthCheck) check(ctx context.Context, state string, phases []PhaseRes
 	out.Subsystems = []httpapi.Subsystem{
 		{Name: "lifecycle", Healthy: len(out.Critical) == 0},
 		storeSub,
+		// Endpoints the cloud stopped are its choice, not a fault:
+		// RunState says so, and the subsystem stays healthy.
 		{Name: "endpoints", Healthy: true},
 		{Name: "api", Healthy: true},
 		memSub,

@@ -89,7 +89,7 @@ func (p *parts) services() []lifecycle.Service {
 		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: p.loadIdentity},
 		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
-		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.endpoints.start,
+		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.startEndpoints,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
 		&lifecycle.Funcs{ServiceName: "target-state", StartFunc: p.startTarget},
 		&lifecycle.Funcs{ServiceName: "heartbeats", RunFunc: func(ctx context.Context) error {

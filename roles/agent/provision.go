@@ -256,6 +256,11 @@ func (s *cloudService) Deprovision(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("deprovision: %w", err)
 	}
 	s.online.Store(false)
+	// A standalone agent has no cloud to run it again: the run state is
+	// the cloud's only while it is provisioned.
+	if err := s.endpoints.setStopped(ctx, false); err != nil {
+		s.log.Error("endpoints not started again after deprovisioning", "err", err)
+	}
 	if err := s.pub.SetCredentials(ctx, dest.PlatformCredentials{}, ""); err != nil {
 		s.log.Error("publishing not restarted without credentials", "err", err)
 	}

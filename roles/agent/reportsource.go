@@ -25,7 +25,8 @@ func (s stateSource) StateReport(ctx context.Context) (control.StateReport, erro
 		return control.StateReport{}, err
 	}
 	state, _ := s.p.lc.snapshot()
-	r := control.StateReport{Version: version(), State: state, Mode: s.p.cloud.mode(ctx, st), Health: healthReport(s.p.lc.Health(ctx))}
+	r := control.StateReport{Version: version(), State: state, Mode: s.p.cloud.mode(ctx, st), RunState: s.p.endpoints.runState(),
+		Health: healthReport(s.p.lc.Health(ctx))}
 	if id := s.p.id.Load(); id != nil {
 		r.UUID, r.Name = id.UUID, id.Name
 	}

@@ -50,15 +50,24 @@ func (s *cloudService) applyTarget(ctx context.Context, st *store.Store, force b
 	_ = s.target.Apply(ctx, st, ts.Version, ts.State, force)
 }
 
-// startTarget is the start-up step after the adapters phase: it reads the
-// applied document and applies the cached one, so the agent runs the
-// cloud's last state without the cloud.
-func (p *parts) startTarget(ctx context.Context) error {
+// startEndpoints is the adapters phase. It reads the applied document
+// first, so a provisioned agent the cloud stopped starts with its
+// endpoints stopped: none polls, not even until the cached document is
+// applied again (docs/target-state.md, section Run state).
+func (p *parts) startEndpoints(ctx context.Context) error {
 	st := p.st.Load()
 	if err := p.cloud.target.Load(ctx, st); err != nil {
 		p.log.Error("applied target state unreadable; the next one applies in full", "err", err)
 	}
-	p.cloud.applyTarget(ctx, st, true)
+	halted := p.cloud.target.RunState() == control.RunStopped && provisioned(ctx, st)
+	return p.endpoints.start(ctx, halted)
+}
+
+// startTarget is the start-up step after the adapters phase: it applies
+// the cached document, so the agent runs the cloud's last state without
+// the cloud.
+func (p *parts) startTarget(ctx context.Context) error {
+	p.cloud.applyTarget(ctx, p.st.Load(), true)
 	return nil
 }
 
@@ -173,6 +182,12 @@ func (t targetEndpoints) Put(ctx context.Context, ep adapters.Endpoint, create b
 	}
 	e.apply(ep, "applied")
 	return nil
+}
+
+func (t targetEndpoints) Stopped() bool { return t.e.stopped() }
+
+func (t targetEndpoints) SetStopped(ctx context.Context, stopped bool) error {
+	return t.e.setStopped(ctx, stopped)
 }
 
 func (t targetEndpoints) Remove(ctx context.Context, ep adapters.Endpoint) error {

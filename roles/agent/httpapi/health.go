@@ -20,8 +20,12 @@ type Lifecycle interface {
 
 // Health is the agent's health at one moment.
 type Health struct {
-	State      string      `json:"state"`
-	Ready      bool        `json:"ready"`
+	State string `json:"state"`
+	Ready bool   `json:"ready"`
+	// RunState is "running", or "stopped" while the cloud's target
+	// state stops the endpoints (docs/target-state.md, section Run
+	// state).
+	RunState   string      `json:"runState"`
 	Subsystems []Subsystem `json:"subsystems"`
 	// Unhealthy names the subsystems that are not healthy.
 	Unhealthy []string `json:"unhealthySubsystems"`
@@ -90,7 +94,7 @@ func (r probeRoutes) healthReport(c *gin.Context) {
 	h := r.Lifecycle.Health(c.Request.Context())
 	overall := h.Overall()
 	c.JSON(http.StatusOK, gin.H{
-		"overall": overall, "ready": h.Ready, "state": h.State,
+		"overall": overall, "ready": h.Ready, "state": h.State, "runState": h.RunState,
 		"report": gin.H{"overall": overall, "subsystems": h.Subsystems, "unhealthySubsystems": h.Unhealthy,
 			"criticalFailures": h.Critical, "phases": h.Phases},
 	})

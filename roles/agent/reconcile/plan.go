@@ -28,6 +28,8 @@ type plan struct {
 
 	putEndpoints    []endpointChange
 	removeEndpoints []adapters.Endpoint
+	// stop is the run state to set, nil when it is set already.
+	stop *bool
 
 	putDests    []store.Destination // ID 0: create
 	removeDests []store.Destination
@@ -63,6 +65,9 @@ func (r *Reconciler) plan(ctx context.Context, doc control.TargetStateDoc) (*pla
 		case changed:
 			p.settings = patch
 		}
+	}
+	if want := stopped(doc); want != r.endpoints.Stopped() {
+		p.stop = &want
 	}
 	if err := p.planEndpoints(ctx, doc, prev); err != nil {
 		errs = append(errs, err)
@@ -233,7 +238,7 @@ func sameSubscriptions(a, b []store.Subscription) bool {
 }
 
 // apply makes the planned changes: settings, destinations and their
-// subscriptions, then endpoints, then removals. It returns how many
+// subscriptions, then the run state and endpoints, then removals. It returns how many
 // changes it made.
 func (p *plan) apply(ctx context.Context) (int, error) {
 	n := 0
@@ -288,6 +293,15 @@ func (p *plan) apply(ctx context.Context) (int, error) {
 		n++
 		reload = true
 	}
+	// Stopping comes before the endpoint changes, so none of them starts
+	// only to stop; running again comes after, so the final set starts.
+	if p.stop != nil && *p.stop {
+		if err := r.endpoints.SetStopped(ctx, true); err != nil {
+			return n, fmt.Errorf("stop endpoints: %w", err)
+		}
+		r.log.Info("run state stopped: endpoints stop, their definitions stay")
+		n++
+	}
 	for _, c := range p.putEndpoints {
 		if err := r.endpoints.Put(ctx, c.ep, c.create); err != nil {
 			return n, fmt.Errorf("put endpoint %q: %w", c.ep.Name, err)
@@ -298,6 +312,13 @@ func (p *plan) apply(ctx context.Context) (int, error) {
 		if err := r.endpoints.Remove(ctx, ep); err != nil {
 			return n, fmt.Errorf("remove endpoint %q: %w", ep.Name, err)
 		}
+		n++
+	}
+	if p.stop != nil && !*p.stop {
+		if err := r.endpoints.SetStopped(ctx, false); err != nil {
+			return n, fmt.Errorf("run endpoints again: %w", err)
+		}
+		r.log.Info("run state running: endpoints run again")
 		n++
 	}
 	for _, d := range p.removeDests {

@@ -10,6 +10,11 @@
 // managed: the agent's local API refuses to change them (Managed), and
 // an item the previous document named that the new one drops is removed.
 // Local items no document named are left alone.
+//
+// A document's runState stopped stops every endpoint, managed or local,
+// without touching a definition; running (or none) runs them again
+// (docs/target-state.md, section Run state). The run state is kept with
+// the applied document, so it holds across restarts.
 package reconcile
 
 import (
@@ -44,6 +49,11 @@ type Endpoints interface {
 	Put(ctx context.Context, ep adapters.Endpoint, create bool) error
 	// Remove stops ep and deletes it.
 	Remove(ctx context.Context, ep adapters.Endpoint) error
+	// Stopped reports whether the endpoints are stopped by the run state.
+	Stopped() bool
+	// SetStopped stops every endpoint (stopped) or runs the enabled ones
+	// again; no stored definition or enabled flag changes.
+	SetStopped(ctx context.Context, stopped bool) error
 }
 
 // Settings are the agent's settings groups.
@@ -212,7 +222,8 @@ func (r *Reconciler) Apply(ctx context.Context, m Meta, version int64, state jso
 		return nil
 	}
 	doc, err := control.ParseResolvedTargetState(state)
-	if err == nil && !force && r.cur != nil && st.Version == version && canonical(doc) == canonical(r.cur.Doc) {
+	if err == nil && !force && r.cur != nil && st.Version == version && canonical(doc) == canonical(r.cur.Doc) &&
+		r.endpoints.Stopped() == stopped(doc) {
 		return nil
 	}
 	var plan *plan
@@ -254,6 +265,20 @@ func (r *Reconciler) Apply(ctx context.Context, m Meta, version int64, state jso
 	}
 	return nil
 }
+
+// RunState is the applied document's run state: control.RunStopped, or
+// control.RunRunning when it sets none or none was applied.
+func (r *Reconciler) RunState() string {
+	r.view.RLock()
+	defer r.view.RUnlock()
+	if r.cur != nil && stopped(r.cur.Doc) {
+		return control.RunStopped
+	}
+	return control.RunRunning
+}
+
+// stopped reports whether d stops the agent's work.
+func stopped(d control.TargetStateDoc) bool { return d.RunState == control.RunStopped }
 
 func endpointNames(d control.TargetStateDoc) []string {
 	out := make([]string, len(d.Endpoints))

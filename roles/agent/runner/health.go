@@ -19,6 +19,9 @@ type Health struct {
 	LastPoll             *time.Time `json:"lastPoll"`
 	LastError            string     `json:"lastError,omitempty"`
 	ResponseTimeMS       float64    `json:"responseTimeMs"`
+	// Reason says why an enabled endpoint does not run (the agent's run
+	// state stopped it); the runner leaves it empty.
+	Reason string `json:"reason,omitempty"`
 }
 
 // DeviceSummary is one entry of GET /v1/adapters/:protocol/devices.

@@ -1,0 +1,122 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/edgeplat/edgeplat/core/control"
+)
+
+var (
+	errUnknownHandler = errors.New("unknown handler")
+	errShellDisabled  = errors.New("the shell handler is disabled: agent.jobs_shell is false in the agent's local configuration")
+)
+
+// run runs the handler d names under ctx.
+func (s *Service) run(ctx context.Context, d control.JobDispatch) (outcome, error) {
+	switch d.Handler {
+	case control.HandlerReboot:
+		// The reboot comes after the final report: the restart stops
+		// this service.
+		return outcome{result: "rebooting", after: func() {
+			if err := s.o.Actions.Reboot(); err != nil {
+				s.o.Log.Warn("job reboot not started", "job", d.JobID, "err", err)
+			}
+		}}, nil
+	case control.HandlerSync:
+		v, err := s.o.Actions.Sync(ctx)
+		if err != nil {
+			return outcome{}, err
+		}
+		return outcome{result: fmt.Sprintf("target state version %d", v), exitData: map[string]any{"version": v}}, nil
+	case control.HandlerRestartEndpoint:
+		var p struct {
+			Endpoint string `json:"endpoint"`
+		}
+		if err := params(d.Params, &p); err != nil {
+			return outcome{}, err
+		}
+		if p.Endpoint == "" {
+			return outcome{}, fmt.Errorf("%w: endpoint is required", ErrInvalidParams)
+		}
+		if err := s.o.Actions.RestartEndpoint(ctx, p.Endpoint); err != nil {
+			return outcome{}, err
+		}
+		return outcome{result: fmt.Sprintf("endpoint %q restarted", p.Endpoint)}, nil
+	case control.HandlerWriteRegister:
+		return s.writeRegister(ctx, d.Params)
+	case control.HandlerUploadLogs:
+		res, err := s.o.Actions.UploadLogs(ctx)
+		return outcome{result: res}, err
+	case control.HandlerCollectDiagnostics:
+		doc, err := s.o.Actions.Diagnostics(ctx)
+		if err != nil {
+			return outcome{}, err
+		}
+		out := outcome{exitData: doc}
+		// exitData is bounded tighter than the result: a large document
+		// goes whole into the result instead of being cut.
+		if b, err := json.Marshal(doc); err == nil && len(b) > control.MaxJobExitBytes {
+			out = outcome{result: string(b), exitData: map[string]any{"inResult": true}}
+		}
+		return out, nil
+	case control.HandlerShell:
+		if !s.o.Shell {
+			return outcome{}, errShellDisabled
+		}
+		var p struct {
+			Command string `json:"command"`
+		}
+		if err := params(d.Params, &p); err != nil {
+			return outcome{}, err
+		}
+		if p.Command == "" {
+			return outcome{}, fmt.Errorf("%w: command is required", ErrInvalidParams)
+		}
+		return shell(ctx, p.Command)
+	}
+	return outcome{}, fmt.Errorf("%w %q: this agent knows %v", errUnknownHandler, d.Handler, control.JobHandlers)
+}
+
+func (s *Service) writeRegister(ctx context.Context, raw json.RawMessage) (outcome, error) {
+	var p struct {
+		Endpoint string          `json:"endpoint"`
+		Register string          `json:"register"`
+		Value    json.RawMessage `json:"value"`
+	}
+	if err := params(raw, &p); err != nil {
+		return outcome{}, err
+	}
+	if p.Endpoint == "" || p.Register == "" || len(p.Value) == 0 || string(p.Value) == "null" {
+		return outcome{}, fmt.Errorf("%w: endpoint, register and value are required", ErrInvalidParams)
+	}
+	var value any
+	dec := json.NewDecoder(bytes.NewReader(p.Value))
+	dec.UseNumber() // so a 64-bit integer reaches the adapter exactly
+	if err := dec.Decode(&value); err != nil {
+		return outcome{}, fmt.Errorf("%w: value: %v", ErrInvalidParams, err)
+	}
+	written, err := s.o.Actions.Write(ctx, p.Endpoint, p.Register, value)
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{result: fmt.Sprintf("wrote %v to %s of %q", written, p.Register, p.Endpoint),
+		exitData: map[string]any{"endpoint": p.Endpoint, "register": p.Register, "value": written}}, nil
+}
+
+// params decodes a handler's params strictly: a misspelt name is an
+// invalid_params failure, not a silent default.
+func params(raw json.RawMessage, dst any) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
+	}
+	return nil
+}

@@ -20,7 +20,7 @@ import (
 func (s *Service) work(ctx context.Context) {
 	for ctx.Err() == nil {
 		s.reportPending(ctx)
-		j, err := s.take(ctx)
+		j, jctx, err := s.take(ctx)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			select {
@@ -35,17 +35,28 @@ func (s *Service) work(ctx context.Context) {
 			}
 			continue
 		}
-		s.execute(ctx, j)
+		s.execute(ctx, jctx, j)
+		s.mu.Lock()
+		s.cur.cancel(nil)
+		s.cur = nil
+		s.mu.Unlock()
 		signal(s.kick)
 	}
 }
 
 // take makes the oldest queued execution the current one, under the lock
-// a cancel takes, so a cancel either ends it queued or finds it current.
-func (s *Service) take(ctx context.Context) (store.Job, error) {
+// a cancel takes, so a cancel either ends it queued or finds it current;
+// the context it returns is the execution's, cancelled by CmdJobCancel.
+func (s *Service) take(ctx context.Context) (store.Job, context.Context, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.jobs.Next(ctx)
+	j, err := s.jobs.Next(ctx)
+	if err != nil {
+		return j, nil, err
+	}
+	jctx, cancel := context.WithCancelCause(ctx)
+	s.cur = &current{id: j.JobID, cancel: cancel}
+	return j, jctx, nil
 }
 
 // reportPending sends the final reports of executions that ended and
@@ -76,17 +87,7 @@ type outcome struct {
 // execute runs one execution: in_progress first (the cloud may answer
 // that it ended meanwhile), then the handler under its timeout, then the
 // final status, stored before it is reported.
-func (s *Service) execute(ctx context.Context, j store.Job) {
-	jctx, cancel := context.WithCancelCause(ctx)
-	s.mu.Lock()
-	s.cur = &current{id: j.JobID, cancel: cancel}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.cur = nil
-		s.mu.Unlock()
-		cancel(nil)
-	}()
+func (s *Service) execute(ctx, jctx context.Context, j store.Job) {
 	jobs := s.store()
 	log := s.o.Log.With("job", j.JobID, "handler", j.Handler)
 
@@ -120,7 +121,7 @@ func (s *Service) execute(ctx context.Context, j store.Job) {
 	d := control.JobDispatch{JobID: j.JobID, Handler: j.Handler, Params: json.RawMessage(j.Params), TimeoutSeconds: j.TimeoutSeconds}
 	hctx, hcancel := context.WithTimeout(jctx, d.Timeout())
 	var beat sync.WaitGroup
-	beat.Go(func() { s.heartbeat(hctx, j.JobID, cancel) })
+	beat.Go(func() { s.heartbeat(hctx, j.JobID) })
 	out, herr := s.run(hctx, d)
 	hcancel()
 	beat.Wait()
@@ -184,7 +185,7 @@ func (s *Service) end(ctx context.Context, jobID string, e store.JobEnd, reporte
 
 // heartbeat repeats in_progress every PollInterval while the handler
 // runs; the cloud's 409 cancels the execution.
-func (s *Service) heartbeat(ctx context.Context, jobID string, cancel context.CancelCauseFunc) {
+func (s *Service) heartbeat(ctx context.Context, jobID string) {
 	for {
 		t := time.NewTimer(s.o.PollInterval())
 		select {
@@ -197,7 +198,7 @@ func (s *Service) heartbeat(ctx context.Context, jobID string, cancel context.Ca
 		var ended *cloud.EndedError
 		if errors.As(err, &ended) {
 			s.o.Log.Info("job ended in the cloud while it ran; cancelling it", "job", jobID, "status", ended.Status)
-			cancel(errCancelled)
+			s.cancelCurrent(jobID)
 			return
 		}
 		if err != nil && ctx.Err() == nil {

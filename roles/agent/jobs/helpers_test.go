@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/jobs/jobstest"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -24,135 +22,6 @@ const (
 	agentUUID = "BBBBBBBBBBBBBBBBBBBBBB"
 	deviceKey = "device-key-for-tests"
 )
-
-// fakeAPI implements the two agent routes of the Cloud API's jobs
-// (docs/fleets-and-jobs.md) over an in-memory execution table: the
-// peer the agent is a client of, run as a real HTTP server.
-type fakeAPI struct {
-	t   *testing.T
-	srv *httptest.Server
-
-	mu       sync.Mutex
-	execs    []control.JobDispatch // released executions, oldest first
-	status   map[string]control.ExecStatus
-	updates  map[string][]control.JobStatusUpdate
-	failEnds int // terminal updates to answer 503 before taking one
-	nexts    int
-}
-
-func newFakeAPI(t *testing.T) *fakeAPI {
-	f := &fakeAPI{t: t, status: map[string]control.ExecStatus{}, updates: map[string][]control.JobStatusUpdate{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/v1/agents/{uuid}/jobs/next", f.next)
-	mux.HandleFunc("PATCH /api/v1/agents/{uuid}/jobs/{job}/status", f.patch)
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func apiError(w http.ResponseWriter, status int, code, msg string, extra map[string]any) {
-	e := map[string]any{"code": code, "message": msg}
-	for k, v := range extra {
-		e[k] = v
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
-}
-
-func (f *fakeAPI) auth(w http.ResponseWriter, r *http.Request) bool {
-	if r.PathValue("uuid") != agentUUID || r.Header.Get("X-Device-API-Key") != deviceKey {
-		apiError(w, http.StatusUnauthorized, "unauthorized", "bad device key", nil)
-		return false
-	}
-	return true
-}
-
-func (f *fakeAPI) next(w http.ResponseWriter, r *http.Request) {
-	if !f.auth(w, r) {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nexts++
-	for _, d := range f.execs {
-		if st := f.status[d.JobID]; st == control.ExecQueued || st == control.ExecInProgress {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(d)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func (f *fakeAPI) patch(w http.ResponseWriter, r *http.Request) {
-	if !f.auth(w, r) {
-		return
-	}
-	var u control.JobStatusUpdate
-	if err := json.NewDecoder(r.Body).Decode(&u); err != nil || u.Check() != nil {
-		apiError(w, http.StatusUnprocessableEntity, "validation_failed", "bad update", nil)
-		return
-	}
-	id := r.PathValue("job")
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	cur, ok := f.status[id]
-	switch {
-	case !ok:
-		apiError(w, http.StatusNotFound, "not_found", "no such execution", nil)
-	case cur.Terminal():
-		apiError(w, http.StatusConflict, control.CodeExecutionEnded, "the execution ended "+string(cur), map[string]any{"status": cur})
-	case !cur.CanMove(u.Status):
-		apiError(w, http.StatusUnprocessableEntity, "validation_failed", "status: cannot move", nil)
-	case u.Status.Terminal() && f.failEnds > 0:
-		f.failEnds--
-		apiError(w, http.StatusServiceUnavailable, "unavailable", "try later", nil)
-	default:
-		f.status[id] = u.Status
-		f.updates[id] = append(f.updates[id], u)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"` + string(u.Status) + `"}`))
-	}
-}
-
-// add releases a new execution and returns its dispatch.
-func (f *fakeAPI) add(handler string, params string, timeout int) control.JobDispatch {
-	d := control.JobDispatch{JobID: codec.NewUUID().String(), Handler: handler, TimeoutSeconds: timeout, QueuedAt: time.Now().UTC()}
-	if params != "" {
-		d.Params = json.RawMessage(params)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.execs = append(f.execs, d)
-	f.status[d.JobID] = control.ExecQueued
-	return d
-}
-
-// end ends an execution in the cloud (a cancel, the scheduler's timeout).
-func (f *fakeAPI) end(jobID string, st control.ExecStatus) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.status[jobID] = st
-}
-
-func (f *fakeAPI) statusOf(jobID string) control.ExecStatus {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.status[jobID]
-}
-
-// final returns the terminal update the cloud took for jobID.
-func (f *fakeAPI) final(jobID string) (control.JobStatusUpdate, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, u := range f.updates[jobID] {
-		if u.Status.Terminal() {
-			return u, true
-		}
-	}
-	return control.JobStatusUpdate{}, false
-}
 
 // apiCloud is Cloud through the agent's real client.
 type apiCloud struct {
@@ -243,7 +112,7 @@ type harness struct {
 	t        *testing.T
 	dir      string
 	st       *store.Store
-	api      *fakeAPI
+	api      *jobstest.API
 	act      *actions
 	platform *platform
 	svc      *Service
@@ -252,20 +121,20 @@ type harness struct {
 	done     chan struct{}
 }
 
-func newHarness(t *testing.T, api *fakeAPI, dir string, mutate func(*Options)) *harness {
+func newHarness(t *testing.T, api *jobstest.API, dir string, mutate func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: dir, api: api, act: newActions(), platform: &platform{}, reg: prometheus.NewRegistry()}
 	var err error
 	if h.st, err = store.Open(context.Background(), dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	client, err := cloud.NewClient(api.srv.URL)
+	client, err := cloud.NewClient(api.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := Options{
 		Store:    func() (*store.Store, error) { return h.st, nil },
-		Cloud:    apiCloud{c: client, cr: cloud.Credentials{APIEndpoint: api.srv.URL, AgentUUID: agentUUID, APIKey: deviceKey}},
+		Cloud:    apiCloud{c: client, cr: cloud.Credentials{APIEndpoint: api.URL(), AgentUUID: agentUUID, APIKey: deviceKey}},
 		Actions:  h.act,
 		Platform: h.platform,
 		// Long enough that the tests see the dispatch paths, not the
@@ -327,7 +196,7 @@ func (h *harness) waitFinal(id string) control.JobStatusUpdate {
 	var u control.JobStatusUpdate
 	coretest.Eventually(h.t, 10*time.Second, "the final status of "+id, func() bool {
 		var ok bool
-		u, ok = h.api.final(id)
+		u, ok = h.api.Final(id)
 		return ok
 	})
 	return u

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/roles/agent/jobs/jobstest"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 )
 
@@ -43,8 +44,8 @@ func TestHandlers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := newFakeAPI(t)
-			d := api.add(tt.handler, tt.params, 0)
+			api := jobstest.New(t, agentUUID, deviceKey)
+			d := api.Add(tt.handler, tt.params, 0)
 			h := newHarness(t, api, t.TempDir(), func(o *Options) { o.Shell = tt.shell }).start()
 			u := h.waitFinal(d.JobID)
 			if u.Status != tt.status || u.StatusReason != tt.reason || !strings.Contains(u.Result, tt.result) || !strings.Contains(string(u.ExitData), tt.exit) {
@@ -68,9 +69,9 @@ func TestHandlers(t *testing.T) {
 // TestShellOutputCapAndTimeout: the output is cut at MaxJobResultBytes;
 // a command past its timeout is killed with its process group.
 func TestShellOutputCapAndTimeout(t *testing.T) {
-	api := newFakeAPI(t)
-	big := api.add(control.HandlerShell, `{"command":"head -c 200000 /dev/zero | tr '\\0' x"}`, 0)
-	slow := api.add(control.HandlerShell, `{"command":"sleep 30 & sleep 30; echo never"}`, 1)
+	api := jobstest.New(t, agentUUID, deviceKey)
+	big := api.Add(control.HandlerShell, `{"command":"head -c 200000 /dev/zero | tr '\\0' x"}`, 0)
+	slow := api.Add(control.HandlerShell, `{"command":"sleep 30 & sleep 30; echo never"}`, 1)
 	h := newHarness(t, api, t.TempDir(), func(o *Options) { o.Shell = true }).start()
 	u := h.waitFinal(big.JobID)
 	if u.Status != control.ExecSucceeded || len(u.Result) != control.MaxJobResultBytes || strings.Trim(u.Result, "x") != "" {
@@ -85,9 +86,9 @@ func TestShellOutputCapAndTimeout(t *testing.T) {
 // TestDuplicateDispatchRunsOnce: the same jobId from the command channel
 // (twice) and from the poll runs once.
 func TestDuplicateDispatchRunsOnce(t *testing.T) {
-	api := newFakeAPI(t)
+	api := jobstest.New(t, agentUUID, deviceKey)
 	h := newHarness(t, api, t.TempDir(), nil).start()
-	d := api.add(control.HandlerSync, "", 0)
+	d := api.Add(control.HandlerSync, "", 0)
 	h.dispatch(d)
 	h.dispatch(d)
 	h.platform.up.Store(true) // a reconnect polls, and the poll answers d while it runs or not
@@ -105,10 +106,10 @@ func TestDuplicateDispatchRunsOnce(t *testing.T) {
 // (409 to in_progress) never runs and ends with the cloud's status; a
 // cancel that arrives before the dispatch keeps it from running.
 func TestCancelQueued(t *testing.T) {
-	api := newFakeAPI(t)
+	api := jobstest.New(t, agentUUID, deviceKey)
 	h := newHarness(t, api, t.TempDir(), nil).start()
-	d := api.add(control.HandlerSync, "", 0)
-	api.end(d.JobID, control.ExecCancelled)
+	d := api.Add(control.HandlerSync, "", 0)
+	api.SetStatus(d.JobID, control.ExecCancelled)
 	h.dispatch(d)
 	coretest.Eventually(t, 5*time.Second, "the row ended", func() bool {
 		j, err := h.st.Jobs().Get(context.Background(), d.JobID)
@@ -118,7 +119,7 @@ func TestCancelQueued(t *testing.T) {
 		t.Fatalf("row %+v", j)
 	}
 
-	early := api.add(control.HandlerSync, "", 0)
+	early := api.Add(control.HandlerSync, "", 0)
 	h.cancelJob(early.JobID)
 	coretest.Eventually(t, 5*time.Second, "the tombstone", func() bool {
 		j, err := h.st.Jobs().Get(context.Background(), early.JobID)
@@ -126,7 +127,7 @@ func TestCancelQueued(t *testing.T) {
 	})
 	h.dispatch(early)
 	// One more execution behind it shows the queue moved past both.
-	last := api.add(control.HandlerUploadLogs, "", 0)
+	last := api.Add(control.HandlerUploadLogs, "", 0)
 	h.dispatch(last)
 	h.waitFinal(last.JobID)
 	if n := h.act.count("sync"); n != 0 {
@@ -139,13 +140,13 @@ func TestCancelQueued(t *testing.T) {
 func TestCancelInProgress(t *testing.T) {
 	for _, how := range []string{"command", "heartbeat 409"} {
 		t.Run(how, func(t *testing.T) {
-			api := newFakeAPI(t)
+			api := jobstest.New(t, agentUUID, deviceKey)
 			h := newHarness(t, api, t.TempDir(), func(o *Options) {
 				o.PollInterval = func() time.Duration { return 50 * time.Millisecond }
 			})
 			h.act.block.Store(true)
 			h.start()
-			d := api.add(control.HandlerSync, "", 0)
+			d := api.Add(control.HandlerSync, "", 0)
 			h.dispatch(d)
 			<-h.act.started
 			if how == "command" {
@@ -155,7 +156,7 @@ func TestCancelInProgress(t *testing.T) {
 					t.Fatalf("final %+v", u)
 				}
 			} else {
-				api.end(d.JobID, control.ExecCancelled)
+				api.SetStatus(d.JobID, control.ExecCancelled)
 			}
 			coretest.Eventually(t, 5*time.Second, "the row ended", func() bool { return h.job(d.JobID).State == store.JobEnded })
 			if j := h.job(d.JobID); j.Status != string(control.ExecCancelled) || j.Reason != control.ReasonCancelled {
@@ -170,11 +171,11 @@ func TestCancelInProgress(t *testing.T) {
 
 // TestTimeout: a handler past the dispatch's timeout ends timed_out.
 func TestTimeout(t *testing.T) {
-	api := newFakeAPI(t)
+	api := jobstest.New(t, agentUUID, deviceKey)
 	h := newHarness(t, api, t.TempDir(), nil)
 	h.act.block.Store(true)
 	h.start()
-	d := api.add(control.HandlerRestartEndpoint, `{"endpoint":"plc1"}`, 1)
+	d := api.Add(control.HandlerRestartEndpoint, `{"endpoint":"plc1"}`, 1)
 	h.dispatch(d)
 	u := h.waitFinal(d.JobID)
 	if u.Status != control.ExecTimedOut || u.StatusReason != control.ReasonTimeout {
@@ -185,19 +186,16 @@ func TestTimeout(t *testing.T) {
 // TestFinalReportRetried: a final status the cloud does not take (503)
 // is sent again until it does; the row stays unreported until then.
 func TestFinalReportRetried(t *testing.T) {
-	api := newFakeAPI(t)
-	api.failEnds = 3
-	d := api.add(control.HandlerSync, "", 0)
+	api := jobstest.New(t, agentUUID, deviceKey)
+	api.FailEnds(3)
+	d := api.Add(control.HandlerSync, "", 0)
 	h := newHarness(t, api, t.TempDir(), nil).start()
 	u := h.waitFinal(d.JobID)
 	if u.Status != control.ExecSucceeded {
 		t.Fatalf("final %+v", u)
 	}
 	coretest.Eventually(t, 5*time.Second, "the row reported", func() bool { return h.job(d.JobID).Reported })
-	api.mu.Lock()
-	left := api.failEnds
-	api.mu.Unlock()
-	if left != 0 {
+	if left := api.FailEndsLeft(); left != 0 {
 		t.Fatalf("%d refusals left: the report was not retried", left)
 	}
 }
@@ -217,15 +215,15 @@ func TestRestartMidJob(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.handler, func(t *testing.T) {
-			api := newFakeAPI(t)
+			api := jobstest.New(t, agentUUID, deviceKey)
 			dir := t.TempDir()
 			h := newHarness(t, api, dir, nil)
 			h.act.block.Store(true)
 			h.start()
-			d := api.add(tt.handler, tt.params, 0)
+			d := api.Add(tt.handler, tt.params, 0)
 			h.dispatch(d)
 			<-h.act.started
-			if st := api.statusOf(d.JobID); st != control.ExecInProgress {
+			if st := api.Status(d.JobID); st != control.ExecInProgress {
 				t.Fatalf("cloud status %s while it runs", st)
 			}
 			h.kill()
@@ -264,11 +262,11 @@ func (h *harness) job2(dir, id string) store.Job {
 // TestReboot: the reboot's success is reported before the agent reboots;
 // one left running by a restart ends succeeded.
 func TestReboot(t *testing.T) {
-	api := newFakeAPI(t)
+	api := jobstest.New(t, agentUUID, deviceKey)
 	h := newHarness(t, api, t.TempDir(), nil)
-	d := api.add(control.HandlerReboot, "", 0)
+	d := api.Add(control.HandlerReboot, "", 0)
 	reported := make(chan control.ExecStatus, 1)
-	h.act.reboot = func() { reported <- api.statusOf(d.JobID) }
+	h.act.reboot = func() { reported <- api.Status(d.JobID) }
 	h.start()
 	select {
 	case st := <-reported:
@@ -281,7 +279,7 @@ func TestReboot(t *testing.T) {
 
 	// Left running (the process died between the start and the end).
 	dir := t.TempDir()
-	left := api.add(control.HandlerReboot, "", 0)
+	left := api.Add(control.HandlerReboot, "", 0)
 	st, err := store.Open(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +291,7 @@ func TestReboot(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	api.end(left.JobID, control.ExecInProgress)
+	api.SetStatus(left.JobID, control.ExecInProgress)
 	r := newHarness(t, api, dir, nil).start()
 	if u := r.waitFinal(left.JobID); u.Status != control.ExecSucceeded {
 		t.Fatalf("final %+v", u)
@@ -305,11 +303,11 @@ func TestReboot(t *testing.T) {
 
 // TestRecentNewestFirst: the local API's list.
 func TestRecentNewestFirst(t *testing.T) {
-	api := newFakeAPI(t)
-	a := api.add(control.HandlerSync, "", 0)
+	api := jobstest.New(t, agentUUID, deviceKey)
+	a := api.Add(control.HandlerSync, "", 0)
 	h := newHarness(t, api, t.TempDir(), nil).start()
 	h.waitFinal(a.JobID)
-	b := api.add(control.HandlerUploadLogs, "", 0)
+	b := api.Add(control.HandlerUploadLogs, "", 0)
 	h.dispatch(b)
 	h.waitFinal(b.JobID)
 	jobs, err := h.svc.Recent(context.Background(), 10)

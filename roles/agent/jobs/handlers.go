@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/edgeplat/edgeplat/core/control"
 )
@@ -15,19 +16,26 @@ var (
 	errShellDisabled  = errors.New("the shell handler is disabled: agent.jobs_shell is false in the agent's local configuration")
 )
 
+// handlers run the work a dispatch names.
+type handlers struct {
+	actions Actions
+	shell   bool
+	log     *slog.Logger
+}
+
 // run runs the handler d names under ctx.
-func (s *Service) run(ctx context.Context, d control.JobDispatch) (outcome, error) {
+func (h handlers) run(ctx context.Context, d control.JobDispatch) (outcome, error) {
 	switch d.Handler {
 	case control.HandlerReboot:
 		// The reboot comes after the final report: the restart stops
 		// this service.
 		return outcome{result: "rebooting", after: func() {
-			if err := s.o.Actions.Reboot(); err != nil {
-				s.o.Log.Warn("job reboot not started", "job", d.JobID, "err", err)
+			if err := h.actions.Reboot(); err != nil {
+				h.log.Warn("job reboot not started", "job", d.JobID, "err", err)
 			}
 		}}, nil
 	case control.HandlerSync:
-		v, err := s.o.Actions.Sync(ctx)
+		v, err := h.actions.Sync(ctx)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -42,17 +50,17 @@ func (s *Service) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 		if p.Endpoint == "" {
 			return outcome{}, fmt.Errorf("%w: endpoint is required", ErrInvalidParams)
 		}
-		if err := s.o.Actions.RestartEndpoint(ctx, p.Endpoint); err != nil {
+		if err := h.actions.RestartEndpoint(ctx, p.Endpoint); err != nil {
 			return outcome{}, err
 		}
 		return outcome{result: fmt.Sprintf("endpoint %q restarted", p.Endpoint)}, nil
 	case control.HandlerWriteRegister:
-		return s.writeRegister(ctx, d.Params)
+		return h.writeRegister(ctx, d.Params)
 	case control.HandlerUploadLogs:
-		res, err := s.o.Actions.UploadLogs(ctx)
+		res, err := h.actions.UploadLogs(ctx)
 		return outcome{result: res}, err
 	case control.HandlerCollectDiagnostics:
-		doc, err := s.o.Actions.Diagnostics(ctx)
+		doc, err := h.actions.Diagnostics(ctx)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -64,7 +72,7 @@ func (s *Service) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 		}
 		return out, nil
 	case control.HandlerShell:
-		if !s.o.Shell {
+		if !h.shell {
 			return outcome{}, errShellDisabled
 		}
 		var p struct {
@@ -81,7 +89,7 @@ func (s *Service) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 	return outcome{}, fmt.Errorf("%w %q: this agent knows %v", errUnknownHandler, d.Handler, control.JobHandlers)
 }
 
-func (s *Service) writeRegister(ctx context.Context, raw json.RawMessage) (outcome, error) {
+func (h handlers) writeRegister(ctx context.Context, raw json.RawMessage) (outcome, error) {
 	var p struct {
 		Endpoint string          `json:"endpoint"`
 		Register string          `json:"register"`
@@ -99,7 +107,7 @@ func (s *Service) writeRegister(ctx context.Context, raw json.RawMessage) (outco
 	if err := dec.Decode(&value); err != nil {
 		return outcome{}, fmt.Errorf("%w: value: %v", ErrInvalidParams, err)
 	}
-	written, err := s.o.Actions.Write(ctx, p.Endpoint, p.Register, value)
+	written, err := h.actions.Write(ctx, p.Endpoint, p.Register, value)
 	if err != nil {
 		return outcome{}, err
 	}

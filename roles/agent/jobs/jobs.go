@@ -101,8 +101,10 @@ type Options struct {
 // Its Start and Run may be called again after Run returned (a soft
 // reboot).
 type Service struct {
-	o Options
-	m *metrics
+	o   Options
+	m   *metrics
+	rep reporter
+	h   handlers
 	// inbox carries the dispatcher's commands to the service's loop, so
 	// the MQTT goroutine never waits on the store.
 	inbox chan message
@@ -149,6 +151,8 @@ func New(o Options) *Service {
 	}
 	return &Service{
 		o: o, m: newMetrics(o.Metrics),
+		rep:   reporter{cloud: o.Cloud, log: o.Log, min: o.RetryMin, max: o.RetryMax},
+		h:     handlers{actions: o.Actions, shell: o.Shell, log: o.Log},
 		inbox: make(chan message, o.QueueSize),
 		wake:  make(chan struct{}, 1),
 		kick:  make(chan struct{}, 1),

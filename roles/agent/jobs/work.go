@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -71,7 +72,7 @@ func (s *Service) reportPending(ctx context.Context) {
 	}
 	for _, j := range open {
 		if j.State == store.JobEnded && ctx.Err() == nil {
-			s.reportFinal(ctx, j.JobID, update(j))
+			s.rep.final(ctx, s.store(), j.JobID, update(j))
 		}
 	}
 }
@@ -91,7 +92,7 @@ func (s *Service) execute(ctx, jctx context.Context, j store.Job) {
 	jobs := s.store()
 	log := s.o.Log.With("job", j.JobID, "handler", j.Handler)
 
-	err := s.report(jctx, j.JobID, control.JobStatusUpdate{Status: control.ExecInProgress})
+	err := s.rep.send(jctx, j.JobID, control.JobStatusUpdate{Status: control.ExecInProgress})
 	var ended *cloud.EndedError
 	switch {
 	case ctx.Err() != nil:
@@ -122,7 +123,7 @@ func (s *Service) execute(ctx, jctx context.Context, j store.Job) {
 	hctx, hcancel := context.WithTimeout(jctx, d.Timeout())
 	var beat sync.WaitGroup
 	beat.Go(func() { s.heartbeat(hctx, j.JobID) })
-	out, herr := s.run(hctx, d)
+	out, herr := s.h.run(hctx, d)
 	hcancel()
 	beat.Wait()
 	if ctx.Err() != nil {
@@ -168,7 +169,7 @@ func (s *Service) finish(ctx context.Context, j store.Job, e store.JobEnd, after
 		return
 	}
 	j.State, j.Status, j.Reason, j.Result, j.ExitData = store.JobEnded, e.Status, e.Reason, e.Result, e.ExitData
-	if s.reportFinal(ctx, j.JobID, update(j)) && after != nil {
+	if s.rep.final(ctx, s.store(), j.JobID, update(j)) && after != nil {
 		after()
 	}
 }
@@ -210,17 +211,17 @@ func (s *Service) heartbeat(ctx context.Context, jobID string) {
 // reportFinal reports a final status until the cloud takes it, answers
 // 409 or refuses it for good, and then marks it reported. It reports
 // whether the cloud took it.
-func (s *Service) reportFinal(ctx context.Context, jobID string, u control.JobStatusUpdate) bool {
-	err := s.report(ctx, jobID, u)
+func (r reporter) final(ctx context.Context, jobs *store.Jobs, jobID string, u control.JobStatusUpdate) bool {
+	err := r.send(ctx, jobID, u)
 	if ctx.Err() != nil {
 		return false // reported at the next run
 	}
 	var ended *cloud.EndedError
 	if err != nil && !errors.As(err, &ended) {
-		s.o.Log.Warn("the cloud refused a job's final status; not sent again", "job", jobID, "status", u.Status, "err", err)
+		r.log.Warn("the cloud refused a job's final status; not sent again", "job", jobID, "status", u.Status, "err", err)
 	}
-	if err := s.store().MarkReported(ctx, jobID); err != nil && ctx.Err() == nil {
-		s.o.Log.Error("job report not stored", "job", jobID, "err", err)
+	if err := jobs.MarkReported(ctx, jobID); err != nil && ctx.Err() == nil {
+		r.log.Error("job report not stored", "job", jobID, "err", err)
 	}
 	return err == nil
 }
@@ -228,22 +229,29 @@ func (s *Service) reportFinal(ctx context.Context, jobID string, u control.JobSt
 // report sends u with backoff while the cloud cannot be reached or
 // answers a transient failure; it returns nil, a *cloud.EndedError, a
 // refusal the cloud will repeat, or ctx's error.
-func (s *Service) report(ctx context.Context, jobID string, u control.JobStatusUpdate) error {
-	delay := s.o.RetryMin
+func (r reporter) send(ctx context.Context, jobID string, u control.JobStatusUpdate) error {
+	delay := r.min
 	for {
-		err := s.o.Cloud.ReportJob(ctx, jobID, u)
+		err := r.cloud.ReportJob(ctx, jobID, u)
 		if err == nil || permanent(err) {
 			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.o.Log.Debug("job status not reported; retrying", "job", jobID, "status", u.Status, "err", err, "in", delay)
+		r.log.Debug("job status not reported; retrying", "job", jobID, "status", u.Status, "err", err, "in", delay)
 		if !sleep(ctx, delay) {
 			return ctx.Err()
 		}
-		delay = min(2*delay, s.o.RetryMax)
+		delay = min(2*delay, r.max)
 	}
+}
+
+// reporter sends status updates to the cloud.
+type reporter struct {
+	cloud    Cloud
+	log      *slog.Logger
+	min, max time.Duration
 }
 
 // permanent tells an answer the cloud will repeat (409 ended, a refused

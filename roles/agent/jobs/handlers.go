@@ -41,19 +41,14 @@ func (h handlers) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 		}
 		return outcome{result: fmt.Sprintf("target state version %d", v), exitData: map[string]any{"version": v}}, nil
 	case control.HandlerRestartEndpoint:
-		var p struct {
-			Endpoint string `json:"endpoint"`
-		}
-		if err := params(d.Params, &p); err != nil {
+		endpoint, err := stringParam(d.Params, "endpoint")
+		if err != nil {
 			return outcome{}, err
 		}
-		if p.Endpoint == "" {
-			return outcome{}, fmt.Errorf("%w: endpoint is required", ErrInvalidParams)
-		}
-		if err := h.actions.RestartEndpoint(ctx, p.Endpoint); err != nil {
+		if err := h.actions.RestartEndpoint(ctx, endpoint); err != nil {
 			return outcome{}, err
 		}
-		return outcome{result: fmt.Sprintf("endpoint %q restarted", p.Endpoint)}, nil
+		return outcome{result: fmt.Sprintf("endpoint %q restarted", endpoint)}, nil
 	case control.HandlerWriteRegister:
 		return h.writeRegister(ctx, d.Params)
 	case control.HandlerUploadLogs:
@@ -75,16 +70,11 @@ func (h handlers) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 		if !h.shell {
 			return outcome{}, errShellDisabled
 		}
-		var p struct {
-			Command string `json:"command"`
-		}
-		if err := params(d.Params, &p); err != nil {
+		command, err := stringParam(d.Params, "command")
+		if err != nil {
 			return outcome{}, err
 		}
-		if p.Command == "" {
-			return outcome{}, fmt.Errorf("%w: command is required", ErrInvalidParams)
-		}
-		return shell(ctx, p.Command)
+		return shell(ctx, command)
 	}
 	return outcome{}, fmt.Errorf("%w %q: this agent knows %v", errUnknownHandler, d.Handler, control.JobHandlers)
 }
@@ -113,6 +103,23 @@ func (h handlers) writeRegister(ctx context.Context, raw json.RawMessage) (outco
 	}
 	return outcome{result: fmt.Sprintf("wrote %v to %s of %q", written, p.Register, p.Endpoint),
 		exitData: map[string]any{"endpoint": p.Endpoint, "register": p.Register, "value": written}}, nil
+}
+
+// stringParam decodes params that are one required string, name.
+func stringParam(raw json.RawMessage, name string) (string, error) {
+	var p map[string]string
+	if err := params(raw, &p); err != nil {
+		return "", err
+	}
+	for k := range p {
+		if k != name {
+			return "", fmt.Errorf("%w: unknown field %q", ErrInvalidParams, k)
+		}
+	}
+	if p[name] == "" {
+		return "", fmt.Errorf("%w: %s is required", ErrInvalidParams, name)
+	}
+	return p[name], nil
 }
 
 // params decodes a handler's params strictly: a misspelt name is an

@@ -23,7 +23,9 @@ func TestJobsOnce(t *testing.T) {
 	}{
 		{"first receive", func() (bool, error) { return jobs.Receive(ctx, Job{JobID: "a", Handler: "sync"}) }, true},
 		{"second receive", func() (bool, error) { return jobs.Receive(ctx, Job{JobID: "a", Handler: "sync"}) }, false},
-		{"other receive", func() (bool, error) { return jobs.Receive(ctx, Job{JobID: "b", Handler: "shell", Params: `{"command":"id"}`}) }, true},
+		{"other receive", func() (bool, error) {
+			return jobs.Receive(ctx, Job{JobID: "b", Handler: "shell", Params: `{"command":"id"}`})
+		}, true},
 		{"first end", func() (bool, error) { return jobs.End(ctx, "a", JobEnd{Status: "succeeded", Result: "ok"}, false) }, true},
 		{"second end", func() (bool, error) { return jobs.End(ctx, "a", JobEnd{Status: "failed"}, false) }, false},
 		{"tombstone then receive", func() (bool, error) {

@@ -18,18 +18,18 @@ func (s *Service) loop(ctx context.Context) {
 	defer tick.Stop()
 	connected := s.o.Platform.PlatformConnected()
 	s.poll(ctx)
+	// The timer runs from the last poll, so a stream of commands cannot
+	// put the periodic poll off; the interval is read at each poll.
+	timer := time.NewTimer(s.o.PollInterval())
+	defer timer.Stop()
 	for {
-		timer := time.NewTimer(s.o.PollInterval())
 		select {
 		case <-ctx.Done():
-			timer.Stop()
 			return
 		case m := <-s.inbox:
-			timer.Stop()
 			s.handle(ctx, m)
 			continue
 		case <-tick.C:
-			timer.Stop()
 			now := s.o.Platform.PlatformConnected()
 			back := now && !connected
 			connected = now
@@ -37,10 +37,10 @@ func (s *Service) loop(ctx context.Context) {
 				continue
 			}
 		case <-s.kick:
-			timer.Stop()
 		case <-timer.C:
 		}
 		s.poll(ctx)
+		timer.Reset(s.o.PollInterval())
 	}
 }
 

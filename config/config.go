@@ -231,6 +231,10 @@ type Agent struct {
 	DataDir       string `mapstructure:"data_dir"`
 	AdminUsername string `mapstructure:"admin_username"`
 	AdminPassword Secret `mapstructure:"admin_password"`
+	// JobsShell lets the cloud's shell jobs run commands on the device
+	// (docs/agent.md, section Jobs). It is read from the local
+	// configuration only: no cloud document or settings call sets it.
+	JobsShell bool `mapstructure:"jobs_shell"`
 }
 
 // AllInOne configures the single-process mode.

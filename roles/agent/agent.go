@@ -30,6 +30,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
+	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
@@ -100,6 +101,8 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	ring.SetTap(logs.Add)
 	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, logs: logs, log: log}
 	p.cloud.target = newReconciler(p, pc)
+	system := &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc}
+	p.jobs = newJobs(p, system, adapterService{run}, jobs.Options{Log: log.With("component", "jobs"), Metrics: r.Metrics})
 	p.commands = commands.New(log.With("component", "commands"), r.Metrics, p.pub.TopicPrefix)
 	p.registerCommands()
 	p.reports = report.New(report.Options{
@@ -116,7 +119,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Endpoints: p.endpoints, Adapters: adapterService{run},
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
-		System: &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc},
+		System: system, Jobs: jobsAPI{p.jobs},
 	})
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
+	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/report"
@@ -40,6 +41,7 @@ type parts struct {
 	memory    *sysinfo.MemoryMonitor
 	reports   *report.Service
 	logs      *logship.Shipper
+	jobs      *jobs.Service
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -51,6 +53,8 @@ type parts struct {
 func (p *parts) registerCommands() {
 	p.commands.Handle(control.CmdTargetState, p.cloud.targetStateNotice)
 	p.commands.Handle(control.CmdReceipts, p.applyReceipts)
+	p.commands.Handle(control.CmdJob, p.jobs.HandleJob)
+	p.commands.Handle(control.CmdJobCancel, p.jobs.HandleCancel)
 	p.pub.OnCommand(p.commands.Deliver)
 }
 
@@ -102,6 +106,7 @@ func (p *parts) services() []lifecycle.Service {
 			p.cloud.syncLoop(ctx)
 			return nil
 		}},
+		p.jobs,
 		&lifecycle.Funcs{ServiceName: PhaseAPI, StartFunc: func(ctx context.Context) error {
 			if p.server == nil {
 				return nil

@@ -39,10 +39,12 @@ type LoggingSettings struct {
 
 // IntervalSettings time the cloud state exchange: statePollMs is the
 // period of the target-state pull, stateReportMs that of the state and
-// system-metrics reports.
+// system-metrics reports, jobPollMs that of the job poll and of a
+// running job's heartbeat.
 type IntervalSettings struct {
 	StatePollMS   int `json:"statePollMs"`
 	StateReportMS int `json:"stateReportMs"`
+	JobPollMS     int `json:"jobPollMs"`
 }
 
 // RuntimeSettings bound the agent's resources; maxMemoryMb 0 turns the
@@ -54,7 +56,7 @@ type RuntimeSettings struct {
 func defaultSettings() Settings {
 	return Settings{
 		Logging:   LoggingSettings{Level: "info"},
-		Intervals: IntervalSettings{StatePollMS: 60000, StateReportMS: 10000},
+		Intervals: IntervalSettings{StatePollMS: 60000, StateReportMS: 10000, JobPollMS: 30000},
 	}
 }
 
@@ -81,6 +83,9 @@ func (s Settings) validate() error {
 	}
 	if s.Intervals.StateReportMS < 1000 || s.Intervals.StateReportMS > 86400000 {
 		errs = append(errs, adapters.Fieldf("intervals.stateReportMs", "must be 1000..86400000, got %d", s.Intervals.StateReportMS))
+	}
+	if s.Intervals.JobPollMS < 1000 || s.Intervals.JobPollMS > 86400000 {
+		errs = append(errs, adapters.Fieldf("intervals.jobPollMs", "must be 1000..86400000, got %d", s.Intervals.JobPollMS))
 	}
 	if s.Runtime.MaxMemoryMB < 0 || s.Runtime.MaxMemoryMB > 1<<20 {
 		errs = append(errs, adapters.Fieldf("runtime.maxMemoryMb", "must be 0 (off) or a size in MB, got %d", s.Runtime.MaxMemoryMB))

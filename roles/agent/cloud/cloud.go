@@ -55,6 +55,8 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// raw is the answer's body, for callers that read more of it.
+	raw []byte
 }
 
 func (e *Error) Error() string {
@@ -146,7 +148,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr m
 		return resp.StatusCode, resp.Header, fmt.Errorf("read answer: %w", err)
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotModified:
+	case resp.StatusCode == http.StatusNotModified, resp.StatusCode == http.StatusNoContent:
 		return resp.StatusCode, resp.Header, nil
 	case resp.StatusCode >= 300:
 		return resp.StatusCode, resp.Header, errorOf(resp.StatusCode, raw)

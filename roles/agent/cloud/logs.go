@@ -37,7 +37,7 @@ func (c *Client) UploadLogs(ctx context.Context, cr Credentials, gzipped []byte)
 
 // errorOf reads the Cloud API's error shape, or keeps the raw answer.
 func errorOf(status int, raw []byte) *Error {
-	e := &Error{Status: status, Message: strings.TrimSpace(string(raw))}
+	e := &Error{Status: status, Message: strings.TrimSpace(string(raw)), raw: raw}
 	var shape struct {
 		Error struct {
 			Code    string `json:"code"`

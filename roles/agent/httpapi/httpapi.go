@@ -44,6 +44,7 @@ type Deps struct {
 	Cloud      Cloud
 	Settings   Settings
 	System     System
+	Jobs       Jobs
 }
 
 // StoreGate keeps the agent's store open while a request uses it.
@@ -162,6 +163,7 @@ func New(d Deps) *gin.Engine {
 	RegisterPublish(p, d)
 	RegisterCloud(p, d)
 	RegisterSettings(p, d)
+	RegisterJobs(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

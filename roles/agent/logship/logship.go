@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -99,6 +101,11 @@ type Shipper struct {
 	br  *breaker.Breaker
 	m   *metrics
 	log *slog.Logger
+	// flushing makes Run's flush and ShipNow's one at a time: two would
+	// send the same batch twice.
+	flushing sync.Mutex
+	// sent counts the lines shipped, for ShipNow's answer.
+	sent atomic.Int64
 }
 
 // New builds a Shipper and registers its metrics; it does no I/O.
@@ -196,36 +203,57 @@ func (s *Shipper) Run(ctx context.Context) error {
 			s.buf.clear()
 			continue
 		}
-		nextProbe = s.flush(ctx, nextProbe)
+		s.flushing.Lock()
+		nextProbe, _ = s.flush(ctx, nextProbe)
+		s.flushing.Unlock()
 	}
 }
 
+// ErrDisabled is ShipNow's answer while logging.cloudEnabled is off.
+var ErrDisabled = errors.New("log shipping is off (logging.cloudEnabled is false)")
+
+// ShipNow uploads the buffered lines now, past an open breaker, and
+// returns how many lines it shipped; an error says why lines were left
+// (ErrNotReady, ErrDisabled, or the cloud's failure).
+func (s *Shipper) ShipNow(ctx context.Context) (int, error) {
+	if !s.o.Enabled() {
+		return 0, ErrDisabled
+	}
+	s.flushing.Lock()
+	defer s.flushing.Unlock()
+	before := s.sent.Load()
+	_, err := s.flush(ctx, time.Time{})
+	return int(s.sent.Load() - before), err
+}
+
 // flush uploads batches until the buffer is empty, the cloud fails or the
-// breaker is open and no probe is due; it returns when the next probe is.
-func (s *Shipper) flush(ctx context.Context, nextProbe time.Time) time.Time {
+// breaker is open and no probe is due; it returns when the next probe is,
+// and the failure that stopped it.
+func (s *Shipper) flush(ctx context.Context, nextProbe time.Time) (time.Time, error) {
 	for ctx.Err() == nil {
 		open := s.br.State() == breaker.Open
 		if open && time.Now().Before(nextProbe) {
-			return nextProbe
+			return nextProbe, errors.New("the cloud failed the last uploads; waiting to probe it")
 		}
 		lines, last := s.buf.batch(s.o.BatchLines, s.o.BatchBytes)
 		if len(lines) == 0 {
-			return nextProbe
+			return nextProbe, nil
 		}
 		body, err := gzipLines(lines)
 		if err != nil {
 			s.log.Error("log batch not compressed", "err", err)
-			return nextProbe
+			return nextProbe, err
 		}
 		uctx, cancel := context.WithTimeout(ctx, uploadTimeout)
 		err = s.o.Uploader.UploadLogs(uctx, body)
 		cancel()
 		switch {
 		case errors.Is(err, ErrNotReady):
-			return nextProbe
+			return nextProbe, err
 		case err == nil:
 			s.buf.ack(last)
 			s.m.shipped.Add(float64(len(lines)))
+			s.sent.Add(int64(len(lines)))
 			s.m.uploads.WithLabelValues("ok").Inc()
 			s.br.Record(nil)
 			if open {
@@ -241,7 +269,7 @@ func (s *Shipper) flush(ctx context.Context, nextProbe time.Time) time.Time {
 			s.log.Warn("cloud refused a log batch; its lines are dropped", "lines", n, "err", err)
 		default:
 			if ctx.Err() != nil {
-				return nextProbe
+				return nextProbe, ctx.Err()
 			}
 			s.m.uploads.WithLabelValues("failed").Inc()
 			if s.br.Record(err) == breaker.Open && !open {
@@ -251,12 +279,12 @@ func (s *Shipper) flush(ctx context.Context, nextProbe time.Time) time.Time {
 				if !open {
 					s.m.opened.Inc()
 				}
-				return time.Now().Add(s.o.ProbeEvery)
+				return time.Now().Add(s.o.ProbeEvery), err
 			}
-			return nextProbe
+			return nextProbe, err
 		}
 	}
-	return nextProbe
+	return nextProbe, ctx.Err()
 }
 
 // refused tells a batch the cloud refuses for what it is (invalid, too

@@ -46,6 +46,7 @@ type Store struct {
 	admins     Admins
 	endpoints  Endpoints
 	publishing Publishing
+	jobs       Jobs
 }
 
 func newStore(d *db.DB, path string, log *slog.Logger) *Store {
@@ -55,6 +56,7 @@ func newStore(d *db.DB, path string, log *slog.Logger) *Store {
 		admins:     Admins{db: d, cond: cond},
 		endpoints:  Endpoints{db: d, cond: cond},
 		publishing: Publishing{db: d, cond: cond},
+		jobs:       Jobs{db: d, cond: cond},
 	}
 }
 
@@ -67,6 +69,9 @@ func (s *Store) Endpoints() *Endpoints { return &s.endpoints }
 // Publishing is the publish destinations, their subscriptions and the
 // protocol outputs.
 func (s *Store) Publishing() *Publishing { return &s.publishing }
+
+// Jobs is the job executions the agent received.
+func (s *Store) Jobs() *Jobs { return &s.jobs }
 
 // Open creates the data directory (0700) and the database file (0600) when
 // missing, opens it and applies pending migrations.

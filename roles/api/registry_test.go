@@ -355,6 +355,24 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 				t.Fatalf("create secret %s: %d %s", p, r.status, r.raw)
 			}
 		}
+		fleetB := call(t, e, "POST", "/api/v1/fleets", tokB, map[string]any{"name": "b-fleet"})
+		templateB := call(t, e, "POST", "/api/v1/jobs/templates", tokB, map[string]any{"name": "b-sync", "handler": "sync"})
+		jobB := call(t, e, "POST", "/api/v1/agents/"+uuidB+"/jobs", tokB, map[string]any{"handler": "sync"})
+		for what, r := range map[string]reply{"fleet": fleetB, "job template": templateB, "job": jobB} {
+			if r.status != http.StatusCreated {
+				t.Fatalf("create tenant B's %s: %d %s", what, r.status, r.raw)
+			}
+		}
+		// idOf names tenant B's record of each family of :id routes.
+		idOf := func(path string) string {
+			switch {
+			case strings.HasPrefix(path, "/api/v1/fleets/"):
+				return fleetB.str("id")
+			case strings.HasPrefix(path, "/api/v1/jobs/templates/"):
+				return templateB.str("id")
+			}
+			return ""
+		}
 		byPath := map[string]string{
 			"/api/v1/provisioning/keys/:id": pk.str("id"),
 			"/api/v1/provision/keys/:id":    pk.str("id"),
@@ -374,19 +392,25 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"PUT /api/v1/agents/:uuid/devices/:name": map[string]any{"name": "plc1", "protocol": "modbus"},
 			"PUT /api/v1/secrets/:name":              map[string]any{"value": "a's own"},
 			"PUT /api/v1/agents/:uuid/secrets/:name": map[string]any{"value": "stolen"},
+			"PATCH /api/v1/fleets/:id":               map[string]any{"name": "stolen"},
+			"PUT /api/v1/fleets/:id":                 map[string]any{"name": "stolen"},
+			"POST /api/v1/fleets/:id/agents":         map[string]any{"agentUuid": uuidB},
+			"PUT /api/v1/jobs/templates/:id":         map[string]any{"name": "stolen", "handler": "sync"},
+			"POST /api/v1/agents/:uuid/jobs":         map[string]any{"handler": "sync"},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
 		for _, rt := range routes {
 			// Device routes take a device key, not a user's credential;
 			// TestDeviceRoutesIntegration covers their scoping.
-			if !strings.Contains(rt.Path, "/:") || strings.HasPrefix(rt.Path, "/api/v1/device/") {
+			if !strings.Contains(rt.Path, "/:") || strings.HasPrefix(rt.Path, "/api/v1/device/") ||
+				rt.Path == "/api/v1/agents/:uuid/jobs/next" || rt.Path == "/api/v1/agents/:uuid/jobs/:jobId/status" {
 				continue
 			}
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
 				":protocol", "modbus", ":deviceName", "plc", ":name", "plc1",
-				":id", byPath[rt.Path]).Replace(rt.Path)
+				":jobId", jobB.str("jobId"), ":id", byPath[rt.Path]+idOf(rt.Path)).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
 				continue

@@ -131,7 +131,7 @@ func (c *core) moveExecution(ctx context.Context, tenant, job, agent string, u c
 			if byAgent && cur.Status == u.Status {
 				return cur.Status, cur, nil // a repeated final report
 			}
-			return "", cur, fmt.Errorf("%w: execution of job %s on agent %s is %s", ErrEnded, job, agent, cur.Status)
+			return "", cur, &EndedError{Status: cur.Status, msg: fmt.Sprintf("execution of job %s on agent %s is %s", job, agent, cur.Status)}
 		}
 		if !cur.Status.CanMove(u.Status) {
 			return "", cur, fmt.Errorf("%w: status: an execution that is %s cannot move to %s", ErrInvalid, cur.Status, u.Status)

@@ -252,7 +252,7 @@ func TestTimeoutIntegration(t *testing.T) {
 		}
 		r := h.agentCall("PATCH", path, agentA1, map[string]any{"status": "succeeded"})
 		r.ExpectError(t, 409, control.CodeExecutionEnded)
-		if !strings.Contains(r.Raw, "timed_out") {
+		if !strings.Contains(r.Raw, `"status":"timed_out"`) {
 			t.Errorf("409 does not name the status: %s", r.Raw)
 		}
 		if s := h.jobStatus(id); s != JobCompleted {

@@ -47,13 +47,16 @@ func Register(protected, device gin.IRoutes, d Deps) {
 }
 
 func (h *handler) fail(c *gin.Context, err error) {
+	var ended *EndedError
 	switch {
 	case errors.Is(err, ErrInvalid):
 		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
 	case errors.Is(err, ErrNotFound):
 		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, ErrEnded):
-		h.WriteError(c, http.StatusConflict, control.CodeExecutionEnded, err.Error())
+	case errors.As(err, &ended):
+		// The one answer with a field beyond the error shape's two: the
+		// agent reads the status to record (docs/fleets-and-jobs.md).
+		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": gin.H{"code": control.CodeExecutionEnded, "message": err.Error(), "status": ended.Status}})
 	case errors.Is(err, ErrConflict):
 		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, context.Canceled):

@@ -103,6 +103,19 @@ var (
 	ErrEnded = errors.New("execution ended")
 )
 
+// EndedError is ErrEnded with the status the execution ended with, which
+// the 409 answer carries as error.status: the agent records that status
+// instead of running or finishing the execution.
+type EndedError struct {
+	Status control.ExecStatus
+	msg    string
+}
+
+func (e *EndedError) Error() string { return ErrEnded.Error() + ": " + e.msg }
+
+// Is makes errors.Is(err, ErrEnded) true.
+func (e *EndedError) Is(target error) bool { return target == ErrEnded }
+
 // Rollout paces the release of a job's executions.
 type Rollout struct {
 	// AgentsPerMinute releases the first execution at once, then one

@@ -19,8 +19,11 @@ func (s *Service) loop(ctx context.Context) {
 	connected := s.o.Platform.PlatformConnected()
 	s.poll(ctx)
 	// The timer runs from the last poll, so a stream of commands cannot
-	// put the periodic poll off; the interval is read at each poll.
-	timer := time.NewTimer(s.o.PollInterval())
+	// put the periodic poll off. The interval is read at each poll and at
+	// each tick: a changed setting (an hour down to a second) takes effect
+	// within a tick, not after the wait it replaced.
+	armed := s.o.PollInterval()
+	timer := time.NewTimer(armed)
 	defer timer.Stop()
 	for {
 		select {
@@ -30,6 +33,10 @@ func (s *Service) loop(ctx context.Context) {
 			s.handle(ctx, m)
 			continue
 		case <-tick.C:
+			if iv := s.o.PollInterval(); iv != armed {
+				armed = iv
+				timer.Reset(iv)
+			}
 			now := s.o.Platform.PlatformConnected()
 			back := now && !connected
 			connected = now
@@ -40,7 +47,8 @@ func (s *Service) loop(ctx context.Context) {
 		case <-timer.C:
 		}
 		s.poll(ctx)
-		timer.Reset(s.o.PollInterval())
+		armed = s.o.PollInterval()
+		timer.Reset(armed)
 	}
 }
 

@@ -63,6 +63,16 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // active-jobs gauge. Tests call it with a fake clock.
 func (s *Scheduler) Pass(ctx context.Context) error {
 	c := s.c
+	// Every step concerns jobs in progress: with none, as most of the
+	// time, a pass is one indexed count, not five statements.
+	active, err := c.activeJobs(ctx)
+	if err != nil {
+		return err
+	}
+	c.m.active.Set(float64(active))
+	if active == 0 {
+		return nil
+	}
 	rec := c.systemRecorder(ctx)
 	var errs []error
 	changes, err := c.timeouts(ctx)
@@ -75,13 +85,21 @@ func (s *Scheduler) Pass(ctx context.Context) error {
 	changes, err = c.complete(ctx, "")
 	errs = append(errs, err)
 	c.announce(ctx, rec, systemActor, actorKindSystem, changes)
-	var active int
-	if err := c.DB.ReadSQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = $1`, JobInProgress).Scan(&active); err != nil {
-		errs = append(errs, fmt.Errorf("count active jobs: %w", err))
+	if active, err := c.activeJobs(ctx); err != nil {
+		errs = append(errs, err)
 	} else {
 		c.m.active.Set(float64(active))
 	}
 	return errors.Join(errs...)
+}
+
+// activeJobs counts the jobs in progress.
+func (c *core) activeJobs(ctx context.Context) (int, error) {
+	var n int
+	if err := c.DB.ReadSQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE status = $1`, JobInProgress).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count active jobs: %w", err)
+	}
+	return n, nil
 }
 
 // releaseDue releases what the rollout of every job allows now.

@@ -254,6 +254,47 @@ func TestLicenceEnforcementIntegration(t *testing.T) {
 	})
 }
 
+// TestFleetsAndJobsWhileRestrictedIntegration: fleets are not premium and
+// jobs count against nothing, so both answer as usual in restricted mode,
+// and an agent registered before takes its job.
+func TestFleetsAndJobsWhileRestrictedIntegration(t *testing.T) {
+	forEngine(t, func(t *testing.T, d *db.DB) {
+		lic := testLicence(t, 2)
+		path := filepath.Join(t.TempDir(), "licence.jwt")
+		if err := os.WriteFile(path, []byte(lic.Key), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lic.Key = path
+		e, _ := fullEngine(t, d, lic)
+		tok := admin(t, e)
+		reg := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "press"})
+		if reg.status != http.StatusCreated {
+			t.Fatalf("registration: %d %s", reg.status, reg.raw)
+		}
+		if err := os.WriteFile(path, []byte("not a licence"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := call(t, e, "POST", "/api/v1/billing/refresh-license", tok, nil); r.status != http.StatusOK || r.str("state") != "restricted" {
+			t.Fatalf("refresh licence: %d %s", r.status, r.raw)
+		}
+		fleet := call(t, e, "POST", "/api/v1/fleets", tok, map[string]any{"name": "line"})
+		if fleet.status != http.StatusCreated {
+			t.Fatalf("create a fleet while restricted: %d %s", fleet.status, fleet.raw)
+		}
+		agent := reg.str("agentUuid")
+		if r := call(t, e, "POST", "/api/v1/fleets/"+fleet.str("id")+"/agents", tok, map[string]any{"agentUuid": agent}); r.status != http.StatusOK {
+			t.Fatalf("add an agent to a fleet while restricted: %d %s", r.status, r.raw)
+		}
+		job := call(t, e, "POST", "/api/v1/jobs/execute", tok, map[string]any{"handler": "sync", "targets": map[string]any{"fleet": fleet.str("id")}})
+		if job.status != http.StatusCreated {
+			t.Fatalf("dispatch a job while restricted: %d %s", job.status, job.raw)
+		}
+		if w := deviceCall(t, e, "GET", "/api/v1/agents/"+agent+"/jobs/next", reg.str("apiKey"), nil); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), job.str("jobId")) {
+			t.Fatalf("the agent's job poll while restricted: %d %s", w.Code, w.Body)
+		}
+	})
+}
+
 // fullEngine is the handler of the role as New builds it, on d and an
 // in-process stream store, with licence lic loaded.
 func fullEngine(t *testing.T, d *db.DB, lic config.Licence) (http.Handler, *rt.Runtime) {

@@ -184,7 +184,7 @@ func (a *Agent) started(name string, took time.Duration, err error) {
 	case ready:
 		a.log.Info("agent running")
 		if a.releasePages {
-			releaseInitPages(a.log)
+			releaseExecutablePages(a.log, "start-up")
 		}
 	default:
 		a.log.Info("init phase done", "phase", name, "duration", took.Round(time.Microsecond))
@@ -259,15 +259,48 @@ func (a *Agent) storeCorrupt(reason string) {
 	a.log.Error("agent store corrupt; reopening it", "reason", reason)
 }
 
-// releaseInitPages drops the executable's pages that start-up faulted in
-// (see sysinfo.ReleaseExecutablePages); a failure only costs memory.
-func releaseInitPages(log *slog.Logger) {
+// releaseExecutablePages drops the executable's resident pages (see
+// sysinfo.ReleaseExecutablePages); a failure only costs memory. after
+// names the work whose pages go: start-up, or one-off work since.
+func releaseExecutablePages(log *slog.Logger, after string) {
 	before, _ := sysinfo.ReadProcess("/proc", 0)
 	n, err := sysinfo.ReleaseExecutablePages()
 	if err != nil {
-		log.Debug("release start-up pages", "err", err)
+		log.Debug("release executable pages", "after", after, "err", err)
 		return
 	}
-	after, _ := sysinfo.ReadProcess("/proc", 0)
-	log.Debug("released start-up pages", "mapped_mb", n>>20, "rss_before_mb", before.RSSBytes>>20, "rss_after_mb", after.RSSBytes>>20)
+	now, _ := sysinfo.ReadProcess("/proc", 0)
+	log.Debug("released executable pages", "after", after, "mapped_mb", n>>20, "rss_before_mb", before.RSSBytes>>20, "rss_after_mb", now.RSSBytes>>20)
+}
+
+// Re-release times: one-off work after start-up (configuring endpoints
+// over the API, provisioning, applying a target state) faults its code in
+// 64 KiB at a time and would keep it resident for good. Releasing again
+// 10 s and 1 min after start-up, when such work has usually settled, then
+// every 10 min, keeps the resident set to the pages the agent keeps
+// using; those fault back at once, a few MB read from the page cache or
+// the disk.
+var pageReleaseAfter = []time.Duration{10 * time.Second, 50 * time.Second}
+
+const pageReleaseEvery = 10 * time.Minute
+
+// pageReleaser releases the executable's pages again while the agent
+// runs (Options.ReleaseStartupPages).
+func pageReleaser(log *slog.Logger) lifecycle.Service {
+	return &lifecycle.Funcs{ServiceName: "page-release", RunFunc: func(ctx context.Context) error {
+		for i := 0; ; i++ {
+			wait := pageReleaseEvery
+			if i < len(pageReleaseAfter) {
+				wait = pageReleaseAfter[i]
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			releaseExecutablePages(log, "one-off work")
+		}
+	}}
 }

@@ -78,7 +78,7 @@ func (p *parts) applyReceipts(ctx context.Context, payload []byte) {
 // loops. lifecycle.Run stops them in reverse order, each after its Run
 // returned.
 func (p *parts) services() []lifecycle.Service {
-	return []lifecycle.Service{
+	svcs := []lifecycle.Service{
 		&lifecycle.Funcs{ServiceName: "memory-monitor", RunFunc: func(ctx context.Context) error {
 			p.memory.Run(ctx)
 			return nil
@@ -114,6 +114,10 @@ func (p *parts) services() []lifecycle.Service {
 			return selfCheck(ctx, p.server.Addr())
 		}},
 	}
+	if p.lc.releasePages {
+		svcs = append(svcs, pageReleaser(p.log))
+	}
+	return svcs
 }
 
 func (p *parts) openStore(ctx context.Context) error {

@@ -3,7 +3,9 @@ package cmd
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -232,7 +234,9 @@ func runBench(cmd *cobra.Command, run func(context.Context, bench.Env) error) er
 		ProfileSet:  cmd.Flags().Changed("profile"),
 		PrintConfig: pc,
 		Stdout:      cmd.OutOrStdout(),
-		Stderr:      cmd.ErrOrStderr(),
+		// The progress lines and the roles' logs share stderr from several
+		// goroutines; slog's own lock covers only the logs.
+		Stderr: &lockedWriter{w: cmd.ErrOrStderr()},
 	}
 	err := run(cmd.Context(), env)
 	var ce *bench.ConfigError
@@ -244,4 +248,16 @@ func runBench(cmd *cobra.Command, run func(context.Context, bench.Env) error) er
 		return &usageError{err}
 	}
 	return err
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,0 +1,251 @@
+// Package webui serves the web consoles (the agent's /admin, the cloud's
+// /console) from files embedded in the binary, with the shared front-end
+// library under lib/ (plain ES modules and the vendored chart library, so
+// building needs no Node toolchain). See docs/web-consoles.md.
+//
+// Every asset is served under a path that carries a digest of all the
+// files (prefix/v/<digest>/...), so browsers may keep it for a year and an
+// upgrade still loads the new files at once: only the page itself, whose
+// links name the digest, is revalidated on each load. Assets are
+// compressed once at start-up and sent gzip-encoded to the browsers that
+// take it.
+package webui
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+//go:embed lib
+var lib embed.FS
+
+// Lib is the shared front-end library that every console imports as
+// <base>lib/... (docs/web-consoles.md lists its modules).
+func Lib() fs.FS {
+	sub, err := fs.Sub(lib, "lib")
+	if err != nil {
+		panic("BUG: embedded lib: " + err.Error())
+	}
+	return sub
+}
+
+// ContentSecurityPolicy is sent with every console answer: scripts,
+// styles and connections from the console's own origin only, no inline
+// script, no eval, no framing, forms posting only back to the origin.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+// basePlaceholder in index.html becomes the versioned asset path.
+const basePlaceholder = "%BASE%"
+
+type asset struct {
+	body  []byte
+	gz    []byte // nil when gzip does not make it smaller
+	ctype string
+}
+
+// Site is one console: its index page and its assets.
+type Site struct {
+	prefix  string
+	version string
+	index   []byte
+	assets  map[string]*asset // by path under the version: app/..., lib/...
+}
+
+// New builds the console mounted at prefix (for example "/admin") from
+// app, whose root holds index.html and the console's own modules. In
+// index.html, %BASE% stands for the versioned asset path ending in "/":
+// %BASE%app/main.js is the console's entry, %BASE%lib/... the library.
+func New(prefix string, app fs.FS) (*Site, error) {
+	if !strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") {
+		return nil, fmt.Errorf("webui: prefix %q must start with / and not end with it", prefix)
+	}
+	s := &Site{prefix: prefix, assets: map[string]*asset{}}
+	var index []byte
+	h := sha256.New()
+	add := func(root string, fsys fs.FS) error {
+		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			body, err := fs.ReadFile(fsys, p)
+			if err != nil {
+				return err
+			}
+			if root == "app" && p == "index.html" {
+				index = body
+				return nil
+			}
+			ctype := mime.TypeByExtension(path.Ext(p))
+			if ctype == "" {
+				ctype = "application/octet-stream"
+			}
+			// Fixed types for the ones that matter: a module served as
+			// anything but JavaScript does not run, and hosts' mime
+			// tables differ.
+			switch path.Ext(p) {
+			case ".js":
+				ctype = "text/javascript; charset=utf-8"
+			case ".css":
+				ctype = "text/css; charset=utf-8"
+			case ".svg":
+				ctype = "image/svg+xml"
+			}
+			a := &asset{body: body, ctype: ctype}
+			if gz := gzipped(body); len(gz) < len(body) {
+				a.gz = gz
+			}
+			s.assets[root+"/"+p] = a
+			return nil
+		})
+	}
+	if err := add("app", app); err != nil {
+		return nil, fmt.Errorf("webui: read the console's files: %w", err)
+	}
+	if err := add("lib", Lib()); err != nil {
+		return nil, fmt.Errorf("webui: read the library: %w", err)
+	}
+	if index == nil {
+		return nil, errors.New("webui: the console has no index.html")
+	}
+	// The digest covers every file, the page included, in a fixed order.
+	names := make([]string, 0, len(s.assets))
+	for n := range s.assets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write(s.assets[n].body)
+	}
+	h.Write(index)
+	s.version = hex.EncodeToString(h.Sum(nil))[:12]
+	s.index = bytes.ReplaceAll(index, []byte(basePlaceholder), []byte(s.Base()))
+	return s, nil
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// Base is the versioned path the assets are served under, ending in "/".
+func (s *Site) Base() string { return s.prefix + "/v/" + s.version + "/" }
+
+// Weight is what a browser downloads for the whole console: every file
+// as sent to a browser that takes gzip, and as stored.
+func (s *Site) Weight() (compressed, raw int) {
+	compressed, raw = len(gzipped(s.index)), len(s.index)
+	for _, a := range s.assets {
+		raw += len(a.body)
+		if a.gz != nil {
+			compressed += len(a.gz)
+		} else {
+			compressed += len(a.body)
+		}
+	}
+	return compressed, raw
+}
+
+// Mount adds the console's routes to r: the page at prefix and prefix/,
+// the assets under prefix/v/.
+func (s *Site) Mount(r gin.IRoutes) {
+	r.GET(s.prefix, s.redirect)
+	r.HEAD(s.prefix, s.redirect)
+	r.GET(s.prefix+"/", s.page)
+	r.HEAD(s.prefix+"/", s.page)
+	r.GET(s.prefix+"/v/:version/*file", s.asset)
+	r.HEAD(s.prefix+"/v/:version/*file", s.asset)
+}
+
+func (s *Site) redirect(c *gin.Context) {
+	setPageHeaders(c)
+	c.Redirect(http.StatusMovedPermanently, s.prefix+"/")
+}
+
+func setPageHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
+// page serves index.html. The console routes inside the page (#/...), so
+// the page is the only HTML there is; it is revalidated on every load, so
+// an upgrade's new asset digest is seen at once.
+func (s *Site) page(c *gin.Context) {
+	setPageHeaders(c)
+	c.Header("Cache-Control", "no-cache")
+	etag := `"` + s.version + `"`
+	c.Header("ETag", etag)
+	if c.GetHeader("If-None-Match") == etag {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(http.StatusOK, "text/html; charset=utf-8", s.index)
+}
+
+func (s *Site) asset(c *gin.Context) {
+	setPageHeaders(c)
+	name := strings.TrimPrefix(c.Param("file"), "/")
+	a, ok := s.assets[name]
+	if !ok {
+		c.Header("Cache-Control", "no-store")
+		c.Data(http.StatusNotFound, "text/plain; charset=utf-8", []byte("no such file in this console: "+name+"\n"))
+		return
+	}
+	if c.Param("version") == s.version {
+		c.Header("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		// A page loaded before an upgrade asks for the old digest: it
+		// gets today's file, which no cache may keep under the old name.
+		c.Header("Cache-Control", "no-cache")
+	}
+	c.Header("Vary", "Accept-Encoding")
+	body := a.body
+	if a.gz != nil && acceptsGzip(c.GetHeader("Accept-Encoding")) {
+		c.Header("Content-Encoding", "gzip")
+		body = a.gz
+	}
+	c.Data(http.StatusOK, a.ctype, body)
+}
+
+// acceptsGzip reads Accept-Encoding well enough for browsers, which all
+// send gzip without a q of 0.
+func acceptsGzip(h string) bool {
+	for part := range strings.SplitSeq(h, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(name), "gzip") {
+			return strings.ReplaceAll(strings.TrimSpace(params), " ", "") != "q=0"
+		}
+	}
+	return false
+}
+
+// WantsHTML reports whether a request comes from a browser navigating to
+// a page rather than from an API client: its Accept names text/html.
+func WantsHTML(r *http.Request) bool {
+	for part := range strings.SplitSeq(r.Header.Get("Accept"), ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(name, "text/html") {
+			return true
+		}
+	}
+	return false
+}

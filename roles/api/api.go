@@ -23,9 +23,11 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/webui"
 	"github.com/edgeplat/edgeplat/roles/api/agentlogs"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
+	"github.com/edgeplat/edgeplat/roles/api/console"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -141,6 +143,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	noticeTargetStates(acc.agents, cmds, r.Component("api-commands"))
 	publishFleetEvents(acc.agents, b.Streams, r.Component("api-fleets"))
 	lv := newLive(b.Streams, maxLiveStreams, r.Metrics)
+	site, err := console.New()
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	site.Mount(engine)
 	engine.GET("/", h.info)
 	engine.GET("/health", h.health)
 	engine.GET("/metrics", gin.WrapH(metrics.Handler(r.Metrics)))
@@ -269,6 +276,12 @@ type handlers struct {
 }
 
 func (h *handlers) info(c *gin.Context) {
+	// A browser opening the address gets the console; API clients keep
+	// the service information.
+	if webui.WantsHTML(c.Request) {
+		c.Redirect(http.StatusFound, console.Prefix+"/")
+		return
+	}
 	bi := buildinfo.Get()
 	c.JSON(http.StatusOK, gin.H{"service": "edgeplat-api", "version": bi.Version, "commit": bi.Commit, "apiBase": "/api/v1"})
 }

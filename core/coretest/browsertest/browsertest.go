@@ -59,6 +59,13 @@ func New(t testing.TB) *Browser {
 	if err != nil {
 		coretest.Unavailable(t, "chromium", "PATH", err)
 	}
+	// Not t.TempDir: Chromium's helper processes may still write to the
+	// profile for a moment after the browser exits, and TempDir's cleanup
+	// fails the test on a directory that is not empty.
+	profile, err := os.MkdirTemp("", "edgeplat-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
@@ -68,7 +75,7 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -97,11 +104,18 @@ func New(t testing.TB) *Browser {
 	if err := chromedp.Run(ctx); err != nil {
 		cancel()
 		cancelAlloc()
+		_ = os.RemoveAll(profile)
 		coretest.Unavailable(t, "chromium", exe, err)
 	}
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc()
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 	return b
 }

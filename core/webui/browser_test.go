@@ -106,4 +106,3 @@ func TestLibraryInBrowser(t *testing.T) {
 	}
 	b.Screenshot("webui-selftest")
 }
-

@@ -115,6 +115,8 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 		t.Errorf("usage timeline = %v, want started, stopped, agent_added, created (newest first)", kinds)
 	}
 	b.Screenshot("admin-fleet")
+	var fleetHash string
+	b.Eval("the fleet's route", `location.hash`, &fleetHash)
 	goTo(b, "/fleets")
 	b.WaitFor("the fleet in the list", fmt.Sprintf(`[...document.querySelectorAll('main table a')].some(a => a.textContent === %q)`, fleetName))
 	b.Screenshot("admin-fleets")
@@ -192,6 +194,21 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	}
 	if p := b2.Problems(); len(p) > 0 {
 		t.Errorf("tenant B's page problems: %v", p)
+	}
+
+	// Deleting a fleet with members is refused with the API's 409
+	// message; the page then offers the forced delete.
+	goTo(b, strings.TrimPrefix(fleetHash, "#"))
+	b.WaitFor("the fleet page again", `document.querySelector('#fleet-delete') !== null`)
+	b.Run("delete the fleet", chromedp.Click(`#fleet-delete`, chromedp.ByQuery), chromedp.Click(`#fleet-delete-confirm`, chromedp.ByQuery))
+	b.WaitFor("the 409 and the forced delete", `document.querySelector('#fleet-force-delete') !== null && /member/i.test(document.querySelector('main .alert.error').textContent)`)
+	b.Run("force the delete", chromedp.Click(`#fleet-force-delete`, chromedp.ByQuery), chromedp.Click(`#fleet-force-delete-confirm`, chromedp.ByQuery))
+	b.WaitFor("back on an empty fleets list", `location.hash === '#/fleets' && document.querySelector('main .empty') !== null`)
+	if a := api("GET", "/agents/"+r.agent, "", http.StatusOK); a["fleetId"] != "" && a["fleetId"] != nil {
+		t.Errorf("the agent is still in a fleet after the forced delete: %v", a["fleetId"])
+	}
+	if p := b.Problems(); len(p) > 0 {
+		t.Errorf("page problems: %v", p)
 	}
 }
 

@@ -77,3 +77,15 @@ export function detail(d) {
   if (!d || typeof d !== 'object') return '';
   return Object.entries(d).map(([k, v]) => `${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v) : v}`).join(', ');
 }
+
+// userNames maps the tenant's user ids to their email, for showing who
+// did what; members may not list users, and get an empty map.
+export async function userNames(app) {
+  if (!isAdmin(app)) return new Map();
+  try {
+    const res = await app.api.get('/users');
+    return new Map((res.users || []).map(u => [u.id, u.email]));
+  } catch {
+    return new Map();
+  }
+}

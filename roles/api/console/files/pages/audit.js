@@ -4,7 +4,7 @@ import {h, replace, table, badge, fmtTime} from '../../lib/dom.js';
 import {qs} from '../../lib/api.js';
 import {field} from '../../lib/form.js';
 import {errorBox} from '../../lib/router.js';
-import {detail, pageHead} from './admin-common.js';
+import {detail, pageHead, userNames} from './admin-common.js';
 
 // isoOrEmpty turns a datetime-local input's value into RFC 3339.
 function isoOrEmpty(v) {
@@ -31,6 +31,7 @@ export default {
     replace(root, ...pageHead('Audit log', 'Logins, keys, users, agents, fleets, jobs and target states, newest first.'), form, list, more);
 
     let rows = [];
+    const users = await userNames(app);
     const load = async (before) => {
       const el = form.elements;
       const res = await app.api.get('/audit/events' + qs({kind: el.kind.value.trim(), actor: el.actor.value.trim(),
@@ -40,7 +41,8 @@ export default {
         {label: 'Time', value: e => h('time', {datetime: e.at, text: fmtTime(e.at)})},
         {label: 'Kind', value: e => h('button', {type: 'button', class: 'link', title: 'Show only this kind', text: e.kind,
           onclick: () => { el.kind.value = e.kind; show(); }})},
-        {label: 'Actor', value: e => h('span', {}, h('span', {class: 'muted', text: `${e.actorKind} `}), e.actor || '—')},
+        {label: 'Actor', value: e => h('span', {title: e.actor}, h('span', {class: 'muted', text: `${e.actorKind} `}),
+          (e.actorKind === 'user' && users.get(e.actor)) || e.actor || '—')},
         {label: 'Target', value: e => e.target ? h('span', {class: 'mono', text: e.target}) : '—'},
         {label: 'Outcome', value: e => badge(e.outcome, e.outcome === 'success' ? 'ok' : 'error')},
         {label: 'Detail', value: e => h('span', {class: 'detail', text: detail(e.detail) || '—'})},

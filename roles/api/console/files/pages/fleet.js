@@ -4,7 +4,7 @@
 import {h, replace, table, badge, fmtTime, fmtAgo} from '../../lib/dom.js';
 import {submitting} from '../../lib/form.js';
 import {errorBox} from '../../lib/router.js';
-import {confirmButton, detail, isAdmin, ok} from './admin-common.js';
+import {confirmButton, detail, isAdmin, ok, userNames} from './admin-common.js';
 import {fleetFields, fleetBody} from './fleets.js';
 
 // eventText says what a usage event means in a few words.
@@ -41,6 +41,7 @@ export default {
     let agents = [];
     let events = [];
     const names = new Map();
+    let users = new Map();
 
     const say = (el) => replace(msg, el);
     const fail = (err) => replace(msg, errorBox(err));
@@ -50,7 +51,7 @@ export default {
         h('time', {datetime: ev.at, title: fmtTime(ev.at), text: fmtAgo(ev.at)}), ' ',
         badge(ev.kind.replace(/_/g, ' '), ev.kind), ' ',
         h('span', {text: eventText(ev, names)}),
-        h('span', {class: 'muted', text: ` · by ${ev.actor}`}))) : h('li', {class: 'empty', text: 'No usage event yet.'}));
+        h('span', {class: 'muted', title: ev.actor, text: ` · by ${users.get(ev.actor) || ev.actor}`}))) : h('li', {class: 'empty', text: 'No usage event yet.'}));
 
     const drawHead = () => {
       title.textContent = `Fleet ${fleet.name}`;
@@ -74,10 +75,11 @@ export default {
       const others = agents.filter(a => !inFleet.has(a.uuid));
       const select = h('select', {id: 'fleet-add-agent', name: 'agentUuid'},
         others.map(a => h('option', {value: a.uuid, text: `${a.name || a.uuid}${a.fleet ? ` (now in ${a.fleet})` : ''}`})));
-      const add = h('form', {class: 'toolbar', id: 'fleet-add'},
+      const add = others.length ? h('form', {class: 'toolbar', id: 'fleet-add'},
         h('div', {class: 'field'}, h('label', {for: 'fleet-add-agent', text: 'Add an agent'}), select),
-        h('button', {type: 'submit', text: 'Add to fleet', disabled: !others.length}));
-      add.addEventListener('submit', (e) => {
+        h('button', {type: 'submit', text: 'Add to fleet'}))
+        : h('p', {class: 'muted', id: 'fleet-add', text: 'Every agent of the tenant is in this fleet.'});
+      if (others.length) add.addEventListener('submit', (e) => {
         e.preventDefault();
         submitting(add, async () => {
           fleet = await app.api.post(`/fleets/${encodeURIComponent(id)}/agents`, {agentUuid: select.value});
@@ -161,7 +163,8 @@ export default {
     replace(root, title, msg, head, h('h2', {text: 'Members'}), members,
       h('h2', {}, 'Usage events ', live), timeline, editBox);
     try {
-      await refresh();
+      [users] = await Promise.all([userNames(app), refresh()]);
+      drawEvents();
     } catch (err) {
       replace(root, title, errorBox(err));
       return undefined;

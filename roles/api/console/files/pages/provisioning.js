@@ -71,6 +71,7 @@ export default {
         if (el.expiresIn.value) body.expiresIn = Math.round(Number(el.expiresIn.value) * 3600);
         const k = await app.api.post('/provisioning/keys', body);
         form.reset();
+        form.elements.expiresIn.value = '24';
         replace(msg, secretOnce('provisioning key', k.key, 'new-secret'),
           h('p', {class: 'muted', text: `Valid until ${fmtTime(k.expiresAt)}, once. On the device: edgeplat agent with this key, or POST it to /api/v1/provision/agent.`}));
         await load();

@@ -192,8 +192,28 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	} else {
 		t.Log("no agent detail page in this console yet: its not-found view is not checked here")
 	}
+
+	// A member of tenant A gets the API's own 403 message on the
+	// admin-only pages.
+	const memberEmail, memberPassword = "reader@example.com", "reader horse battery"
+	api("POST", "/users", fmt.Sprintf(`{"email":%q,"password":%q,"role":"member"}`, memberEmail, memberPassword), http.StatusCreated)
+	member := postJSON(t, r.apiURL+"/auth/login", "", fmt.Sprintf(`{"email":%q,"password":%q}`, memberEmail, memberPassword), http.StatusOK)
+	memberToken, _ := member["accessToken"].(string)
+	b2.Run("log tenant B out", chromedp.Click(`#logout`, chromedp.ByQuery))
+	b2.WaitFor("the login form again", `document.querySelector('#login-submit') !== null`)
+	loginConsole(b2, r.consoleURL, memberEmail, memberPassword)
+	for _, p := range []struct{ route, api string }{{"/users", "/users"}, {"/audit", "/audit/events"}, {"/provisioning", "/provisioning/keys"}} {
+		code, out := jsonDo(t, "GET", r.apiURL+p.api, memberToken, "")
+		e, _ := out["error"].(map[string]any)
+		want, _ := e["message"].(string)
+		if code != http.StatusForbidden || want == "" {
+			t.Fatalf("member GET %s = %d %v, want a 403 with a message", p.api, code, out)
+		}
+		goTo(b2, p.route)
+		b2.WaitFor("the 403 message on "+p.route, fmt.Sprintf(`document.querySelector('main .alert.error')?.textContent === %q`, want))
+	}
 	if p := b2.Problems(); len(p) > 0 {
-		t.Errorf("tenant B's page problems: %v", p)
+		t.Errorf("the second browser's page problems: %v", p)
 	}
 
 	// Deleting a fleet with members is refused with the API's 409

@@ -90,6 +90,26 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	b.WaitFor("the job in the executions list", fmt.Sprintf(`document.querySelector('#executions a[data-job=%q]') !== null`, state.Job))
 	b.Screenshot("admin-jobs")
 
+	// A template made through the page, then dispatched from it.
+	b.Run("open the template form", chromedp.Click(`#templates details.panel > summary`, chromedp.ByQuery))
+	b.Run("create a template",
+		chromedp.SendKeys(`#templates .template-form input[name=name]`, "nightly sync", chromedp.ByQuery),
+		chromedp.SetValue(`#templates .template-form select[name=handler]`, "sync", chromedp.ByQuery),
+		chromedp.Click(`#templates .template-form button[type=submit]`, chromedp.ByQuery))
+	b.WaitFor("the template listed and offered", `[...document.querySelectorAll('#templates td')].some(td => td.textContent === 'nightly sync')
+		&& !document.querySelector('#job-dispatch input[name=source][value=template]').disabled`)
+	b.Run("dispatch from the template",
+		chromedp.Click(`#job-dispatch input[name=source][value=template]`, chromedp.ByQuery),
+		chromedp.Click(fmt.Sprintf(`#job-dispatch input[name=agent][value=%q]`, r.agent), chromedp.ByQuery),
+		chromedp.Click(`#job-dispatch-submit`, chromedp.ByQuery))
+	b.WaitFor("the template's job succeeded", fmt.Sprintf(`location.hash !== '#/jobs/%s' && document.querySelector('#job-status') !== null
+		&& document.querySelector('.exec-status[data-agent=%q]')?.dataset.status === 'succeeded'`, state.Job, r.agent))
+	var tplJobID string
+	b.Eval("the template job's id", `decodeURIComponent(location.hash.slice('#/jobs/'.length))`, &tplJobID)
+	if j := api("GET", "/jobs/executions/"+tplJobID, "", http.StatusOK); j["handler"] != "sync" || j["templateId"] == nil {
+		t.Errorf("the job dispatched from the template = %v", j)
+	}
+
 	// 3. A fleet created, the agent added, stopped and started; the
 	// usage timeline shows each step.
 	const fleetName = "line-3-presses"
@@ -162,7 +182,7 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	}
 	b2 := browsertest.New(t)
 	loginConsole(b2, r.consoleURL, emailB, passwordB)
-	secretsOfA := []string{r.agent, agentName, fleetName, state.Job, state.Job[:8], "ci-export-key", "line-3-gateways", r.email, "Munich plant"}
+	secretsOfA := []string{r.agent, agentName, fleetName, state.Job, state.Job[:8], "ci-export-key", "line-3-gateways", "nightly sync", r.email, "Munich plant"}
 	for _, p := range []struct{ hash, ready string }{
 		{"/agents", `document.querySelector('main .empty') !== null`},
 		{"/fleets", `document.querySelector('main .empty') !== null`},

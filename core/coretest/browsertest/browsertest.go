@@ -59,6 +59,15 @@ func New(t testing.TB) *Browser {
 	if err != nil {
 		coretest.Unavailable(t, "chromium", "PATH", err)
 	}
+	// Not t.TempDir: Chromium's helper processes may still write to the
+	// profile for a moment after the browser is closed, which fails the
+	// test in TempDir's cleanup. Registered before the browser's cleanup,
+	// this one runs after it.
+	profile, err := os.MkdirTemp("", "edgeplat-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeProfile(t, profile) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,
@@ -68,7 +77,7 @@ func New(t testing.TB) *Browser {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("no-first-run", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
@@ -104,6 +113,19 @@ func New(t testing.TB) *Browser {
 		cancelAlloc()
 	})
 	return b
+}
+
+// removeProfile removes a closed browser's profile, retrying while its
+// last helper processes finish writing.
+func removeProfile(t testing.TB, dir string) {
+	var err error
+	for range 50 {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("browser profile %s not removed: %v", dir, err)
 }
 
 func (b *Browser) problem(s string) {

@@ -68,7 +68,7 @@ const modbusTypes = ['', 'bool', 'int16', 'uint16', 'int32', 'uint32', 'float32'
 const points = {
   modbus: [
     {name: 'name', label: 'Name'},
-    {name: 'register', label: 'Register', placeholder: 'holding:0', help: 'holding, input, coil or discrete : index'},
+    {name: 'register', label: 'Register', placeholder: 'holding:0', help: '<area>:<index>, area holding, input, coil or discrete (hr:1 and @unit work too)'},
     {name: 'type', label: 'Type', type: 'select', options: modbusTypes.map(t => [t, t || 'default (uint16)'])},
     {name: 'scale', label: 'Scale', type: 'number', step: 'any'},
     {name: 'unit', label: 'Unit'},
@@ -139,7 +139,7 @@ export function endpointForm(el, ep, {isNew, save, onProtocol}) {
   const drawRows = () => {
     replace(pointsEl, rows.map((p, i) => h('fieldset', {class: 'point', 'data-row': String(i)},
       h('legend', {text: `Data point ${i + 1}`}),
-      cols.map(c => field({...c, name: `data_points[${i}].${c.name}`, value: p[c.name] ?? '', help: i === 0 ? c.help : undefined})),
+      cols.map(c => field({...c, name: `data_points[${i}].${c.name}`, value: p[c.name] ?? '', help: undefined})),
       h('button', {type: 'button', class: 'secondary', text: 'Remove', 'aria-label': `Remove data point ${i + 1}`,
         onclick: () => { readRows(form); rows.splice(i, 1); drawRows(); }}))));
   };
@@ -157,6 +157,7 @@ export function endpointForm(el, ep, {isNew, save, onProtocol}) {
       h('details', {}, h('summary', {text: 'More connection settings'}),
         h('div', {class: 'grid2'}, conn.filter(c => c.more).map(connField)))),
     h('fieldset', {}, h('legend', {text: 'Data points'}),
+      cols.filter(c => c.help).map(c => h('p', {class: 'help', text: `${c.label}: ${c.help}`})),
       h('div', {class: 'field', 'data-field': 'data_points'}, h('small', {class: 'field-error', role: 'alert', hidden: true})),
       pointsEl,
       h('button', {type: 'button', class: 'secondary', id: 'add-point', text: 'Add data point',

@@ -21,6 +21,14 @@ func sessionCookieOf(t *testing.T, resp *http.Response) *http.Cookie {
 
 func TestAdminSessionAndUsers(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, keyMode)
+	// The admin UI asks whether to offer setup, without a key or session.
+	setupState := func() string {
+		_, body := r.do("GET", "/v1/auth/setup", "", map[string]string{"X-Api-Key": ""})
+		return body
+	}
+	if got := setupState(); got != `{"apiKey":true,"required":true}` {
+		t.Fatalf("setup state before setup = %s", got)
+	}
 	// No admin yet, and no default password: login fails until setup.
 	if code, _ := r.do("POST", "/v1/auth/login", `{"username":"admin","password":"admin"}`, nil); code != 401 {
 		t.Fatalf("login before setup = %d", code)
@@ -33,6 +41,9 @@ func TestAdminSessionAndUsers(t *testing.T) {
 	}
 	if code, _ := r.do("POST", "/v1/auth/setup", `{"username":"other","password":"correct horse"}`, nil); code != 409 {
 		t.Fatalf("second setup = %d, want 409", code)
+	}
+	if got := setupState(); got != `{"apiKey":true,"required":false}` {
+		t.Fatalf("setup state after setup = %s", got)
 	}
 	if code, _ := r.do("POST", "/v1/auth/login", `{"username":"root","password":"wrong password"}`, nil); code != 401 {
 		t.Fatalf("wrong password = %d", code)

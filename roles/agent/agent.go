@@ -28,6 +28,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/modbus"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
+	"github.com/edgeplat/edgeplat/roles/agent/adminui"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
@@ -112,6 +113,10 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		},
 		Started: processStart, Log: log.With("component", "reports"), Metrics: r.Metrics,
 	})
+	ui, err := adminui.New()
+	if err != nil {
+		return nil, err
+	}
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,
@@ -120,6 +125,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
 		System: system, Jobs: jobsAPI{p.jobs},
+		UI: ui,
 	})
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {

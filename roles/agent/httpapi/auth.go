@@ -134,6 +134,7 @@ func RegisterAuth(g *gin.RouterGroup, d Deps) {
 	auth.POST("/login", r.login)
 	auth.POST("/logout", r.logout)
 	auth.GET("/me", r.requireSession, r.me)
+	auth.GET("/setup", r.setupStatus)
 	auth.POST("/setup", r.requireKeyOrSession(), r.setup)
 	admin := g.Group("/admin", r.requireSession)
 	admin.GET("/users", r.listAdmins)
@@ -282,6 +283,19 @@ func (r authRoutes) logout(c *gin.Context) {
 func (r authRoutes) me(c *gin.Context) {
 	u, _ := r.sessionUser(c)
 	c.JSON(http.StatusOK, gin.H{"username": u.Username, "is_superuser": u.Superuser})
+}
+
+// setupStatus tells the admin UI, before anyone has logged in, whether
+// to offer the first-run setup and whether that setup needs the API key.
+// It is open like login: it reveals only that no admin exists yet, which
+// setup's own 409 would tell anyone who tried.
+func (r authRoutes) setupStatus(c *gin.Context) {
+	us, err := r.Admins.Admins(c.Request.Context())
+	if err != nil {
+		r.respond(c, "list admin users", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"required": len(us) == 0, "apiKey": r.KeyMode})
 }
 
 // setup creates the first admin once, for agents started without

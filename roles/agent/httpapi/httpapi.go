@@ -24,7 +24,7 @@ import (
 // MaxBody caps request bodies; endpoint definitions are the largest.
 const MaxBody = 1 << 20
 
-// Deps is what the routes act on. Every field is needed.
+// Deps is what the routes act on. Every field is needed but UI.
 type Deps struct {
 	Log *slog.Logger
 	// KeyMode and APIKey are the security mode (docs/agent.md, section
@@ -45,6 +45,16 @@ type Deps struct {
 	Settings   Settings
 	System     System
 	Jobs       Jobs
+	// UI is the admin UI served at /admin (roles/agent/adminui); nil
+	// serves none.
+	UI UI
+}
+
+// UI is a web console mounted beside the API. It is mounted behind the
+// loopback guard but before the store hold and the JSON body rule: its
+// pages are files, served while the agent initialises as well.
+type UI interface {
+	Mount(r gin.IRoutes)
 }
 
 // StoreGate keeps the agent's store open while a request uses it.
@@ -148,6 +158,9 @@ func New(d Deps) *gin.Engine {
 		e.Use(loopbackOnly())
 	}
 	r := routes{Deps: d}
+	if d.UI != nil {
+		d.UI.Mount(e)
+	}
 	e.Use(requireJSONBody, r.holdStore)
 	e.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
 	v1 := e.Group("/v1")

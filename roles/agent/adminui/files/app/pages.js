@@ -1,0 +1,31 @@
+// The admin UI's pages, in navigation order (docs/web-consoles.md,
+// "Adding a page": one module in pages/ and one line here).
+import overview from './pages/overview.js';
+import endpoints from './pages/endpoints.js';
+import endpointNew from './pages/endpoint-new.js';
+import endpointEdit from './pages/endpoint-edit.js';
+import device from './pages/device.js';
+import publishing from './pages/publishing.js';
+import destinationForm from './pages/destination-form.js';
+import subscriptionForm from './pages/subscription-form.js';
+import provisioning from './pages/provisioning.js';
+import logs from './pages/logs.js';
+import settings from './pages/settings.js';
+import users from './pages/users.js';
+import jobs from './pages/jobs.js';
+
+export default [
+  overview,
+  endpoints,
+  endpointNew,
+  endpointEdit,
+  device,
+  publishing,
+  destinationForm,
+  subscriptionForm,
+  provisioning,
+  logs,
+  settings,
+  users,
+  jobs,
+];

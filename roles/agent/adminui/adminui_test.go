@@ -56,7 +56,7 @@ func TestModulesResolve(t *testing.T) {
 	}
 	add("app", app)
 	add("lib", webui.Lib())
-	pagesJS := string(served["app/app/pages.js"])
+	pagesJS := string(served["app/pages.js"])
 	if pagesJS == "" {
 		t.Fatal("no app/pages.js")
 	}
@@ -71,7 +71,7 @@ func TestModulesResolve(t *testing.T) {
 				t.Errorf("%s imports %q, which resolves to %s: not served", name, m[1], target)
 			}
 		}
-		if strings.HasPrefix(name, "app/app/pages/") && !strings.Contains(pagesJS, "'./pages/"+path.Base(name)+"'") {
+		if strings.HasPrefix(name, "app/pages/") && !strings.Contains(pagesJS, "'./pages/"+path.Base(name)+"'") {
 			t.Errorf("page %s is not listed in pages.js", name)
 		}
 	}

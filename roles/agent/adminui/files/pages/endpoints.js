@@ -1,9 +1,9 @@
 // Endpoints: every protocol endpoint with its live health, and the
 // actions on it. The health cells refresh in place every few seconds, so
 // the keyboard focus stays where it is.
-import {h, replace, badge, fmtAgo, fmtNum} from '../../../lib/dom.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, badge, fmtAgo, fmtNum} from '../../lib/dom.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
 import {heading, confirmButton, run, status} from '../util.js';
 
 export function deviceHref(ep) {

@@ -1,9 +1,9 @@
 // Publishing: the destinations with their connection and offline queue
 // (depth, dead letters) from /v1/buffer/status, refreshed every 5 s, and
 // the subscriptions that route endpoints to them.
-import {h, replace, badge, fmtBytes, fmtNum, fmtTime} from '../../../lib/dom.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, badge, fmtBytes, fmtNum, fmtTime} from '../../lib/dom.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
 import {heading, confirmButton, run, status} from '../util.js';
 
 function ms(v) {

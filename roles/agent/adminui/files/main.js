@@ -2,11 +2,11 @@
 // admin_session cookie, HttpOnly, which the API accepts in both security
 // modes), offers the first-run setup while no admin exists, then runs the
 // pages of pages.js in the shared shell.
-import {Client} from '../../lib/api.js';
-import {h, replace} from '../../lib/dom.js';
-import {field, values, submitting} from '../../lib/form.js';
-import {Router} from '../../lib/router.js';
-import {shell} from '../../lib/shell.js';
+import {Client} from '../lib/api.js';
+import {h, replace} from '../lib/dom.js';
+import {field, values, submitting} from '../lib/form.js';
+import {Router} from '../lib/router.js';
+import {shell} from '../lib/shell.js';
 import pages from './pages.js';
 
 const root = document.getElementById('app');

@@ -1,7 +1,7 @@
 // Settings: GET and PATCH /v1/settings. The API validates; its errors
 // show by the field they name, a managed setting's 409 at the top.
-import {h, replace} from '../../../lib/dom.js';
-import {field, values, submitting} from '../../../lib/form.js';
+import {h, replace} from '../../lib/dom.js';
+import {field, values, submitting} from '../../lib/form.js';
 import {heading, status} from '../util.js';
 
 export default {

@@ -1,7 +1,7 @@
 // Provisioning: the link to the cloud. Provision with a provisioning
 // key, see the status, pull the target state now, deprovision.
-import {h, replace, badge} from '../../../lib/dom.js';
-import {field, values, submitting} from '../../../lib/form.js';
+import {h, replace, badge} from '../../lib/dom.js';
+import {field, values, submitting} from '../../lib/form.js';
 import {heading, confirmButton, run, status} from '../util.js';
 
 export default {

@@ -3,8 +3,8 @@
 // (roles/agent/adapters/*/README.md are the references). Inputs are named
 // by the API's JSON paths, so its validation errors land by their field;
 // the form validates nothing itself.
-import {h, replace} from '../../lib/dom.js';
-import {field, values, submitting, showErrors} from '../../lib/form.js';
+import {h, replace} from '../lib/dom.js';
+import {field, values, submitting, showErrors} from '../lib/form.js';
 import {linesToList} from './util.js';
 
 const orders = [['', 'default'], ['big', 'big'], ['little', 'little']];

@@ -1,11 +1,11 @@
 // Logs: the agent's recent log lines (a ring of 5000) with the filters
 // GET /v1/logs takes (minimum level, source, since, limit) and a text
 // filter applied here. Refreshed every 5 s while "Follow" is on.
-import {h, replace, badge, fmtTime} from '../../../lib/dom.js';
-import {field, values} from '../../../lib/form.js';
-import {qs} from '../../../lib/api.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, badge, fmtTime} from '../../lib/dom.js';
+import {field, values} from '../../lib/form.js';
+import {qs} from '../../lib/api.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
 import {heading} from '../util.js';
 
 export default {

@@ -1,8 +1,8 @@
 // A publish destination, new or edited: name, type, enabled and its
 // config_json (each type's keys: roles/agent/publish/dest/README.md), and
 // a connection test that saves nothing.
-import {h, replace} from '../../../lib/dom.js';
-import {field, values, submitting, showErrors} from '../../../lib/form.js';
+import {h, replace} from '../../lib/dom.js';
+import {field, values, submitting, showErrors} from '../../lib/form.js';
 import {heading, status} from '../util.js';
 
 const types = [['mqtt', 'MQTT broker'], ['platform', 'edgeplat cloud (platform)'], ['tsdb', 'InfluxDB v2 (tsdb)'],

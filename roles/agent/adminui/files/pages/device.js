@@ -1,10 +1,10 @@
 // A device (one endpoint): live values with their quality, polled every
 // max(1 s, the endpoint's poll interval), the adapter's metrics, and a
 // chart of the numeric values polled since the page opened (10 minutes).
-import {h, replace, badge, fmtTime, fmtNum, fmtAgo} from '../../../lib/dom.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
-import {timeChart} from '../../../lib/chart.js';
+import {h, replace, badge, fmtTime, fmtNum, fmtAgo} from '../../lib/dom.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
+import {timeChart} from '../../lib/chart.js';
 import {heading} from '../util.js';
 
 function valueText(v) {

@@ -1,6 +1,6 @@
 // Small pieces several admin pages share.
-import {h, replace} from '../../lib/dom.js';
-import {errorBox} from '../../lib/router.js';
+import {h, replace} from '../lib/dom.js';
+import {errorBox} from '../lib/router.js';
 
 // heading is a page's h1 (the router focuses it) with optional actions.
 export function heading(title, ...actions) {

@@ -1,8 +1,8 @@
 // Admin users: list, create, change active / superuser / password,
 // delete. Changes need a superuser; the API's 403 says so.
-import {h, replace, badge} from '../../../lib/dom.js';
-import {field, values, submitting} from '../../../lib/form.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, badge} from '../../lib/dom.js';
+import {field, values, submitting} from '../../lib/form.js';
+import {errorBox} from '../../lib/router.js';
 import {heading, confirmButton, run, status} from '../util.js';
 
 export default {

@@ -1,7 +1,7 @@
 // A subscription, new or edited: which endpoints' batches (MQTT topic
 // filters) go to which destination, in which format.
-import {h, replace} from '../../../lib/dom.js';
-import {field, values, submitting} from '../../../lib/form.js';
+import {h, replace} from '../../lib/dom.js';
+import {field, values, submitting} from '../../lib/form.js';
 import {heading, linesToList} from '../util.js';
 
 const formats = [['custom', 'custom'], ['tags', 'tags'], ['ecp', 'ecp'], ['ml', 'ml']];

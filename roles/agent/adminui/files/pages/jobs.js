@@ -1,8 +1,8 @@
 // Jobs: the executions the cloud sent this agent, newest first
 // (read-only: the cloud dispatches and cancels them).
-import {h, replace, badge, fmtTime} from '../../../lib/dom.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, badge, fmtTime} from '../../lib/dom.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
 import {heading} from '../util.js';
 
 export default {

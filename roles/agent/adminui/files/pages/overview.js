@@ -1,8 +1,8 @@
 // Overview: the agent's health, mode and host resources, refreshed every
 // few seconds.
-import {h, replace, fmtBytes, badge, fmtNum} from '../../../lib/dom.js';
-import {every} from '../../../lib/sse.js';
-import {errorBox} from '../../../lib/router.js';
+import {h, replace, fmtBytes, badge, fmtNum} from '../../lib/dom.js';
+import {every} from '../../lib/sse.js';
+import {errorBox} from '../../lib/router.js';
 import {heading, pct} from '../util.js';
 
 function card(label, value, sub = '') {

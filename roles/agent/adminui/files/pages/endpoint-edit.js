@@ -1,6 +1,6 @@
 // Editing an endpoint: the endpoint form filled from GET /v1/endpoints.
 // An endpoint the cloud manages answers 409, shown at the top of the form.
-import {h, replace} from '../../../lib/dom.js';
+import {h, replace} from '../../lib/dom.js';
 import {heading} from '../util.js';
 import {endpointForm} from '../endpoint-form.js';
 

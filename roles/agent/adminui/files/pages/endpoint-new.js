@@ -1,5 +1,5 @@
 // A new endpoint: the endpoint form, protocol first.
-import {h, replace} from '../../../lib/dom.js';
+import {h, replace} from '../../lib/dom.js';
 import {heading} from '../util.js';
 import {endpointForm} from '../endpoint-form.js';
 

@@ -317,6 +317,9 @@ async function targetSection({area, app, agent, stale}) {
     replace(editor, form, extra);
   };
 
+  // who names the author of a version: a user id, or none for a
+  // change no user made.
+  const who = (id) => (id && id === (app.user && app.user.id) ? 'you' : id || 'the system');
   let versions = [];
   const loadHistory = async (cursor) => {
     const res = await app.api.get(`/agents/${agent.uuid}/target-state/history${qs({limit: 20, cursor})}`);
@@ -325,7 +328,7 @@ async function targetSection({area, app, agent, stale}) {
     replace(histBox, table([
       {label: 'Version', value: v => h('span', {'data-version': String(v.version), text: String(v.version)})},
       {label: 'When', value: v => h('span', {title: v.updatedAt, text: fmtTime(v.updatedAt)})},
-      {label: 'By', value: v => (v.updatedBy === (app.user && app.user.id) ? 'you' : v.updatedBy || 'the system')},
+      {label: 'By', value: v => who(v.updatedBy)},
       {label: 'Size', value: v => fmtBytes(v.size)},
       {label: 'Document', value: v => h('button', {type: 'button', class: 'secondary', text: `View version ${v.version}`,
         onclick: () => viewVersion(v.version)})},
@@ -339,7 +342,7 @@ async function targetSection({area, app, agent, stale}) {
       const text = JSON.stringify(ts.state, null, 2);
       replace(viewer, h('div', {class: 'panel'},
         h('h3', {text: `Version ${ts.version}`}),
-        h('p', {class: 'muted', text: `${fmtTime(ts.updatedAt)}${ts.updatedBy ? ' by ' + ts.updatedBy : ''}`}),
+        h('p', {class: 'muted', text: `${fmtTime(ts.updatedAt)} by ${who(ts.updatedBy)}`}),
         h('pre', {class: 'doc', text}),
         admin ? h('button', {type: 'button', class: 'secondary', text: 'Copy into the editor', onclick: () => {
           const ta = editor.querySelector('textarea[name=state]');

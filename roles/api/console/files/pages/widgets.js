@@ -85,17 +85,32 @@ const kinds = {
     };
   },
 
+  // stat: the latest value; with a window, also its range over the window.
   stat({o, names, body, api, agent}) {
     const value = h('div', {class: 'stat-value', 'data-value': ''});
     const meta = h('div', {class: 'muted stat-meta'});
-    replace(body, value, meta);
+    const spread = h('div', {class: 'muted stat-meta'});
+    replace(body, value, meta, spread);
+    let lo = Infinity;
+    let hi = -Infinity;
+    const widen = (v) => {
+      if (!o.window || typeof v !== 'number' || !Number.isFinite(v)) return;
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+      spread.textContent = `${fixed(lo, o.decimals)} to ${fixed(hi, o.decimals)} over ${o.window}`;
+    };
     const show = (v, unit, q, t) => {
       value.dataset.value = typeof v === 'number' ? String(v) : '';
       replace(value, fixed(v, o.decimals), h('span', {class: 'stat-unit', text: o.unit || unit || ''}));
       meta.textContent = `${q || ''} ${t ? fmtTime(t) : ''}`.trim();
+      widen(v);
     };
     return {
       async load() {
+        if (o.window) {
+          const s = await loadSeries(api, agent, names[0], parseDuration(o.window));
+          s.y.forEach(widen);
+        }
         const r = await latest(api, agent, names[0]);
         if (r) show(typeof r.value === 'number' ? r.value : null, r.unit, r.quality, r.time);
         else value.textContent = '—';

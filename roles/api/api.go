@@ -28,6 +28,7 @@ import (
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/console"
+	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -169,6 +170,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	v1.GET("/agents/:uuid/protocol-adapters/:protocol/:deviceName/history", agent, rep.deviceHistory)
 	jd := acc.jobsDeps(cmds)
 	jobs.Register(v1, engine.Group("/api/v1"), jd)
+	dashboards.Register(v1, dashboards.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Audit: acc.audit,
+		Log: r.Component("api-dashboards")})
 	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
 		Log: r.Component("api-agent-logs")})
 	readings.Register(v1, readings.Deps{

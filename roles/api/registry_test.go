@@ -403,7 +403,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		fleetB := call(t, e, "POST", "/api/v1/fleets", tokB, map[string]any{"name": "b-fleet"})
 		templateB := call(t, e, "POST", "/api/v1/jobs/templates", tokB, map[string]any{"name": "b-sync", "handler": "sync"})
 		jobB := call(t, e, "POST", "/api/v1/agents/"+uuidB+"/jobs", tokB, map[string]any{"handler": "sync"})
-		for what, r := range map[string]reply{"fleet": fleetB, "job template": templateB, "job": jobB} {
+		layoutB := call(t, e, "POST", "/api/v1/dashboard-layouts/"+uuidB, tokB, map[string]any{"name": "b-board", "layout": map[string]any{"schemaVersion": 1}})
+		for what, r := range map[string]reply{"fleet": fleetB, "job template": templateB, "job": jobB, "dashboard layout": layoutB} {
 			if r.status != http.StatusCreated {
 				t.Fatalf("create tenant B's %s: %d %s", what, r.status, r.raw)
 			}
@@ -426,22 +427,24 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"/api/v1/invites/:id":           invB.str("id"),
 		}
 		bodies := map[string]any{
-			"PATCH /api/v1/agents/:uuid":             map[string]string{"name": "stolen"},
-			"PATCH /api/v1/agents/:uuid/active":      map[string]bool{"active": false},
-			"POST /api/v1/agents/:uuid/tags":         map[string]any{"tags": map[string]string{"x": "y"}},
-			"PUT /api/v1/users/:id":                  map[string]string{"role": "member"},
-			"POST /api/v1/agents/:uuid/target-state": map[string]any{"state": map[string]any{}},
-			"PUT /api/v1/agents/:uuid/target-state":  map[string]any{"state": map[string]any{}},
-			"PUT /api/v1/broker-auth/user/:username": map[string]any{"rules": []map[string]any{{"pattern": "#", "publish": true}}},
-			"POST /api/v1/agents/:uuid/devices":      map[string]any{"name": "plc1", "protocol": "modbus"},
-			"PUT /api/v1/agents/:uuid/devices/:name": map[string]any{"name": "plc1", "protocol": "modbus"},
-			"PUT /api/v1/secrets/:name":              map[string]any{"value": "a's own"},
-			"PUT /api/v1/agents/:uuid/secrets/:name": map[string]any{"value": "stolen"},
-			"PATCH /api/v1/fleets/:id":               map[string]any{"name": "stolen"},
-			"PUT /api/v1/fleets/:id":                 map[string]any{"name": "stolen"},
-			"POST /api/v1/fleets/:id/agents":         map[string]any{"agentUuid": uuidB},
-			"PUT /api/v1/jobs/templates/:id":         map[string]any{"name": "stolen", "handler": "sync"},
-			"POST /api/v1/agents/:uuid/jobs":         map[string]any{"handler": "sync"},
+			"PATCH /api/v1/agents/:uuid":                 map[string]string{"name": "stolen"},
+			"PATCH /api/v1/agents/:uuid/active":          map[string]bool{"active": false},
+			"POST /api/v1/agents/:uuid/tags":             map[string]any{"tags": map[string]string{"x": "y"}},
+			"PUT /api/v1/users/:id":                      map[string]string{"role": "member"},
+			"POST /api/v1/agents/:uuid/target-state":     map[string]any{"state": map[string]any{}},
+			"PUT /api/v1/agents/:uuid/target-state":      map[string]any{"state": map[string]any{}},
+			"PUT /api/v1/broker-auth/user/:username":     map[string]any{"rules": []map[string]any{{"pattern": "#", "publish": true}}},
+			"POST /api/v1/agents/:uuid/devices":          map[string]any{"name": "plc1", "protocol": "modbus"},
+			"PUT /api/v1/agents/:uuid/devices/:name":     map[string]any{"name": "plc1", "protocol": "modbus"},
+			"PUT /api/v1/secrets/:name":                  map[string]any{"value": "a's own"},
+			"PUT /api/v1/agents/:uuid/secrets/:name":     map[string]any{"value": "stolen"},
+			"PATCH /api/v1/fleets/:id":                   map[string]any{"name": "stolen"},
+			"PUT /api/v1/fleets/:id":                     map[string]any{"name": "stolen"},
+			"POST /api/v1/fleets/:id/agents":             map[string]any{"agentUuid": uuidB},
+			"PUT /api/v1/jobs/templates/:id":             map[string]any{"name": "stolen", "handler": "sync"},
+			"POST /api/v1/agents/:uuid/jobs":             map[string]any{"handler": "sync"},
+			"POST /api/v1/dashboard-layouts/:deviceUuid": map[string]any{"name": "stolen", "layout": map[string]any{"schemaVersion": 1}},
+			"PUT /api/v1/dashboard-layouts/:layoutId":    map[string]any{"name": "stolen"},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
@@ -455,7 +458,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
 				":protocol", "modbus", ":deviceName", "plc", ":name", "plc1",
-				":jobId", jobB.str("jobId"), ":version", "1", ":id", byPath[rt.Path]+idOf(rt.Path)).Replace(rt.Path)
+				":jobId", jobB.str("jobId"), ":version", "1", ":deviceUuid", uuidB, ":layoutId", layoutB.str("id"),
+				":id", byPath[rt.Path]+idOf(rt.Path)).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
 				continue
@@ -489,7 +493,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		}
 		// B's own requests still work, so the 404s above are about tenants.
 		for _, path := range []string{"/api/v1/agents/" + uuidB, "/api/v1/readings/" + uuidB + "/latest", "/api/v1/agents/" + uuidB + "/tags",
-			"/api/v1/agents/" + uuidB + "/target-state/history/1"} {
+			"/api/v1/agents/" + uuidB + "/target-state/history/1",
+			"/api/v1/dashboard-layouts/" + uuidB, "/api/v1/dashboard-layouts/" + uuidB + "/all"} {
 			if r := call(t, e, "GET", path, tokB, nil); r.status != http.StatusOK {
 				t.Errorf("GET %s as tenant B: %d %s", path, r.status, r.raw)
 			}
@@ -499,6 +504,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			{"GET", "/api/v1/agents"}, {"GET", "/api/v1/agents/locations"}, {"POST", "/api/v1/agents/query"},
 			{"GET", "/api/v1/provisioning/keys"}, {"GET", "/api/v1/users"}, {"GET", "/api/v1/api-keys"},
 			{"GET", "/api/v1/readings/latest"}, {"GET", "/api/v1/broker-auth/user"}, {"GET", "/api/v1/broker-auth/acl"},
+			{"GET", "/api/v1/dashboard-layouts"}, {"GET", "/api/v1/dashboard-layouts?deviceUuid=" + uuidB},
 		} {
 			var body any
 			if tt.method == "POST" {

@@ -139,13 +139,10 @@ async function dashboard(ctx, layoutId) {
     stopView();
     actions.hidden = true;
     const cat = await app.api.get(`/readings/catalog${qs({agent_uuid: agent.uuid})}`);
-    editor({app, view, agent, from, catalog: cat.metrics || [], onCancel: () => showView(), onSaved: (saved) => {
-      const path = `/dashboards/${enc}/${encodeURIComponent(saved.id)}`;
-      if (location.hash === '#' + path) {
-        d = saved;
-        showView();
-      } else ctx.navigate(path);
-    }});
+    // A saved layout is shown by its route, drawn afresh (the router
+    // renders again when the route is the one shown).
+    editor({app, view, agent, from, catalog: cat.metrics || [], onCancel: () => showView(),
+      onSaved: (saved) => ctx.navigate(`/dashboards/${enc}/${encodeURIComponent(saved.id)}`)});
   };
 
   await showView();

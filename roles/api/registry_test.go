@@ -396,6 +396,10 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 				t.Fatalf("create secret %s: %d %s", p, r.status, r.raw)
 			}
 		}
+		// A version of B's target state, so its history has a version 1.
+		if r := call(t, e, "PUT", "/api/v1/agents/"+uuidB+"/target-state", tokB, map[string]any{"state": map[string]any{}}); r.status != http.StatusOK {
+			t.Fatalf("set tenant B's target state: %d %s", r.status, r.raw)
+		}
 		fleetB := call(t, e, "POST", "/api/v1/fleets", tokB, map[string]any{"name": "b-fleet"})
 		templateB := call(t, e, "POST", "/api/v1/jobs/templates", tokB, map[string]any{"name": "b-sync", "handler": "sync"})
 		jobB := call(t, e, "POST", "/api/v1/agents/"+uuidB+"/jobs", tokB, map[string]any{"handler": "sync"})
@@ -455,7 +459,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
 				":protocol", "modbus", ":deviceName", "plc", ":name", "plc1",
-				":jobId", jobB.str("jobId"), ":deviceUuid", uuidB, ":layoutId", layoutB.str("id"),
+				":jobId", jobB.str("jobId"), ":version", "1", ":deviceUuid", uuidB, ":layoutId", layoutB.str("id"),
 				":id", byPath[rt.Path]+idOf(rt.Path)).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
@@ -490,6 +494,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		}
 		// B's own requests still work, so the 404s above are about tenants.
 		for _, path := range []string{"/api/v1/agents/" + uuidB, "/api/v1/readings/" + uuidB + "/latest", "/api/v1/agents/" + uuidB + "/tags",
+			"/api/v1/agents/" + uuidB + "/target-state/history/1",
 			"/api/v1/dashboard-layouts/" + uuidB, "/api/v1/dashboard-layouts/" + uuidB + "/all"} {
 			if r := call(t, e, "GET", path, tokB, nil); r.status != http.StatusOK {
 				t.Errorf("GET %s as tenant B: %d %s", path, r.status, r.raw)

@@ -65,6 +65,8 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.POST("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(true))
 	protected.PUT("/agents/:uuid/target-state", h.adminOnly, h.putTargetState(false))
 	protected.DELETE("/agents/:uuid/target-state", h.adminOnly, h.clearTargetState)
+	protected.GET("/agents/:uuid/target-state/history", h.targetStateHistory)
+	protected.GET("/agents/:uuid/target-state/history/:version", h.targetStateVersion)
 	registerDevices(protected, h)
 	registerSecrets(protected, h)
 	registerFleets(protected, h)

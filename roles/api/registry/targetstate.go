@@ -171,9 +171,10 @@ func ownState(ctx context.Context, x execer, tenant, agent string) ([]byte, erro
 	return []byte(state), nil
 }
 
-// writeTargetStateTx is the one writer of agent_target_state: every
-// change, of one agent or of a fleet's members, goes through it inside
-// the caller's transaction, and is told to OnTargetStateChange's observer
+// writeTargetStateTx is the one writer of agent_target_state and of its
+// history: every change, of one agent or of a fleet's members, goes
+// through it inside the caller's transaction, is kept in the history in
+// that transaction (targethistory.go), and is told to OnTargetStateChange's observer
 // once that committed (pending). A nil state touches: the version moves,
 // the document stays. A written state is checked as the agent will
 // receive it, merged with its fleet's template.
@@ -228,6 +229,9 @@ func (s *Store) writeTargetStateTx(ctx context.Context, tx *sql.Tx, d db.Dialect
 		return TargetState{}, fmt.Errorf("set target state: %w", err)
 	}
 	ts := TargetState{AgentUUID: a.UUID, State: json.RawMessage(stored), Version: version, UpdatedAt: now.Truncate(time.Microsecond), UpdatedBy: by}
+	if err := recordTargetStateTx(ctx, tx, d, tenant, a.UUID, ts); err != nil {
+		return TargetState{}, err
+	}
 	p.changes = append(p.changes, TargetStateChange{Tenant: tenant, State: ts, Cleared: cleared})
 	return ts, nil
 }

@@ -1,6 +1,10 @@
 // Every page of the console, in navigation order. Adding a page is one
 // module in pages/ and one line here (docs/web-consoles.md).
 import agents from './pages/agents.js';
+import agent from './pages/agent.js';
+import device from './pages/device.js';
+import readings from './pages/readings.js';
+import dashboards from './pages/dashboards.js';
 import fleets from './pages/fleets.js';
 import fleet from './pages/fleet.js';
 import jobs from './pages/jobs.js';
@@ -13,5 +17,9 @@ import licence from './pages/licence.js';
 
 export default [
   agents,
+  agent,
+  device,
+  readings,
+  ...dashboards,
   fleets, fleet, jobs, job, users, apikeys, provisioning, audit, licence,
 ];

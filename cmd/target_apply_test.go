@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,16 +16,8 @@ import (
 // python3-pymodbus): holding register i of unit u holds u*1000+i.
 func startModbusSimulator(t *testing.T) int {
 	t.Helper()
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import pymodbus").Run(); err != nil {
-		coretest.Unavailable(t, "python3-pymodbus", python, err)
-	}
 	port := coretest.FreePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := coretest.NewProcess(t, python, "../roles/agent/adapters/modbus/testdata/server.py",
-		"--port", strconv.Itoa(port), "--units", "2", "--registers", "20")
-	p.Ready = func() error { return coretest.Dialable(addr) }
-	p.Start()
+	coretest.Pymodbus(t, "../roles/agent/adapters/modbus/testdata/server.py", port, "--units", "2", "--registers", "20")
 	return port
 }
 

@@ -13,22 +13,13 @@ import (
 	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
-const systemPython = "/usr/bin/python3"
 
 // startPymodbus runs the Modbus adapter's test server (Debian's
 // python3-pymodbus) with generated units: holding and input register i of
 // unit u hold u*1000+i.
 func startPymodbus(t *testing.T, port int) *coretest.Process {
 	t.Helper()
-	if err := exec.Command(systemPython, "-c", "import pymodbus").Run(); err != nil {
-		coretest.Unavailable(t, "python3-pymodbus", systemPython, err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := coretest.NewProcess(t, systemPython, "adapters/modbus/testdata/server.py",
-		"--port", strconv.Itoa(port), "--units", "2", "--registers", "100")
-	p.Ready = func() error { return coretest.Dialable(addr) }
-	p.Start()
-	return p
+	return coretest.Pymodbus(t, "adapters/modbus/testdata/server.py", port, "--units", "2", "--registers", "100")
 }
 
 type pointStatus struct {

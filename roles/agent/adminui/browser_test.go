@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,16 +96,8 @@ func call(t *testing.T, method, url, body string, hdr map[string]string) (int, s
 // python3-pymodbus): holding register i of unit u holds u*1000+i.
 func startPymodbus(t *testing.T) int {
 	t.Helper()
-	const python = "/usr/bin/python3"
-	if err := exec.Command(python, "-c", "import pymodbus").Run(); err != nil {
-		coretest.Unavailable(t, "python3-pymodbus", python, err)
-	}
 	port := coretest.FreePort(t)
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := coretest.NewProcess(t, python, "../adapters/modbus/testdata/server.py",
-		"--port", strconv.Itoa(port), "--units", "1", "--registers", "100")
-	p.Ready = func() error { return coretest.Dialable(addr) }
-	p.Start()
+	coretest.Pymodbus(t, "../adapters/modbus/testdata/server.py", port, "--units", "1", "--registers", "100")
 	return port
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
-
 // startPymodbus runs the Modbus adapter's test server (Debian's
 // python3-pymodbus) with generated units: holding and input register i of
 // unit u hold u*1000+i.

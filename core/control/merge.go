@@ -18,6 +18,8 @@ import (
 //     other items follow the template's;
 //   - a member's subscriptions to a destination replace the template's
 //     subscriptions to that destination; the rest of both are kept;
+//   - apps are matched by appName like endpoints: a member's app replaces
+//     the template's app of that name whole;
 //   - runState is stopped when either part says stopped.
 //
 // The parts are not changed. The result may still be invalid as a whole
@@ -39,6 +41,7 @@ func MergeTargetState(template, own TargetStateDoc) TargetStateDoc {
 	out.Settings = mergeSettings(template.Settings, own.Settings)
 	out.Endpoints = mergeNamed(template.Endpoints, own.Endpoints, func(e TargetEndpoint) string { return e.Name })
 	out.Destinations = mergeNamed(template.Destinations, own.Destinations, func(d TargetDestination) string { return d.Name })
+	out.Apps = mergeNamed(template.Apps, own.Apps, func(a TargetApp) string { return a.AppName })
 	if template.Subscriptions != nil || own.Subscriptions != nil {
 		out.Subscriptions = make([]TargetSubscription, 0, len(template.Subscriptions)+len(own.Subscriptions))
 		for _, s := range template.Subscriptions {

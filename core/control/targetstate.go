@@ -53,6 +53,9 @@ type TargetStateDoc struct {
 	Endpoints     []TargetEndpoint
 	Destinations  []TargetDestination
 	Subscriptions []TargetSubscription
+	// Apps are the applications the agent runs in containers
+	// (docs/apps.md).
+	Apps []TargetApp
 }
 
 // TargetEndpoint is one protocol endpoint (device), in the shape of the
@@ -113,7 +116,7 @@ func (e *PathError) Error() string { return e.Path + ": " + e.Msg }
 // A document with only a schemaVersion manages nothing either, but keeps
 // its version when written back.
 func (d TargetStateDoc) Empty() bool {
-	return d.SchemaVersion == 0 && d.RunState == "" && d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil
+	return d.SchemaVersion == 0 && d.RunState == "" && d.Settings == nil && d.Endpoints == nil && d.Destinations == nil && d.Subscriptions == nil && d.Apps == nil
 }
 
 // MarshalJSON writes the document with its present sections only, so an
@@ -129,6 +132,7 @@ func (d TargetStateDoc) MarshalJSON() ([]byte, error) {
 		Endpoints     *[]TargetEndpoint          `json:"endpoints,omitempty"`
 		Destinations  *[]TargetDestination       `json:"destinations,omitempty"`
 		Subscriptions *[]TargetSubscription      `json:"subscriptions,omitempty"`
+		Apps          *[]TargetApp               `json:"apps,omitempty"`
 	}
 	o := out{SchemaVersion: d.SchemaVersion, RunState: d.RunState, Settings: d.Settings}
 	if d.Endpoints != nil {
@@ -139,6 +143,9 @@ func (d TargetStateDoc) MarshalJSON() ([]byte, error) {
 	}
 	if d.Subscriptions != nil {
 		o.Subscriptions = &d.Subscriptions
+	}
+	if d.Apps != nil {
+		o.Apps = &d.Apps
 	}
 	return json.Marshal(o)
 }
@@ -231,8 +238,13 @@ func parseTargetState(b []byte, mode secretMode, part bool) (TargetStateDoc, err
 			d.Destinations = p.destinations(k, raw)
 		case "subscriptions":
 			d.Subscriptions = p.subscriptions(k, raw, d.Destinations)
+		case "apps":
+			d.Apps = p.apps(k, raw)
+			if d.Apps == nil && len(p.errs) == 0 {
+				d.Apps = []TargetApp{}
+			}
 		default:
-			p.addf(k, "unknown field (a document has schemaVersion, runState, settings, endpoints, destinations, subscriptions)")
+			p.addf(k, "unknown field (a document has schemaVersion, runState, settings, endpoints, destinations, subscriptions, apps)")
 		}
 	}
 	if _, ok := top["schemaVersion"]; !ok {
@@ -341,13 +353,17 @@ func (p *parser) entry(path string, raw json.RawMessage, fields []field) bool {
 	}
 	okAll := true
 	for _, k := range sortedKeys(m) {
+		sub := k
+		if path != "" {
+			sub = path + "." + k
+		}
 		i := slices.IndexFunc(fields, func(f field) bool { return f.name == k })
 		if i < 0 {
-			p.addf(path+"."+k, "unknown field")
+			p.addf(sub, "unknown field")
 			okAll = false
 			continue
 		}
-		if !p.decode(path+"."+k, m[k], fields[i].dst) {
+		if !p.decode(sub, m[k], fields[i].dst) {
 			okAll = false
 		}
 	}

@@ -54,7 +54,7 @@ func TestParseTargetStateErrorsNameTheField(t *testing.T) {
 	tests := map[string]struct{ doc, path string }{
 		"no version":       {`{"endpoints":[]}`, "schemaVersion: is required"},
 		"future version":   {`{"schemaVersion":2}`, "schemaVersion: must be 1"},
-		"unknown section":  {`{"schemaVersion":1,"apps":{}}`, "apps: unknown field"},
+		"unknown section":  {`{"schemaVersion":1,"widgets":{}}`, "widgets: unknown field"},
 		"not an object":    {`[]`, "state: "},
 		"trailing":         {`{"schemaVersion":1} {}`, "state: trailing data"},
 		"endpoints object": {`{"schemaVersion":1,"endpoints":{}}`, "endpoints: must be an array"},
@@ -113,6 +113,7 @@ func FuzzParseTargetState(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"schemaVersion":1,"endpoints":[],"subscriptions":[{"destination":"x"}]}`))
 	f.Add([]byte(`{"schemaVersion":1,"settings":{"a":{}},"destinations":[{"name":"d","type":"t","config_json":{"token":{"secretRef":"s"}}}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"apps":[{"appId":1,"appName":"a","services":[{"serviceName":"s","imageName":"localhost/busybox:test","config":{"ports":["8080:80/udp"],"environment":{"A":"1"},"volumes":["data:/data:ro"]}}]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, parse := range []func([]byte) (TargetStateDoc, error){ParseTargetState, ParseResolvedTargetState} {
 			d, err := parse(b)

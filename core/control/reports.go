@@ -31,6 +31,58 @@ type StateReport struct {
 	// corrupt or a full disk is thus known to the cloud, not to the
 	// device alone.
 	Health map[string]any `json:"health,omitempty"`
+	// Apps is the current state of the agent's apps (docs/apps.md);
+	// absent when the agent manages none.
+	Apps *AppsState `json:"apps,omitempty"`
+}
+
+// AppsState is what the agent knows of its apps: the container runtime's
+// state and each app's services, the target merged with what the runtime
+// reports (GET /v1/apps answers the same).
+type AppsState struct {
+	Runtime RuntimeState `json:"runtime"`
+	Apps    []AppState   `json:"apps"`
+}
+
+// RuntimeState is the container runtime as the agent last saw it.
+type RuntimeState struct {
+	// Status is "connected", "unreachable" or "unconfigured".
+	Status string `json:"status"`
+	// Error says why the runtime is unreachable.
+	Error   string `json:"error,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Since is when Status last changed, Unix ms.
+	Since int64 `json:"since,omitempty"`
+}
+
+// AppState is one app: its target and its services' current state.
+type AppState struct {
+	AppID    int            `json:"appId"`
+	AppName  string         `json:"appName"`
+	Services []ServiceState `json:"services"`
+}
+
+// ServiceState is one service: what it should be (ImageName, Config,
+// Target) and what the runtime says it is.
+type ServiceState struct {
+	ServiceName string `json:"serviceName"`
+	ImageName   string `json:"imageName"`
+	// Target is the state the service should be in: running or stopped.
+	Target string `json:"target"`
+	// State is the current state: running, stopped, created, restarting,
+	// exited, pulling, starting, missing (no container) or unknown
+	// (runtime unreachable).
+	State string `json:"state"`
+	// Status is the runtime's own status text ("Up 3 minutes").
+	Status      string        `json:"status,omitempty"`
+	ContainerID string        `json:"containerId,omitempty"`
+	Config      ServiceConfig `json:"config"`
+	// Error is the last failure reconciling the service (a failed pull,
+	// a start refused), until it succeeds; Retries counts the attempts and
+	// NextRetry is when the next is due, Unix ms.
+	Error     string `json:"error,omitempty"`
+	Retries   int    `json:"retries,omitempty"`
+	NextRetry int64  `json:"nextRetry,omitempty"`
 }
 
 // TargetStatus is what the agent did with its target state: the version

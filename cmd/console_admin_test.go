@@ -10,7 +10,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/edgeplat/edgeplat/core/coretest/browsertest"
-	"github.com/edgeplat/edgeplat/roles/api/console"
 )
 
 // TestConsoleAdminPagesIntegration drives the console's administration
@@ -311,20 +310,5 @@ func checkConsoleCSP(t *testing.T, b *browsertest.Browser, consoleURL string) {
 		if !found {
 			t.Errorf("%s was not among the files checked (%d)", m, len(seen))
 		}
-	}
-}
-
-// TestConsoleAdminWeight keeps the whole cloud console, map outline
-// included, under the 1 MB a console may weigh compressed
-// (docs/web-consoles.md).
-func TestConsoleAdminWeight(t *testing.T) {
-	site, err := console.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gz, raw := site.Weight()
-	t.Logf("cloud console: %d bytes compressed, %d as stored", gz, raw)
-	if gz >= 1<<20 {
-		t.Errorf("the cloud console weighs %d bytes compressed; the budget is 1 MiB", gz)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -133,8 +134,51 @@ func New(prefix string, app fs.FS) (*Site, error) {
 	}
 	h.Write(index)
 	s.version = hex.EncodeToString(h.Sum(nil))[:12]
+	if err := s.checkLinks(index); err != nil {
+		return nil, err
+	}
 	s.index = bytes.ReplaceAll(index, []byte(basePlaceholder), []byte(s.Base()))
 	return s, nil
+}
+
+var (
+	// importRe finds the module specifier of static import and export-from
+	// statements and of dynamic import() calls with a literal.
+	importRe  = regexp.MustCompile(`(?m)(?:^\s*(?:import|export)\s+(?:[\w*{}\s,$]+\s+from\s+)?|\bimport\()['"]([^'"\n]+)['"]`)
+	baseRefRe = regexp.MustCompile(basePlaceholder + `([^"'\s>]+)`)
+)
+
+// checkLinks refuses a console whose page or modules name a file it does
+// not serve: a wrong import fails a page only when a browser opens it,
+// and here it fails the build's tests and the start at once. Imports
+// must be relative: there is no import map.
+func (s *Site) checkLinks(index []byte) error {
+	var problems []string
+	for _, m := range baseRefRe.FindAllSubmatch(index, -1) {
+		if s.assets[string(m[1])] == nil {
+			problems = append(problems, fmt.Sprintf("index.html names %s, which is not served", m[1]))
+		}
+	}
+	for name, a := range s.assets {
+		if !strings.HasSuffix(name, ".js") || strings.HasPrefix(name, "lib/vendor/") {
+			continue
+		}
+		for _, m := range importRe.FindAllSubmatch(a.body, -1) {
+			spec := string(m[1])
+			if !strings.HasPrefix(spec, "./") && !strings.HasPrefix(spec, "../") {
+				problems = append(problems, fmt.Sprintf("%s imports %q: imports must be relative", name, spec))
+				continue
+			}
+			if target := path.Join(path.Dir(name), spec); s.assets[target] == nil {
+				problems = append(problems, fmt.Sprintf("%s imports %q, which resolves to %s: not served", name, spec, target))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("webui: %s: %s", s.prefix, strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 func gzipped(b []byte) []byte {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"strings"
 	"testing"
 
@@ -178,5 +179,39 @@ func TestAcceptsGzipAndWantsHTML(t *testing.T) {
 		if got := WantsHTML(r); got != want {
 			t.Errorf("WantsHTML(%q) = %v", h, got)
 		}
+	}
+}
+
+func TestNewRefusesBrokenLinks(t *testing.T) {
+	tests := map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"missing module": {map[string]string{"main.js": "import {x} from './nope.js';\n"}, `app/main.js imports "./nope.js", which resolves to app/nope.js: not served`},
+		"bare import":    {map[string]string{"main.js": "import uPlot from 'uplot';\n"}, `imports must be relative`},
+		"dynamic import": {map[string]string{"main.js": "const m = await import('./gone.js');\n"}, `resolves to app/gone.js`},
+		"library path":   {map[string]string{"pages/p.js": "import {h} from '../lib/dom.js';\n"}, `resolves to app/lib/dom.js`},
+		"page asset":     {map[string]string{"index.html": `<script type="module" src="%BASE%app/missing.js"></script>`}, "index.html names app/missing.js"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[string]string{"index.html": `<script type="module" src="%BASE%app/main.js"></script>`, "main.js": "import {h} from '../lib/dom.js';\n"}
+			for k, v := range tt.files {
+				files[k] = v
+			}
+			for k, v := range files {
+				if err := os.MkdirAll(dir+"/"+path.Dir(k), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(dir+"/"+k, []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := New("/x", os.DirFS(dir))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New = %v, want an error with %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -1,11 +1,8 @@
 package console
 
 import (
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"path"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -82,57 +79,3 @@ func TestConsoleServing(t *testing.T) {
 
 // importRe finds the static imports of a module: import ... from '...',
 // export ... from '...' and import '...'.
-var importRe = regexp.MustCompile(`(?m)^\s*(?:import|export)\s+(?:[\w*{}\s,$]+\s+from\s+)?['"]([^'"\n]+)['"]`)
-
-// TestModulesResolve: every relative import of the console's modules
-// names a file the site serves. A wrong path fails the page in the
-// browser only when that page is opened; here it fails at once.
-func TestModulesResolve(t *testing.T) {
-	// The served tree: app/ is files/, lib/ the shared library.
-	served := map[string]bool{}
-	for root, fsys := range map[string]fs.FS{"app": mustSub(t, files, "files"), "lib": webui.Lib()} {
-		if err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				served[root+"/"+p] = true
-			}
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checked := 0
-	for name := range served {
-		if !strings.HasPrefix(name, "app/") || !strings.HasSuffix(name, ".js") {
-			continue
-		}
-		body, err := fs.ReadFile(files, "files/"+strings.TrimPrefix(name, "app/"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range importRe.FindAllStringSubmatch(string(body), -1) {
-			spec := m[1]
-			if !strings.HasPrefix(spec, ".") {
-				t.Errorf("%s imports %q: only relative imports are served", name, spec)
-				continue
-			}
-			target := path.Join(path.Dir(name), spec)
-			if !served[target] {
-				t.Errorf("%s imports %q, which resolves to %s: no such file", name, spec, target)
-			}
-			checked++
-		}
-	}
-	if checked == 0 {
-		t.Fatal("no import found: the pattern is broken")
-	}
-	t.Logf("%d imports resolve", checked)
-}
-
-func mustSub(t *testing.T, fsys fs.FS, dir string) fs.FS {
-	t.Helper()
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sub
-}

@@ -23,10 +23,6 @@ func TestSiteWeight(t *testing.T) {
 	}
 }
 
-// TestModulesResolve checks, without a browser, that every import of
-// every module names a file the site serves (a wrong relative path only
-// shows as a blank page otherwise), and that every page module is listed
-// in pages.js.
 // TestEveryPageListed: a page module that pages.js does not list would
 // never be reachable. (webui.New itself refuses imports and page links
 // that name files the site does not serve.)

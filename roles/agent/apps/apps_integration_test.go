@@ -15,14 +15,15 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/roles/agent/apps/appstest"
 )
 
 // startManager runs a Manager for agent against p until the test ends;
 // the agent's containers are removed then.
-func startManager(t *testing.T, p *podmanService, agent string) (*Manager, context.CancelFunc) {
+func startManager(t *testing.T, p *appstest.Service, agent string) (*Manager, context.CancelFunc) {
 	t.Helper()
 	m := New(Options{Resync: 2 * time.Second, Log: slog.New(slog.NewTextHandler(tlog{t}, nil))})
-	m.Configure(agent, p.config(), true)
+	m.Configure(agent, RuntimeConfig{Type: RuntimeSocket, SocketPath: p.Socket}, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -45,11 +46,11 @@ func (w tlog) Write(b []byte) (int, error) {
 }
 
 // cleanupAgent removes every container of agent at the end of the test.
-func cleanupAgent(t *testing.T, p *podmanService, agent string) {
+func cleanupAgent(t *testing.T, p *appstest.Service, agent string) {
 	t.Cleanup(func() {
-		ids, _ := p.run("ps", "-aq", "--filter", "label="+LabelAgent+"="+agent)
+		ids, _ := p.Run("ps", "-aq", "--filter", "label="+LabelAgent+"="+agent)
 		for _, id := range strings.Fields(ids) {
-			_, _ = p.run("rm", "-f", "-t", "0", id)
+			_, _ = p.Run("rm", "-f", "-t", "0", id)
 		}
 	})
 }
@@ -81,8 +82,8 @@ func service(m *Manager, appID int, name string) control.ServiceState {
 
 func tickerApp(id int, name string, env map[string]string, ports ...string) control.TargetApp {
 	return control.TargetApp{AppID: id, AppName: name, Services: []control.TargetService{{
-		ServiceName: "main", ImageName: tickerImage, State: control.ServiceRunning,
-		Config: control.ServiceConfig{Image: tickerImage, Environment: env, Ports: ports, Restart: "unless-stopped"},
+		ServiceName: "main", ImageName: appstest.TickerImage, State: control.ServiceRunning,
+		Config: control.ServiceConfig{Image: appstest.TickerImage, Environment: env, Ports: ports, Restart: "unless-stopped"},
 	}}}
 }
 
@@ -97,20 +98,19 @@ func listOwned(t *testing.T, cli *client.Client, agent string) []container.Summa
 }
 
 func TestAppLifecycleIntegration(t *testing.T) {
-	p := podman(t)
+	p := appstest.Podman(t)
 	agent := "test-" + codec.NewUUID().String()
 	cleanupAgent(t, p, agent)
-	cli := p.client()
-	defer cli.Close()
+	cli := p.Client()
 	ctx := context.Background()
 
 	// A container the agent did not create must stay as it is.
 	foreign := "foreign-" + agent[:13]
-	if out, err := p.run("run", "-d", "--name", foreign, tickerImage); err != nil {
+	if out, err := p.Run("run", "-d", "--name", foreign, appstest.TickerImage); err != nil {
 		t.Fatalf("run foreign container: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _, _ = p.run("rm", "-f", "-t", "0", foreign) })
-	foreignID, _ := p.run("inspect", "-f", "{{.Id}}", foreign)
+	t.Cleanup(func() { _, _ = p.Run("rm", "-f", "-t", "0", foreign) })
+	foreignID, _ := p.Run("inspect", "-f", "{{.Id}}", foreign)
 
 	m, _ := startManager(t, p, agent)
 	app := "life-" + agent[5:13]
@@ -196,17 +196,16 @@ func TestAppLifecycleIntegration(t *testing.T) {
 	m.SetTarget(nil, false)
 	waitFor(t, "the container to go", 30*time.Second, func() bool { return len(listOwned(t, cli, agent)) == 0 })
 
-	if id, _ := p.run("inspect", "-f", "{{.Id}} {{.State.Running}}", foreign); id != foreignID+" true" {
+	if id, _ := p.Run("inspect", "-f", "{{.Id}} {{.State.Running}}", foreign); id != foreignID+" true" {
 		t.Fatalf("foreign container is now %q, want %q", id, foreignID+" true")
 	}
 }
 
 func TestHostPortClashStopsFirstIntegration(t *testing.T) {
-	p := podman(t)
+	p := appstest.Podman(t)
 	agent := "test-" + codec.NewUUID().String()
 	cleanupAgent(t, p, agent)
-	cli := p.client()
-	defer cli.Close()
+	cli := p.Client()
 	m, _ := startManager(t, p, agent)
 	port := coretest.FreePort(t)
 	app := "clash-" + agent[5:13]
@@ -226,11 +225,10 @@ func TestHostPortClashStopsFirstIntegration(t *testing.T) {
 }
 
 func TestAdoptionIntegration(t *testing.T) {
-	p := podman(t)
+	p := appstest.Podman(t)
 	agent := "test-" + codec.NewUUID().String()
 	cleanupAgent(t, p, agent)
-	cli := p.client()
-	defer cli.Close()
+	cli := p.Client()
 	target := []control.TargetApp{tickerApp(3, "adopt-"+agent[5:13], nil)}
 	m, stop := startManager(t, p, agent)
 	m.SetTarget(target, false)
@@ -261,7 +259,7 @@ func ids(cs []container.Summary) []string {
 }
 
 func TestBadPullRetriesWithBackoffIntegration(t *testing.T) {
-	p := podman(t)
+	p := appstest.Podman(t)
 	agent := "test-" + codec.NewUUID().String()
 	cleanupAgent(t, p, agent)
 	m, _ := startManager(t, p, agent)
@@ -291,14 +289,14 @@ func TestBadPullRetriesWithBackoffIntegration(t *testing.T) {
 }
 
 func TestRuntimeOutageIntegration(t *testing.T) {
-	p := podman(t)
+	p := appstest.Podman(t)
 	agent := "test-" + codec.NewUUID().String()
 	cleanupAgent(t, p, agent)
 	m, _ := startManager(t, p, agent)
 	m.SetTarget([]control.TargetApp{tickerApp(5, "out-"+agent[5:13], nil)}, false)
 	waitFor(t, "the service to run", 30*time.Second, func() bool { return service(m, 5, "main").State == "running" })
 
-	p.stop()
+	p.Stop()
 	waitFor(t, "the runtime to be unreachable", 20*time.Second, func() bool { return m.RuntimeState().Status == StatusUnreachable })
 	st := m.State(context.Background())
 	if st.Runtime.Error == "" || st.Apps[0].Services[0].State != StateUnknown {
@@ -311,9 +309,9 @@ func TestRuntimeOutageIntegration(t *testing.T) {
 
 	// Changed while down: converges once the runtime is back.
 	m.SetTarget([]control.TargetApp{tickerApp(5, "out-"+agent[5:13], map[string]string{"V": "2"})}, false)
-	p.start()
+	p.Start()
 	waitFor(t, "convergence after the outage", 60*time.Second, func() bool {
 		s := service(m, 5, "main")
-		return m.RuntimeState().Status == StatusConnected && s.State == "running" && s.Config.Environment["V"] == "2" && len(listOwned(t, p.client(), agent)) == 1
+		return m.RuntimeState().Status == StatusConnected && s.State == "running" && s.Config.Environment["V"] == "2" && len(listOwned(t, p.Client(), agent)) == 1
 	})
 }

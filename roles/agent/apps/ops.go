@@ -35,7 +35,7 @@ func (m *Manager) State(ctx context.Context) control.AppsState {
 	var have []container.Summary
 	if cli != nil {
 		var err error
-		if have, err = m.owned(ctx, cli, agent); err != nil {
+		if have, err = on(cli).owned(ctx, agent); err != nil {
 			rs = control.RuntimeState{Status: StatusUnreachable, Error: err.Error(), Since: time.Now().UnixMilli()}
 			cli = nil
 		}
@@ -174,7 +174,7 @@ func (m *Manager) Act(ctx context.Context, appID int, service, action string, fo
 func (m *Manager) restart(ctx context.Context, cli *client.Client, app control.TargetApp, service string) error {
 	m.work.Lock()
 	defer m.work.Unlock()
-	have, err := m.owned(ctx, cli, m.agentID())
+	have, err := on(cli).owned(ctx, m.agentID())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRuntimeDown, err)
 	}
@@ -228,11 +228,11 @@ func (m *Manager) Purge(ctx context.Context, appID int, force bool) error {
 		}
 	}
 	m.work.Lock()
-	have, err := m.owned(ctx, cli, m.agentID())
+	have, err := on(cli).owned(ctx, m.agentID())
 	if err == nil {
 		for _, c := range have {
 			if k, ok := keyOf(c); ok && k.app == appID {
-				if err = m.remove(ctx, cli, c.ID); err != nil {
+				if err = on(cli).remove(ctx, c.ID); err != nil {
 					break
 				}
 			}
@@ -296,7 +296,7 @@ func (m *Manager) Logs(ctx context.Context, appID int, service string, opts LogO
 			svc = s
 		}
 	}
-	have, err := m.owned(ctx, cli, m.agentID())
+	have, err := on(cli).owned(ctx, m.agentID())
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRuntimeDown, err)
 	}

@@ -56,7 +56,11 @@ func ParseDockerHost(s string) (RuntimeConfig, error) {
 	}
 	switch u.Scheme {
 	case "unix":
-		return RuntimeConfig{Type: RuntimeSocket, SocketPath: u.Path}, nil
+		p := u.Path
+		if p == "" {
+			p = u.Host // the client keeps a socket path there
+		}
+		return RuntimeConfig{Type: RuntimeSocket, SocketPath: p}, nil
 	case "tcp":
 		host, port, err := net.SplitHostPort(u.Host)
 		if err != nil {

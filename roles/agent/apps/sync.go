@@ -26,11 +26,16 @@ const healthWait = 60 * time.Second
 // failure: a container that exits again at once keeps its back-off.
 const stableAfter = 30 * time.Second
 
+// engine is the container operations of one connection to the runtime.
+type engine struct{ cli *client.Client }
+
+func on(cli *client.Client) engine { return engine{cli} }
+
 // owned lists the containers with the agent's label, running or not.
-func (m *Manager) owned(ctx context.Context, cli *client.Client, agent string) ([]container.Summary, error) {
+func (e engine) owned(ctx context.Context, agent string) ([]container.Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelAgent+"="+agent)})
+	res, err := e.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelAgent+"="+agent)})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -68,7 +73,7 @@ func (m *Manager) reconcile(ctx context.Context, cli *client.Client) (bool, erro
 	m.mu.Lock()
 	agent, target := m.agent, slices.Clone(m.target)
 	m.mu.Unlock()
-	have, err := m.owned(ctx, cli, agent)
+	have, err := on(cli).owned(ctx, agent)
 	if err != nil {
 		return false, err
 	}
@@ -120,7 +125,7 @@ func (m *Manager) reconcile(ctx context.Context, cli *client.Client) (bool, erro
 		}
 		for _, c := range cs {
 			m.log.Info("removing container of a service no longer in the target", "container", name(c), "app_id", k.app, "service", k.service)
-			if err := m.remove(ctx, cli, c.ID); err != nil {
+			if err := on(cli).remove(ctx, c.ID); err != nil {
 				m.log.Warn("remove container", "container", name(c), "err", err)
 				failed = true
 			}
@@ -147,6 +152,19 @@ func (m *Manager) fail(k svcKey, hash string, err error, log *slog.Logger) {
 	wait = min(wait, retryMax)
 	f.err, f.at, f.next = err.Error(), time.Now(), time.Now().Add(wait)
 	log.Error("service not reconciled; retrying", "err", err, "retries", f.retries, "retry_in", wait)
+}
+
+// pullingFunc marks k as pulling its image, for State.
+func (m *Manager) pullingFunc(k svcKey) func(bool) {
+	return func(busy bool) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if busy {
+			m.pulling[k] = true
+		} else {
+			delete(m.pulling, k)
+		}
+	}
 }
 
 func name(c container.Summary) string {
@@ -185,35 +203,35 @@ func (m *Manager) syncService(ctx context.Context, cli *client.Client, agent str
 	}
 	acted := false
 	if cur == nil {
-		if err := m.ensureImage(ctx, cli, svc.ImageName, svcKey{app.AppID, svc.ServiceName}, log); err != nil {
+		if err := on(cli).ensureImage(ctx, svc.ImageName, m.pullingFunc(svcKey{app.AppID, svc.ServiceName}), log); err != nil {
 			return true, err
 		}
 		clash := false
 		if want == control.ServiceRunning {
-			clash = m.portClash(ctx, cli, svc, old)
+			clash = on(cli).portClash(ctx, svc, old)
 		}
 		if clash {
 			// The new container cannot bind a host port the old one
 			// holds: stop the old first, and accept the gap.
 			log.Info("host port held by the old container: stop, then start the new one")
 			for _, c := range old {
-				if err := m.stop(ctx, cli, c.ID); err != nil {
+				if err := on(cli).stop(ctx, c.ID); err != nil {
 					return true, err
 				}
 			}
 		}
-		id, err := m.create(ctx, cli, agent, app, svc, hash)
+		id, err := on(cli).create(ctx, agent, app, svc, hash)
 		if err != nil {
 			return true, err
 		}
 		log.Info("container created", "container", ContainerName(app.AppName, svc.ServiceName, hash), "id", id[:12], "replaces", len(old))
 		if want == control.ServiceRunning {
-			if err := m.startAndWait(ctx, cli, id); err != nil {
+			if err := on(cli).startAndWait(ctx, id); err != nil {
 				// The old container goes on serving: remove the new one.
-				_ = m.remove(ctx, cli, id)
+				_ = on(cli).remove(ctx, id)
 				if clash {
 					for _, c := range old {
-						_ = m.start(ctx, cli, c.ID)
+						_ = on(cli).start(ctx, c.ID)
 					}
 				}
 				return true, err
@@ -221,7 +239,7 @@ func (m *Manager) syncService(ctx context.Context, cli *client.Client, agent str
 			log.Info("container started", "id", id[:12])
 		}
 		for _, c := range old {
-			if err := m.remove(ctx, cli, c.ID); err != nil {
+			if err := on(cli).remove(ctx, c.ID); err != nil {
 				return true, err
 			}
 			log.Info("old container removed", "container", name(c))
@@ -233,19 +251,19 @@ func (m *Manager) syncService(ctx context.Context, cli *client.Client, agent str
 		if cur.State == container.StateExited {
 			log.Warn("container not running; starting it", "container", name(*cur), "status", cur.Status)
 		}
-		if err := m.startAndWait(ctx, cli, cur.ID); err != nil {
+		if err := on(cli).startAndWait(ctx, cur.ID); err != nil {
 			return true, err
 		}
 		acted = true
 	case want == control.ServiceStopped && running(*cur):
-		if err := m.stop(ctx, cli, cur.ID); err != nil {
+		if err := on(cli).stop(ctx, cur.ID); err != nil {
 			return true, err
 		}
 		log.Info("container stopped", "container", name(*cur))
 		acted = true
 	}
 	for _, c := range old {
-		if err := m.remove(ctx, cli, c.ID); err != nil {
+		if err := on(cli).remove(ctx, c.ID); err != nil {
 			return true, err
 		}
 		log.Info("old container removed", "container", name(c))
@@ -256,7 +274,7 @@ func (m *Manager) syncService(ctx context.Context, cli *client.Client, agent str
 
 // portClash reports whether svc binds a host port a running old
 // container holds.
-func (m *Manager) portClash(ctx context.Context, cli *client.Client, svc control.TargetService, old []container.Summary) bool {
+func (e engine) portClash(ctx context.Context, svc control.TargetService, old []container.Summary) bool {
 	want := hostPorts(svc)
 	if len(want) == 0 {
 		return false
@@ -265,7 +283,7 @@ func (m *Manager) portClash(ctx context.Context, cli *client.Client, svc control
 		if !running(c) {
 			continue
 		}
-		res, err := cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		res, err := e.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			continue
 		}
@@ -280,23 +298,17 @@ func (m *Manager) portClash(ctx context.Context, cli *client.Client, svc control
 
 // ensureImage pulls the image when the runtime does not have it
 // (IfNotPresent), logging the pull's progress.
-func (m *Manager) ensureImage(ctx context.Context, cli *client.Client, image string, k svcKey, log *slog.Logger) error {
-	if _, err := cli.ImageInspect(ctx, image); err == nil {
+func (e engine) ensureImage(ctx context.Context, image string, pulling func(bool), log *slog.Logger) error {
+	if _, err := e.cli.ImageInspect(ctx, image); err == nil {
 		return nil
 	} else if !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("inspect image %s: %w", image, err)
 	}
-	m.mu.Lock()
-	m.pulling[k] = true
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.pulling, k)
-		m.mu.Unlock()
-	}()
+	pulling(true)
+	defer pulling(false)
 	log.Info("pulling image", "image", image)
 	start := time.Now()
-	resp, err := cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	resp, err := e.cli.ImagePull(ctx, image, client.ImagePullOptions{})
 	if err != nil {
 		return fmt.Errorf("pull %s: %w", image, err)
 	}
@@ -315,27 +327,27 @@ func (m *Manager) ensureImage(ctx context.Context, cli *client.Client, image str
 			log.Info("pulling image", "image", image, "status", msg.Status, "layer", msg.ID)
 		}
 	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
+	if _, err := e.cli.ImageInspect(ctx, image); err != nil {
 		return fmt.Errorf("pull %s: image missing after the pull: %w", image, err)
 	}
 	log.Info("image pulled", "image", image, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-func (m *Manager) create(ctx context.Context, cli *client.Client, agent string, app control.TargetApp, svc control.TargetService, hash string) (string, error) {
+func (e engine) create(ctx context.Context, agent string, app control.TargetApp, svc control.TargetService, hash string) (string, error) {
 	cfg, hc, err := createOptions(agent, app, svc, hash)
 	if err != nil {
 		return "", err
 	}
-	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: ContainerName(app.AppName, svc.ServiceName, hash), Config: &cfg, HostConfig: &hc})
+	res, err := e.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: ContainerName(app.AppName, svc.ServiceName, hash), Config: &cfg, HostConfig: &hc})
 	if err != nil {
 		return "", fmt.Errorf("create container: %w", err)
 	}
 	return res.ID, nil
 }
 
-func (m *Manager) start(ctx context.Context, cli *client.Client, id string) error {
-	if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+func (e engine) start(ctx context.Context, id string) error {
+	if _, err := e.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
 		return fmt.Errorf("start container %.12s: %w", id, err)
 	}
 	return nil
@@ -343,13 +355,13 @@ func (m *Manager) start(ctx context.Context, cli *client.Client, id string) erro
 
 // startAndWait starts a container and waits until it runs, and is
 // healthy when it has a healthcheck.
-func (m *Manager) startAndWait(ctx context.Context, cli *client.Client, id string) error {
-	if err := m.start(ctx, cli, id); err != nil {
+func (e engine) startAndWait(ctx context.Context, id string) error {
+	if err := e.start(ctx, id); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(healthWait)
 	for wait := 20 * time.Millisecond; ; wait = min(wait*2, time.Second) {
-		res, err := cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		res, err := e.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("inspect container %.12s: %w", id, err)
 		}
@@ -374,9 +386,9 @@ func (m *Manager) startAndWait(ctx context.Context, cli *client.Client, id strin
 	}
 }
 
-func (m *Manager) stop(ctx context.Context, cli *client.Client, id string) error {
+func (e engine) stop(ctx context.Context, id string) error {
 	t := stopTimeoutSecs
-	if _, err := cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &t}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := e.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &t}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("stop container %.12s: %w", id, err)
 	}
 	return nil
@@ -384,11 +396,11 @@ func (m *Manager) stop(ctx context.Context, cli *client.Client, id string) error
 
 // remove stops and removes a container; one that is gone already is no
 // error.
-func (m *Manager) remove(ctx context.Context, cli *client.Client, id string) error {
-	if err := m.stop(ctx, cli, id); err != nil {
+func (e engine) remove(ctx context.Context, id string) error {
+	if err := e.stop(ctx, id); err != nil {
 		return err
 	}
-	if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if _, err := e.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}
 	return nil

@@ -1,4 +1,6 @@
-package apps
+// Package appstest runs podman's Docker-compatible API service for the
+// apps tests (docs/apps.md, "Testing"), until core/coretest has one.
+package appstest
 
 import (
 	"context"
@@ -12,14 +14,14 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// tickerImage has a default command that prints a line a second.
-const tickerImage = "localhost/ticker:test"
+// TickerImage has a default command that prints a line a second.
+const TickerImage = "localhost/ticker:test"
 
-// podman starts podman's Docker-compatible API service on a socket of
+// Podman starts podman's Docker-compatible API service on a socket of
 // its own (the recipe of docs/apps.md, "Testing") and returns the
 // socket path and the process, which the test may kill and restart.
 // It skips without podman, unless CI=true.
-func podman(t *testing.T) *podmanService {
+func Podman(t *testing.T) *Service {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test")
@@ -41,29 +43,32 @@ cgroup_manager = "cgroupfs"
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &podmanService{t: t, socket: filepath.Join(dir, "podman.sock"), env: append(os.Environ(), "CONTAINERS_CONF="+conf)}
+	p := &Service{t: t, Socket: filepath.Join(dir, "podman.sock"), env: append(os.Environ(), "CONTAINERS_CONF="+conf)}
 	p.ensureImage()
-	p.start()
-	t.Cleanup(p.stop)
+	p.Start()
+	t.Cleanup(p.Stop)
 	return p
 }
 
-type podmanService struct {
-	t      *testing.T
-	socket string
+// Service is a running podman API service.
+type Service struct {
+	t *testing.T
+	// Socket is the API's unix socket.
+	Socket string
 	env    []string
 	cmd    *exec.Cmd
 }
 
-func (p *podmanService) run(args ...string) (string, error) {
+// Run runs the podman command with args.
+func (p *Service) Run(args ...string) (string, error) {
 	cmd := exec.Command("podman", args...)
 	cmd.Env = p.env
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
 
-func (p *podmanService) ensureImage() {
-	if _, err := p.run("image", "exists", tickerImage); err == nil {
+func (p *Service) ensureImage() {
+	if _, err := p.Run("image", "exists", TickerImage); err == nil {
 		return
 	}
 	root := filepath.Join(p.t.TempDir(), "rootfs")
@@ -75,24 +80,23 @@ func (p *podmanService) ensureImage() {
 		p.t.Skip("busybox-static not installed")
 	}
 	script := `cp "$1" "$2/bin/busybox" && for a in $("$1" --list); do ln -sf busybox "$2/bin/$a"; done && ` +
-		`tar -C "$2" -c . | podman import --change 'CMD ["/bin/sh","-c","while true; do echo tick $(date +%s); sleep 1; done"]' - ` + tickerImage
+		`tar -C "$2" -c . | podman import --change 'CMD ["/bin/sh","-c","while true; do echo tick $(date +%s); sleep 1; done"]' - ` + TickerImage
 	cmd := exec.Command("sh", "-c", script, "sh", bb, root)
 	cmd.Env = p.env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		p.t.Fatalf("build %s: %v\n%s", tickerImage, err, out)
+		p.t.Fatalf("build %s: %v\n%s", TickerImage, err, out)
 	}
 }
 
-// start runs the API service and waits until it answers.
-func (p *podmanService) start() {
-	_ = os.Remove(p.socket)
-	p.cmd = exec.Command("podman", "system", "service", "--time=0", "unix://"+p.socket)
+// Start runs the API service and waits until it answers.
+func (p *Service) Start() {
+	_ = os.Remove(p.Socket)
+	p.cmd = exec.Command("podman", "system", "service", "--time=0", "unix://"+p.Socket)
 	p.cmd.Env = p.env
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
-	cli := p.client()
-	defer cli.Close()
+	cli := p.Client()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -108,8 +112,8 @@ func (p *podmanService) start() {
 	}
 }
 
-// stop ends the API service (the containers keep running).
-func (p *podmanService) stop() {
+// Stop ends the API service (the containers keep running).
+func (p *Service) Stop() {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
@@ -118,14 +122,12 @@ func (p *podmanService) stop() {
 	p.cmd = nil
 }
 
-func (p *podmanService) config() RuntimeConfig {
-	return RuntimeConfig{Type: RuntimeSocket, SocketPath: p.socket}
-}
-
-func (p *podmanService) client() *client.Client {
-	cli, err := newClient(p.config())
+// Client is an API client of the service.
+func (p *Service) Client() *client.Client {
+	cli, err := client.New(client.WithHost("unix://" + p.Socket))
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.t.Cleanup(func() { _ = cli.Close() })
 	return cli
 }

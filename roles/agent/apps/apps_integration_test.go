@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
 
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -87,6 +88,44 @@ func tickerApp(id int, name string, env map[string]string, ports ...string) cont
 	}}}
 }
 
+// watchSwap watches the runtime's events and, once called back, says
+// when (by the runtime's clock) a container other than old started and
+// when old died. Events, not polling: a swap can be quicker than a poll.
+func watchSwap(t *testing.T, cli *client.Client, agent, old string) func() (newRunning, oldStopped time.Time) {
+	var newRunning, oldStopped time.Time
+	ctx, cancel := context.WithCancel(context.Background())
+	ev := cli.Events(ctx, client.EventsListOptions{Filters: client.Filters{}.Add("type", "container").Add("label", LabelAgent+"="+agent)})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ev.Err:
+				return
+			case msg := <-ev.Messages:
+				at := time.Unix(0, msg.TimeNano)
+				switch {
+				case msg.Action == events.ActionStart && msg.Actor.ID != old && newRunning.IsZero():
+					newRunning = at
+				case (msg.Action == events.ActionDie || msg.Action == events.ActionStop) && msg.Actor.ID == old && oldStopped.IsZero():
+					oldStopped = at
+				}
+			}
+		}
+	})
+	return func() (time.Time, time.Time) {
+		// The events of the last steps may still be on their way.
+		time.Sleep(500 * time.Millisecond)
+		cancel()
+		wg.Wait()
+		if newRunning.IsZero() || oldStopped.IsZero() {
+			t.Fatalf("swap not seen: new started at %v, old died at %v", newRunning, oldStopped)
+		}
+		return newRunning, oldStopped
+	}
+}
+
 // owned lists the agent's containers straight from the runtime.
 func listOwned(t *testing.T, cli *client.Client, agent string) []container.Summary {
 	t.Helper()
@@ -134,48 +173,24 @@ func TestAppLifecycleIntegration(t *testing.T) {
 		t.Fatalf("logs = %+v, %v; want 3 tick lines on stdout", lines, err)
 	}
 
-	// Change of environment: blue-green. The runtime's list is polled
-	// every 50 ms to record when the new one runs and the old one stops.
-	var mu sync.Mutex
-	newRunning, oldStopped := time.Time{}, time.Time{}
-	pollCtx, pollStop := context.WithCancel(ctx)
-	var pollDone sync.WaitGroup
-	pollDone.Go(func() {
-		for pollCtx.Err() == nil {
-			oldUp, newUp := false, false
-			res, err := cli.ContainerList(pollCtx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelAgent+"="+agent)})
-			if err != nil {
-				continue
-			}
-			for _, c := range res.Items {
-				if c.ID == first.ContainerID {
-					oldUp = c.State == container.StateRunning
-				} else if c.State == container.StateRunning {
-					newUp = true
-				}
-			}
-			mu.Lock()
-			if newUp && newRunning.IsZero() {
-				newRunning = time.Now()
-			}
-			if !oldUp && oldStopped.IsZero() {
-				oldStopped = time.Now()
-			}
-			mu.Unlock()
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
+	// Change of environment: blue-green, the new one runs first.
+	sw := watchSwap(t, cli, agent, first.ContainerID)
 	m.SetTarget([]control.TargetApp{tickerApp(1, app, map[string]string{"V": "2"})}, false)
 	waitFor(t, "the new container", 30*time.Second, func() bool {
 		s := service(m, 1, "main")
 		return s.State == "running" && s.ContainerID != first.ContainerID && len(listOwned(t, cli, agent)) == 1
 	})
-	pollStop()
-	pollDone.Wait()
-	if newRunning.IsZero() || oldStopped.IsZero() || !newRunning.Before(oldStopped) {
+	newRunning, oldStopped := sw()
+	if !newRunning.Before(oldStopped) {
 		t.Fatalf("blue-green: new running at %v, old stopped at %v; want the new one first", newRunning, oldStopped)
 	}
 	t.Logf("blue-green: the new container ran %v before the old one stopped", oldStopped.Sub(newRunning).Round(time.Millisecond))
+
+	// Run state stopped stops the service; running brings it back.
+	m.SetTarget([]control.TargetApp{tickerApp(1, app, map[string]string{"V": "2"})}, true)
+	waitFor(t, "the run state's stop", 30*time.Second, func() bool { return service(m, 1, "main").State == StateStopped })
+	m.SetTarget([]control.TargetApp{tickerApp(1, app, map[string]string{"V": "2"})}, false)
+	waitFor(t, "the run state's run", 30*time.Second, func() bool { return service(m, 1, "main").State == "running" })
 
 	// Stop, start, restart.
 	second := service(m, 1, "main").ContainerID
@@ -214,11 +229,17 @@ func TestHostPortClashStopsFirstIntegration(t *testing.T) {
 	waitFor(t, "the service to run", 30*time.Second, func() bool { return service(m, 1, "main").State == "running" })
 	first := service(m, 1, "main").ContainerID
 
+	sw := watchSwap(t, cli, agent, first)
 	m.SetTarget([]control.TargetApp{tickerApp(1, app, map[string]string{"V": "2"}, ports)}, false)
 	waitFor(t, "the new container", 30*time.Second, func() bool {
 		s := service(m, 1, "main")
 		return s.State == "running" && s.ContainerID != first && len(listOwned(t, cli, agent)) == 1
 	})
+	newRunning, oldStopped := sw()
+	if newRunning.Before(oldStopped) {
+		t.Fatalf("port clash: new running at %v before the old one stopped at %v", newRunning, oldStopped)
+	}
+	t.Logf("port clash: stop-then-start, a gap of %v", newRunning.Sub(oldStopped).Round(time.Millisecond))
 	if s := service(m, 1, "main"); s.Error != "" {
 		t.Fatalf("service error after the swap: %s", s.Error)
 	}

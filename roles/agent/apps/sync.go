@@ -107,6 +107,10 @@ func (m *Manager) reconcile(ctx context.Context, cli *client.Client) (bool, erro
 			}
 			log := m.log.With("app", app.AppName, "service", svc.ServiceName)
 			acted, err := m.syncService(ctx, cli, agent, app, svc, hash, want, byKey[k], log)
+			if err != nil && client.IsErrConnectionFailed(err) {
+				// The runtime went away: not this service's failure.
+				return failed, err
+			}
 			if err != nil && ctx.Err() == nil {
 				m.fail(k, hash, err, log)
 				failed = true

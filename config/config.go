@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -235,6 +236,26 @@ type Agent struct {
 	// (docs/agent.md, section Jobs). It is read from the local
 	// configuration only: no cloud document or settings call sets it.
 	JobsShell bool `mapstructure:"jobs_shell"`
+	// AppsVolumeRoots are the directories an app's host-path volumes may
+	// lie under, comma-separated; empty is <DataDir>/volumes.
+	AppsVolumeRoots string `mapstructure:"apps_volume_roots"`
+	// DockerHost is the container runtime's address until one is saved
+	// through the agent API; empty is the default socket.
+	DockerHost string `mapstructure:"docker_host"`
+}
+
+// VolumeRoots are the allowed roots of apps' host-path volumes.
+func (a Agent) VolumeRoots() []string {
+	var out []string
+	for r := range strings.SplitSeq(a.AppsVolumeRoots, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, filepath.Clean(r))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{filepath.Join(a.DataDir, "volumes")}
+	}
+	return out
 }
 
 // AllInOne configures the single-process mode.

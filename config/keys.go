@@ -198,6 +198,8 @@ var Keys = []Key{
 	{Name: "agent.data_dir", Env: "AGENT_DATA_DIR", Kind: String, Default: "/var/lib/edgeplat/agent", Doc: "Agent state directory (mode 0700); all-in-one puts it under --data-dir."},
 	{Name: "agent.admin_username", Env: "AGENT_ADMIN_USERNAME", Kind: String, Default: "", Doc: "First admin UI user, created at start when no admin exists."},
 	{Name: "agent.admin_password", Env: "AGENT_ADMIN_PASSWORD", Kind: String, Default: "", Secret: true, Doc: "Password of agent.admin_username (at least 6 characters)."},
+	{Name: "agent.apps_volume_roots", Kind: String, Default: "", Doc: "Comma-separated directories under which an app's host-path volumes must lie (docs/apps.md); empty: <agent.data_dir>/volumes."},
+	{Name: "agent.docker_host", Kind: String, Default: "", Doc: "Container runtime address used until one is saved through /v1/docker/config (unix:///path or tcp://host:port); empty: unix:///var/run/docker.sock."},
 	{Name: "agent.jobs_shell", Kind: Bool, Default: false, Doc: "Lets the cloud's shell jobs run commands (sh -c) on the device as the agent's user; local configuration only, never set by the cloud."},
 
 	// all_in_one

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -252,6 +253,14 @@ func (a Agent) validate(p *problems) {
 		p.add("agent.api_key", "must be at least %d characters when the agent API listens beyond loopback (key mode binds 0.0.0.0), got %d", MinAgentAPIKeyLen, n)
 	}
 	p.notEmpty("agent.data_dir", a.DataDir)
+	for r := range strings.SplitSeq(a.AppsVolumeRoots, ",") {
+		if r = strings.TrimSpace(r); r != "" && !filepath.IsAbs(r) {
+			p.add("agent.apps_volume_roots", "must be absolute paths, got %q", r)
+		}
+	}
+	if h := a.DockerHost; h != "" && !strings.HasPrefix(h, "unix:///") && !strings.HasPrefix(h, "tcp://") {
+		p.add("agent.docker_host", "must be unix:///path or tcp://host:port, got %q", h)
+	}
 	if a.AdminUsername != "" && len(a.AdminPassword.Reveal()) < MinAgentPasswordLen {
 		p.add("agent.admin_password", "must be at least %d characters when agent.admin_username is set", MinAgentPasswordLen)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
 	"github.com/edgeplat/edgeplat/roles/agent/adminui"
+	"github.com/edgeplat/edgeplat/roles/agent/apps"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
@@ -87,7 +88,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.out = newOutput(log, p.pub)
 	run := runner.New(drivers, p.out, log.With("component", "endpoints"), r.Metrics)
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
-	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints}
+	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints, parts: p}
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}
@@ -101,8 +102,12 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.logs = logs
 	ring.SetTap(logs.Add)
 	pc := &publishConfig{st: p.st, pub: p.pub, cloud: p.cloud, logs: logs, log: log}
+	mgr := apps.New(apps.Options{Log: log.With("component", "apps"), Metrics: r.Metrics})
+	if p.apps, err = newAppsService(cfg.Agent, mgr, p, log.With("component", "apps")); err != nil {
+		return nil, err
+	}
 	p.cloud.target = newReconciler(p, pc)
-	system := &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc}
+	system := &systemService{st: p.st, id: p.id, ring: ring, sampler: sampler, memory: p.memory, cloud: p.cloud, lc: p.lc, apps: p.apps}
 	p.jobs = newJobs(p, system, adapterService{run}, jobs.Options{Log: log.With("component", "jobs"), Metrics: r.Metrics})
 	p.commands = commands.New(log.With("component", "commands"), r.Metrics, p.pub.TopicPrefix)
 	p.registerCommands()
@@ -124,7 +129,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Endpoints: p.endpoints, Adapters: adapterService{run},
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
-		System: system, Jobs: jobsAPI{p.jobs},
+		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps,
 		UI: ui,
 	})
 	bind := "127.0.0.1"

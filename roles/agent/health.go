@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeplat/edgeplat/roles/agent/apps"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -16,6 +17,8 @@ type healthCheck struct {
 	st        *storeRef
 	memory    *sysinfo.MemoryMonitor
 	endpoints *endpointService
+	// parts gives the apps service, built after the health check.
+	parts *parts
 }
 
 // check reports the subsystems and the failed phases. A device that is
@@ -57,6 +60,16 @@ func (h *healthCheck) check(ctx context.Context, state string, phases []PhaseRes
 		{Name: "endpoints", Healthy: true},
 		{Name: "api", Healthy: true},
 		memSub,
+	}
+	if a := h.parts.apps; a != nil && a.mgr.HasWork() {
+		// A runtime that is down stops the apps, not the agent's
+		// protocol work: degraded, not unhealthy.
+		rs := a.mgr.RuntimeState()
+		sub := httpapi.Subsystem{Name: "apps-runtime", Healthy: true}
+		if rs.Status != apps.StatusConnected {
+			sub.Degraded, sub.Error = true, "container runtime "+rs.Status+": "+rs.Error
+		}
+		out.Subsystems = append(out.Subsystems, sub)
 	}
 	for _, s := range out.Subsystems {
 		if !s.Healthy {

@@ -42,6 +42,7 @@ type parts struct {
 	reports   *report.Service
 	logs      *logship.Shipper
 	jobs      *jobs.Service
+	apps      *appsService
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -95,6 +96,9 @@ func (p *parts) services() []lifecycle.Service {
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
 		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.startEndpoints,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
+		// The apps' reconciler runs in the background: a slow pull or a
+		// runtime that is down delays no other service, nor readiness.
+		&lifecycle.Funcs{ServiceName: "apps", StartFunc: p.apps.start, RunFunc: p.apps.mgr.Run},
 		&lifecycle.Funcs{ServiceName: "target-state", StartFunc: p.startTarget},
 		&lifecycle.Funcs{ServiceName: "heartbeats", RunFunc: func(ctx context.Context) error {
 			heartbeatLoop(ctx, p.out, p.endpoints.runner, p.pub, p.log)

@@ -30,6 +30,7 @@ func (s stateSource) StateReport(ctx context.Context) (control.StateReport, erro
 	if id := s.p.id.Load(); id != nil {
 		r.UUID, r.Name = id.UUID, id.Name
 	}
+	r.Apps, _ = s.appsOnly(ctx)
 	eps, err := st.Endpoints().List(ctx, "")
 	if err != nil {
 		return r, fmt.Errorf("list endpoints: %w", err)
@@ -62,6 +63,16 @@ func (s stateSource) StateReport(ctx context.Context) (control.StateReport, erro
 		return r, fmt.Errorf("decode buffer status: %w", err)
 	}
 	return r, nil
+}
+
+// appsOnly is the report's apps: absent unless the agent has apps or a
+// configured runtime (docs/apps.md).
+func (s stateSource) appsOnly(ctx context.Context) (*control.AppsState, error) {
+	if s.p.apps == nil || !s.p.apps.mgr.HasWork() {
+		return nil, nil
+	}
+	st, err := s.p.apps.State(ctx)
+	return &st, err
 }
 
 // healthReport is the agent's health as its reports to the cloud carry

@@ -23,6 +23,7 @@ type systemService struct {
 	memory  *sysinfo.MemoryMonitor
 	cloud   *cloudService
 	lc      *Agent
+	apps    *appsService
 }
 
 func (s *systemService) Logs(level, source, since, limit string) (any, error) {
@@ -49,7 +50,7 @@ func (s *systemService) DBStats(ctx context.Context) (any, error) {
 // Device is GET /v1/device; is_online follows the agent mode.
 func (s *systemService) Device(ctx context.Context) any {
 	state, _ := s.lc.snapshot()
-	d := map[string]any{"uuid": "", "name": "", "provisioned": false, "apiEndpoint": "", "apps": 0,
+	d := map[string]any{"uuid": "", "name": "", "provisioned": false, "apiEndpoint": "", "apps": s.apps.count(),
 		"is_online": false, "status": strings.ToLower(state)}
 	if id := s.id.Load(); id != nil {
 		d["uuid"], d["name"] = id.UUID, id.Name

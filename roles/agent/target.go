@@ -26,6 +26,10 @@ import (
 func newReconciler(p *parts, pc *publishConfig) *reconcile.Reconciler {
 	r := reconcile.New(targetEndpoints{p.endpoints}, targetSettings{p.settings}, targetPublishing{pc}, p.log)
 	g := &managedGuard{st: p.st, target: r}
+	if p.apps != nil {
+		p.apps.target = r
+		r.SetApps(targetApps{p.apps})
+	}
 	p.endpoints.managed, p.settings.managed, pc.managed = g, g, g
 	return r
 }

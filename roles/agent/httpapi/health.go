@@ -41,7 +41,10 @@ func (h Health) Overall() bool { return len(h.Unhealthy) == 0 && len(h.Critical)
 type Subsystem struct {
 	Name    string `json:"name"`
 	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
+	// Degraded is a healthy subsystem that works in part: the container
+	// runtime of the apps is down while protocol work goes on.
+	Degraded bool   `json:"degraded,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Phase records one init phase.

@@ -45,6 +45,7 @@ type Deps struct {
 	Settings   Settings
 	System     System
 	Jobs       Jobs
+	Apps       Apps
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI

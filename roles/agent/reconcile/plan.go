@@ -37,6 +37,12 @@ type plan struct {
 	// name; a destination whose stored subscriptions differ gets these.
 	subs     map[string][]store.Subscription
 	localSub []store.Subscription
+
+	// apps is the document's apps section (nil: the local apps);
+	// appsChanged says it differs from the previous document's.
+	apps        []control.TargetApp
+	appsChanged bool
+	runStopped  bool
 }
 
 type endpointChange struct {
@@ -75,6 +81,15 @@ func (r *Reconciler) plan(ctx context.Context, doc control.TargetStateDoc) (*pla
 	if err := p.planPublishing(ctx, doc, prev); err != nil {
 		errs = append(errs, err)
 	}
+	if doc.Apps != nil {
+		if r.apps == nil {
+			errs = append(errs, &control.PathError{Path: "apps", Msg: "this agent does not run apps"})
+		} else if err := r.apps.CheckApps(doc.Apps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.apps, p.runStopped = doc.Apps, stopped(doc)
+	p.appsChanged = (doc.Apps == nil) != (prev.Apps == nil) || canonical(doc.Apps) != canonical(prev.Apps)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -330,6 +345,17 @@ func (p *plan) apply(ctx context.Context) (int, error) {
 	}
 	if reload {
 		r.publish.Reload(ctx)
+	}
+	// Apps follow every applied document, changed or not, so the run
+	// state and a target kept since the last start reach the apps'
+	// reconciler; it changes nothing when nothing differs.
+	if r.apps != nil {
+		if err := r.apps.ApplyApps(ctx, p.apps, p.runStopped); err != nil {
+			return n, fmt.Errorf("apply apps: %w", err)
+		}
+		if p.appsChanged {
+			n++
+		}
 	}
 	return n, nil
 }

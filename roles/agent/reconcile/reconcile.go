@@ -84,6 +84,17 @@ type Publishing interface {
 	Reload(ctx context.Context)
 }
 
+// Apps are the agent's applications (docs/apps.md).
+type Apps interface {
+	// CheckApps validates a document's apps section with the agent's own
+	// policy (the allowed volume roots); errors carry their full path
+	// ("apps[0].services[1].config.volumes[0]: ...").
+	CheckApps(apps []control.TargetApp) error
+	// ApplyApps makes apps the apps target; nil hands the target back to
+	// the agent's local apps. stopped is the document's run state.
+	ApplyApps(ctx context.Context, apps []control.TargetApp, stopped bool) error
+}
+
 // Meta keeps the applied document across restarts.
 type Meta interface {
 	Meta(ctx context.Context, key string) (string, error)
@@ -115,6 +126,7 @@ type Reconciler struct {
 	endpoints Endpoints
 	settings  Settings
 	publish   Publishing
+	apps      Apps
 	log       *slog.Logger
 	now       func() time.Time
 
@@ -131,6 +143,33 @@ type Reconciler struct {
 // New builds a reconciler over the agent's local state.
 func New(e Endpoints, s Settings, p Publishing, log *slog.Logger) *Reconciler {
 	return &Reconciler{endpoints: e, settings: s, publish: p, log: log, now: time.Now}
+}
+
+// SetApps hands the reconciler the agent's apps; without it a
+// document's apps section is refused. Call it before the first Apply.
+func (r *Reconciler) SetApps(a Apps) { r.apps = a }
+
+// ManagedApps reports whether the applied document has an apps section
+// (the cloud manages the apps then, and local writes are refused), and
+// its version.
+func (r *Reconciler) ManagedApps() (int64, bool) {
+	r.view.RLock()
+	defer r.view.RUnlock()
+	if r.cur == nil || r.cur.Doc.Apps == nil {
+		return 0, false
+	}
+	return r.cur.Version, true
+}
+
+// AppliedApps returns the applied document's apps and whether it has an
+// apps section.
+func (r *Reconciler) AppliedApps() ([]control.TargetApp, bool) {
+	r.view.RLock()
+	defer r.view.RUnlock()
+	if r.cur == nil || r.cur.Doc.Apps == nil {
+		return nil, false
+	}
+	return slices.Clone(r.cur.Doc.Apps), true
 }
 
 // TargetStatus is what the agent did with its target state, for its

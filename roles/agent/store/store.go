@@ -47,6 +47,7 @@ type Store struct {
 	endpoints  Endpoints
 	publishing Publishing
 	jobs       Jobs
+	apps       Apps
 }
 
 func newStore(d *db.DB, path string, log *slog.Logger) *Store {
@@ -57,6 +58,7 @@ func newStore(d *db.DB, path string, log *slog.Logger) *Store {
 		endpoints:  Endpoints{db: d, cond: cond},
 		publishing: Publishing{db: d, cond: cond},
 		jobs:       Jobs{db: d, cond: cond},
+		apps:       Apps{db: d, cond: cond},
 	}
 }
 
@@ -72,6 +74,10 @@ func (s *Store) Publishing() *Publishing { return &s.publishing }
 
 // Jobs is the job executions the agent received.
 func (s *Store) Jobs() *Jobs { return &s.jobs }
+
+// Apps is the standalone agent's applications and the container runtime
+// configuration.
+func (s *Store) Apps() *Apps { return &s.apps }
 
 // Open creates the data directory (0700) and the database file (0600) when
 // missing, opens it and applies pending migrations.

@@ -178,6 +178,7 @@ func New(d Deps) *gin.Engine {
 	RegisterCloud(p, d)
 	RegisterSettings(p, d)
 	RegisterJobs(p, d)
+	RegisterApps(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

@@ -25,7 +25,9 @@ func TestPodmanIntegration(t *testing.T) {
 		t.Errorf("API version %q, want %s", v.APIVersion, PodmanAPIVersion)
 	}
 	for _, img := range e.Images {
-		var info struct{ Config struct{ Labels map[string]string } }
+		var info struct {
+			Config struct{ Labels map[string]string }
+		}
 		if err := e.get("/"+PodmanAPIVersion+"/images/"+img+"/json", &info); err != nil {
 			t.Fatalf("image %s: %v", img, err)
 		}

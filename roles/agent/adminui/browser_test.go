@@ -442,6 +442,9 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		{"#/settings", "#settings-form"},
 		{"#/users", `[data-user="root"]`},
 		{"#/jobs", "#jobs p"},
+		{"#/apps", "#apps p, #apps section, #apps .alert"},
+		{"#/apps", "#runtime-form, #runtime-config .alert"},
+		{"#/apps/new", `[data-input="services[0].config.environment"]`},
 	} {
 		u.goTo(p.hash, p.ready)
 	}

@@ -45,6 +45,7 @@ type Deps struct {
 	Settings   Settings
 	System     System
 	Jobs       Jobs
+	Apps       Apps
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -177,6 +178,7 @@ func New(d Deps) *gin.Engine {
 	RegisterCloud(p, d)
 	RegisterSettings(p, d)
 	RegisterJobs(p, d)
+	RegisterApps(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

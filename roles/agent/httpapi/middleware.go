@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/edgeplat/edgeplat/config"
 
@@ -94,9 +95,26 @@ func (r routes) requireKeyOrSession() gin.HandlerFunc {
 // holdStore keeps the store open for the length of a request: a reboot
 // or shutdown closes it only once no request is using it.
 func (r routes) holdStore(c *gin.Context) {
-	release := r.Store.Hold()
+	var once sync.Once
+	hold := r.Store.Hold()
+	release := func() { once.Do(hold) }
+	c.Set(storeReleaseKey, release)
 	defer release()
 	c.Next()
+}
+
+// storeReleaseKey holds, in the gin context, the function that lets the
+// request's store hold go.
+const storeReleaseKey = "httpapi.storeRelease"
+
+// releaseStore ends the request's store hold early. A stream (a log that
+// follows) lasts as long as its client wants: holding the store for it
+// would keep a soft reboot or a shutdown from closing the store, and the
+// waiting close would in turn stop every other request.
+func releaseStore(c *gin.Context) {
+	if v, ok := c.Get(storeReleaseKey); ok {
+		v.(func())()
+	}
 }
 
 // requireJSONBody refuses a request body that is not declared as JSON.

@@ -13,6 +13,9 @@ import logs from './pages/logs.js';
 import settings from './pages/settings.js';
 import users from './pages/users.js';
 import jobs from './pages/jobs.js';
+import apps from './pages/apps.js';
+import appNew from './pages/app-new.js';
+import app from './pages/app.js';
 
 export default [
   overview,
@@ -20,6 +23,9 @@ export default [
   endpointNew,
   endpointEdit,
   device,
+  apps,
+  appNew,
+  app,
   publishing,
   destinationForm,
   subscriptionForm,

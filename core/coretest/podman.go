@@ -6,7 +6,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -198,13 +197,42 @@ type PodmanContainer struct {
 // Containers lists every container, running or not, that carries the agent
 // label valued agentUUID.
 func (e *PodmanEngine) Containers(agentUUID string) ([]PodmanContainer, error) {
-	filters, err := json.Marshal(map[string][]string{"label": {PodmanAgentLabel + "=" + agentUUID}})
+	return e.ContainersLabelled(PodmanAgentLabel, agentUUID)
+}
+
+// ContainersLabelled lists every container, running or not, whose label
+// key has value.
+func (e *PodmanEngine) ContainersLabelled(key, value string) ([]PodmanContainer, error) {
+	filters, err := json.Marshal(map[string][]string{"label": {key + "=" + value}})
 	if err != nil {
 		return nil, err
 	}
 	var cs []PodmanContainer
 	err = e.get("/"+PodmanAPIVersion+"/containers/json?all=1&filters="+url.QueryEscape(string(filters)), &cs)
 	return cs, err
+}
+
+// PodmanInspect is part of GET /containers/:id/json.
+type PodmanInspect struct {
+	ID    string `json:"Id"`
+	Name  string `json:"Name"`
+	State struct {
+		Status    string `json:"Status"`
+		Running   bool   `json:"Running"`
+		StartedAt string `json:"StartedAt"`
+	} `json:"State"`
+	RestartCount int `json:"RestartCount"`
+	Config       struct {
+		Image  string            `json:"Image"`
+		Labels map[string]string `json:"Labels"`
+	} `json:"Config"`
+}
+
+// Inspect describes container id.
+func (e *PodmanEngine) Inspect(id string) (PodmanInspect, error) {
+	var in PodmanInspect
+	err := e.get("/"+PodmanAPIVersion+"/containers/"+url.PathEscape(id)+"/json", &in)
+	return in, err
 }
 
 // Logs returns what container id has printed on stdout and stderr, as
@@ -220,10 +248,15 @@ func (e *PodmanEngine) Logs(id string) (string, error) {
 // CleanupAgent removes, when the test ends, the containers and volumes
 // labelled with agentUUID, and nothing else. It uses the podman CLI, so it
 // works while the service is stopped.
-func (e *PodmanEngine) CleanupAgent(agentUUID string) {
+func (e *PodmanEngine) CleanupAgent(agentUUID string) { e.CleanupLabelled(PodmanAgentLabel, agentUUID) }
+
+// CleanupLabelled is CleanupAgent for another label: a test that does not
+// know its agent's UUID in advance names its unique app instead
+// (io.edgeplat.app-name).
+func (e *PodmanEngine) CleanupLabelled(key, value string) {
 	e.t.Cleanup(func() {
-		if err := e.RemoveAgent(agentUUID); err != nil {
-			e.t.Errorf("podman cleanup of agent %s: %v", agentUUID, err)
+		if err := e.RemoveLabelled(key, value); err != nil {
+			e.t.Errorf("podman cleanup of %s=%s: %v", key, value, err)
 		}
 	})
 }
@@ -231,10 +264,15 @@ func (e *PodmanEngine) CleanupAgent(agentUUID string) {
 // RemoveAgent force-removes the containers (with their anonymous volumes)
 // and the volumes labelled with agentUUID.
 func (e *PodmanEngine) RemoveAgent(agentUUID string) error {
-	if agentUUID == "" {
-		return errors.New("BUG: empty agent UUID would match every agent's containers")
+	return e.RemoveLabelled(PodmanAgentLabel, agentUUID)
+}
+
+// RemoveLabelled is RemoveAgent for another label.
+func (e *PodmanEngine) RemoveLabelled(key, value string) error {
+	if key == "" || value == "" {
+		return fmt.Errorf("BUG: label %q=%q would match containers of other tests", key, value)
 	}
-	filter := "label=" + PodmanAgentLabel + "=" + agentUUID
+	filter := "label=" + key + "=" + value
 	ids, err := e.Command("ps", "-a", "-q", "--filter", filter).Output()
 	if err != nil {
 		return fmt.Errorf("podman ps --filter %s: %w", filter, err)

@@ -58,6 +58,14 @@ func TestPodmanIntegration(t *testing.T) {
 		t.Fatalf("containers of %s seen by a second service = %+v, want only %s running", mine, cs, id)
 	}
 
+	in, err := e.Inspect(id)
+	if err != nil || !in.State.Running || in.State.StartedAt == "" || in.Config.Labels[PodmanAgentLabel] != mine {
+		t.Fatalf("inspect %s = %+v, %v", id, in, err)
+	}
+	if cs, err := e.ContainersLabelled(PodmanAgentLabel, other); err != nil || len(cs) != 1 || cs[0].ID != otherID {
+		t.Fatalf("containers labelled %s = %+v, %v", other, cs, err)
+	}
+
 	e.Stop()
 	if err := e.Ping(); err == nil {
 		t.Fatal("service still answers after Stop")

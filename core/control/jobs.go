@@ -23,9 +23,11 @@ const (
 
 // Job handler names: the fixed set of work an agent can run.
 const (
-	HandlerReboot             = "reboot"
-	HandlerSync               = "sync"
-	HandlerRestartEndpoint    = "restart-endpoint"
+	HandlerReboot          = "reboot"
+	HandlerSync            = "sync"
+	HandlerRestartEndpoint = "restart-endpoint"
+	// HandlerRestartApp restarts every service of one app (docs/apps.md).
+	HandlerRestartApp         = "restart-app"
 	HandlerWriteRegister      = "write-register"
 	HandlerUploadLogs         = "upload-logs"
 	HandlerCollectDiagnostics = "collect-diagnostics"
@@ -35,8 +37,8 @@ const (
 )
 
 // JobHandlers lists every handler name, in documentation order.
-var JobHandlers = []string{HandlerReboot, HandlerSync, HandlerRestartEndpoint, HandlerWriteRegister,
-	HandlerUploadLogs, HandlerCollectDiagnostics, HandlerShell}
+var JobHandlers = []string{HandlerReboot, HandlerSync, HandlerRestartEndpoint, HandlerRestartApp,
+	HandlerWriteRegister, HandlerUploadLogs, HandlerCollectDiagnostics, HandlerShell}
 
 // IdempotentHandler reports whether running the handler again after the
 // agent died in the middle of it is safe: such an execution runs again
@@ -45,7 +47,7 @@ var JobHandlers = []string{HandlerReboot, HandlerSync, HandlerRestartEndpoint, H
 // work, and ends succeeded.
 func IdempotentHandler(name string) bool {
 	switch name {
-	case HandlerSync, HandlerCollectDiagnostics, HandlerUploadLogs, HandlerRestartEndpoint:
+	case HandlerSync, HandlerCollectDiagnostics, HandlerUploadLogs, HandlerRestartEndpoint, HandlerRestartApp:
 		return true
 	}
 	return false

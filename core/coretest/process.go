@@ -18,7 +18,10 @@ type Process struct {
 	log  string
 	// Ready reports whether the process serves; Start waits for it. Nil
 	// means ready at once.
-	Ready  func() error
+	Ready func() error
+	// Env holds KEY=value pairs added to the test's environment for the
+	// child (podman reads its configuration file from CONTAINERS_CONF).
+	Env    []string
 	cmd    *exec.Cmd
 	waitCh chan error
 }
@@ -46,6 +49,9 @@ func (p *Process) Start() {
 	defer logf.Close() // the child has its own descriptor
 	p.cmd = exec.Command(p.name, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if len(p.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.Env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		p.cmd = nil
 		p.t.Fatalf("start %s: %v", p.name, err)

@@ -144,6 +144,9 @@ func decodeReport(payload []byte, now time.Time) ([]byte, time.Time, error) {
 	if !ok {
 		return nil, time.Time{}, fmt.Errorf("report is %T, want a JSON object", dec.Value)
 	}
+	if err := boundApps(obj); err != nil {
+		return nil, time.Time{}, err
+	}
 	doc, err := dec.JSON()
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("encode report: %w", err)

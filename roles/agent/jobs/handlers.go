@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/edgeplat/edgeplat/core/control"
 )
@@ -14,11 +16,13 @@ import (
 var (
 	errUnknownHandler = errors.New("unknown handler")
 	errShellDisabled  = errors.New("the shell handler is disabled: agent.jobs_shell is false in the agent's local configuration")
+	errNoApps         = errors.New("this agent does not manage apps")
 )
 
 // handlers run the work a dispatch names.
 type handlers struct {
 	actions Actions
+	apps    AppRestarter
 	shell   bool
 	log     *slog.Logger
 }
@@ -49,6 +53,8 @@ func (h handlers) run(ctx context.Context, d control.JobDispatch) (outcome, erro
 			return outcome{}, err
 		}
 		return outcome{result: fmt.Sprintf("endpoint %q restarted", endpoint)}, nil
+	case control.HandlerRestartApp:
+		return h.restartApp(ctx, d.Params)
 	case control.HandlerWriteRegister:
 		return h.writeRegister(ctx, d.Params)
 	case control.HandlerUploadLogs:
@@ -103,6 +109,32 @@ func (h handlers) writeRegister(ctx context.Context, raw json.RawMessage) (outco
 	}
 	return outcome{result: fmt.Sprintf("wrote %v to %s of %q", written, p.Register, p.Endpoint),
 		exitData: map[string]any{"endpoint": p.Endpoint, "register": p.Register, "value": written}}, nil
+}
+
+// restartApp runs restart-app: params {appId}, a positive integer (a
+// string of digits is taken too, as a template placeholder inside a
+// string gives one).
+func (h handlers) restartApp(ctx context.Context, raw json.RawMessage) (outcome, error) {
+	var p struct {
+		AppID json.RawMessage `json:"appId"`
+	}
+	if err := params(raw, &p); err != nil {
+		return outcome{}, err
+	}
+	if len(p.AppID) == 0 || string(p.AppID) == "null" {
+		return outcome{}, fmt.Errorf("%w: appId is required", ErrInvalidParams)
+	}
+	id, err := strconv.Atoi(strings.Trim(string(p.AppID), `"`))
+	if err != nil || id <= 0 {
+		return outcome{}, fmt.Errorf("%w: appId must be a positive integer, got %.40s", ErrInvalidParams, p.AppID)
+	}
+	if h.apps == nil {
+		return outcome{}, errNoApps
+	}
+	if err := h.apps.RestartApp(ctx, id); err != nil {
+		return outcome{}, err
+	}
+	return outcome{result: fmt.Sprintf("app %d restarted", id), exitData: map[string]any{"appId": id}}, nil
 }
 
 // stringParam decodes params that are one required string, name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,13 @@ func (a *actions) RestartEndpoint(ctx context.Context, endpoint string) error {
 	return a.call(ctx, "restart")
 }
 
+func (a *actions) RestartApp(ctx context.Context, appID int) error {
+	if appID != 3 {
+		return errors.Join(ErrInvalidParams, fmt.Errorf("no app %d", appID))
+	}
+	return a.call(ctx, "restart-app")
+}
+
 func (a *actions) Write(ctx context.Context, endpoint, register string, value any) (any, error) {
 	return value, a.call(ctx, "write")
 }
@@ -136,6 +144,7 @@ func newHarness(t *testing.T, api *jobstest.API, dir string, mutate func(*Option
 		Store:    func() (*store.Store, error) { return h.st, nil },
 		Cloud:    apiCloud{c: client, cr: cloud.Credentials{APIEndpoint: api.URL(), AgentUUID: agentUUID, APIKey: deviceKey}},
 		Actions:  h.act,
+		Apps:     h.act,
 		Platform: h.platform,
 		// Long enough that the tests see the dispatch paths, not the
 		// timer, unless they shorten it.

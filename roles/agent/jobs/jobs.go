@@ -29,6 +29,13 @@ var ErrNoCloud = errors.New("the agent is not provisioned: no cloud to take jobs
 // control.ReasonInvalidParams.
 var ErrInvalidParams = errors.New("invalid params")
 
+// AppRestarter restarts the services of one app, as
+// POST /v1/apps/:appId/services/:serviceName/restart does for each.
+// An app the agent does not know is ErrInvalidParams.
+type AppRestarter interface {
+	RestartApp(ctx context.Context, appID int) error
+}
+
 // Cloud is the agent's side of the two job routes of the Cloud API.
 type Cloud interface {
 	// NextJob is GET /agents/:uuid/jobs/next; ok is false on 204.
@@ -84,6 +91,9 @@ type Options struct {
 	// PollInterval returns intervals.jobPollMs as in force now; it is
 	// also the period of the in_progress heartbeat.
 	PollInterval func() time.Duration
+	// Apps restarts apps for restart-app; nil on an agent built without
+	// them, where the handler fails.
+	Apps AppRestarter
 	// Shell is agent.jobs_shell: the shell handler runs only when set.
 	Shell bool
 	// QueueSize bounds the executions received and not started.
@@ -152,7 +162,7 @@ func New(o Options) *Service {
 	return &Service{
 		o: o, m: newMetrics(o.Metrics),
 		rep:   reporter{cloud: o.Cloud, log: o.Log, min: o.RetryMin, max: o.RetryMax},
-		h:     handlers{actions: o.Actions, shell: o.Shell, log: o.Log},
+		h:     handlers{actions: o.Actions, apps: o.Apps, shell: o.Shell, log: o.Log},
 		inbox: make(chan message, o.QueueSize),
 		wake:  make(chan struct{}, 1),
 		kick:  make(chan struct{}, 1),

@@ -32,6 +32,13 @@ func TestHandlers(t *testing.T) {
 		{"restart unknown endpoint", control.HandlerRestartEndpoint, `{"endpoint":"nope"}`, false, control.ExecFailed, control.ReasonInvalidParams, "no endpoint nope", ""},
 		{"restart without endpoint", control.HandlerRestartEndpoint, `{}`, false, control.ExecFailed, control.ReasonInvalidParams, "endpoint is required", ""},
 		{"misspelt param", control.HandlerRestartEndpoint, `{"endpiont":"plc1"}`, false, control.ExecFailed, control.ReasonInvalidParams, "endpiont", ""},
+		{"restart-app", control.HandlerRestartApp, `{"appId":3}`, false, control.ExecSucceeded, "", "app 3 restarted", `"appId":3`},
+		{"restart-app id as a string", control.HandlerRestartApp, `{"appId":"3"}`, false, control.ExecSucceeded, "", "app 3 restarted", `"appId":3`},
+		{"restart unknown app", control.HandlerRestartApp, `{"appId":9}`, false, control.ExecFailed, control.ReasonInvalidParams, "no app 9", ""},
+		{"restart-app without appId", control.HandlerRestartApp, `{}`, false, control.ExecFailed, control.ReasonInvalidParams, "appId is required", ""},
+		{"restart-app negative appId", control.HandlerRestartApp, `{"appId":-1}`, false, control.ExecFailed, control.ReasonInvalidParams, "positive integer", ""},
+		{"restart-app fractional appId", control.HandlerRestartApp, `{"appId":1.5}`, false, control.ExecFailed, control.ReasonInvalidParams, "positive integer", ""},
+		{"restart-app appId not a number", control.HandlerRestartApp, `{"appId":"web"}`, false, control.ExecFailed, control.ReasonInvalidParams, "appId", ""},
 		{"write-register", control.HandlerWriteRegister, `{"endpoint":"plc1","register":"holding:1","value":12345678901234567}`, false, control.ExecSucceeded, "", "12345678901234567", `"value":12345678901234567`},
 		{"write without value", control.HandlerWriteRegister, `{"endpoint":"plc1","register":"holding:1"}`, false, control.ExecFailed, control.ReasonInvalidParams, "required", ""},
 		{"upload-logs", control.HandlerUploadLogs, "", false, control.ExecSucceeded, "", "shipped 3", ""},
@@ -63,6 +70,21 @@ func TestHandlers(t *testing.T) {
 				t.Errorf("row %+v", j)
 			}
 		})
+	}
+}
+
+// TestRestartAppWithoutApps: an agent built without apps fails the
+// handler, saying so, rather than succeeding at nothing.
+func TestRestartAppWithoutApps(t *testing.T) {
+	api := jobstest.New(t, agentUUID, deviceKey)
+	d := api.Add(control.HandlerRestartApp, `{"appId":3}`, 0)
+	h := newHarness(t, api, t.TempDir(), func(o *Options) { o.Apps = nil }).start()
+	u := h.waitFinal(d.JobID)
+	if u.Status != control.ExecFailed || u.StatusReason != control.ReasonHandlerError || !strings.Contains(u.Result, "does not manage apps") {
+		t.Fatalf("final %+v", u)
+	}
+	if n := h.act.count("restart-app"); n != 0 {
+		t.Fatalf("restart-app ran %d times", n)
 	}
 }
 

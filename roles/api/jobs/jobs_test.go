@@ -81,6 +81,7 @@ func TestDispatchIntegration(t *testing.T) {
 			{"template and handler", "admin-a", map[string]any{"templateId": tmpl, "handler": "sync", "targets": agents}, 422, "validation_failed", "templateId"},
 			{"unknown handler", "admin-a", map[string]any{"handler": "format", "targets": agents}, 422, "validation_failed", "handler"},
 			{"handler params", "admin-a", map[string]any{"handler": "shell", "targets": agents}, 422, "validation_failed", "params.command"},
+			{"restart-app without appId", "admin-a", map[string]any{"handler": "restart-app", "params": map[string]any{"appName": "web"}, "targets": agents}, 422, "validation_failed", "params.appId"},
 			{"other tenant's agent", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentB1}}}, 404, "not_found", agentB1},
 			{"bad agent id", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{"x"}}}, 422, "validation_failed", "targets.agents[0]"},
 			{"no targets", "admin-a", map[string]any{"handler": "sync"}, 422, "validation_failed", "targets"},

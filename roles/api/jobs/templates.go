@@ -57,6 +57,7 @@ var (
 // substitution); the agent checks them again.
 var handlerParams = map[string][]string{
 	control.HandlerRestartEndpoint: {"endpoint"},
+	control.HandlerRestartApp:      {"appId"},
 	control.HandlerWriteRegister:   {"endpoint", "register", "value"},
 	control.HandlerShell:           {"command"},
 }

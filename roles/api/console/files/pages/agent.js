@@ -1,7 +1,8 @@
 // One agent: its record and live status, then tabs for its devices,
-// latest readings, system metrics, logs, target state (with history) and
-// jobs. The status and the latest readings follow the agent's live
-// stream; the jobs follow the tenant's event stream.
+// latest readings, system metrics, apps, logs, target state (with
+// history) and jobs. The status and the latest readings follow the
+// agent's live stream; the jobs follow the tenant's event stream; the
+// apps are read again every 5 s while shown.
 import {h, replace, table, badge, fmtAgo, fmtTime, fmtNum, fmtBytes} from '../../lib/dom.js';
 import {qs} from '../../lib/api.js';
 import {errorBox} from '../../lib/router.js';
@@ -9,7 +10,7 @@ import {field, submitting, showErrors} from '../../lib/form.js';
 import {liveReadings, qualityWord} from './readings-data.js';
 
 const tabs = [
-  ['devices', 'Devices'], ['readings', 'Latest readings'], ['system', 'System metrics'], ['logs', 'Logs'],
+  ['devices', 'Devices'], ['readings', 'Latest readings'], ['system', 'System metrics'], ['apps', 'Apps'], ['logs', 'Logs'],
   ['target', 'Target state'], ['jobs', 'Jobs'],
 ];
 
@@ -206,6 +207,8 @@ const sections = {
       ], flat, {empty: 'The report is empty.', caption: 'System metrics'}));
   },
 
+  apps: appsSection,
+
   logs({area, app, agent, stale}) {
     const form = h('form', {class: 'toolbar', 'aria-label': 'Filter the logs'},
       field({name: 'level', label: 'Level', type: 'select', value: '',
@@ -270,6 +273,76 @@ const sections = {
     });
   },
 };
+
+// appsRefreshMs is how often the apps tab reads the current state again:
+// agents report every few seconds, so sooner would show nothing new.
+const appsRefreshMs = 5000;
+
+// stateKind colours a service or runtime state: green when it is what a
+// working app shows, red when something is wrong, grey otherwise.
+function stateKind(state) {
+  if (/^(running|connected)$/.test(state)) return 'running';
+  if (/^(exited|missing|unreachable|dead)$/.test(state)) return 'bad';
+  return 'info';
+}
+
+// appsSection shows the apps of the agent's latest state report
+// (docs/agents-api.md, Apps in the current state): the container
+// runtime, then every service with its target and current state and the
+// last error reconciling it. It returns the cleanup of its timer.
+async function appsSection({area, app, agent, stale}) {
+  const draw = (rep) => {
+    const section = rep && rep.state && rep.state.apps;
+    if (!section) {
+      replace(area, h('p', {class: 'empty', id: 'apps-none',
+        text: rep ? 'The agent reports no apps: it manages none, or is a version without them.' : 'The agent has sent no state report yet.'}));
+      return;
+    }
+    const rt = section.runtime || {};
+    const rows = [];
+    for (const a of section.apps || []) {
+      for (const s of a.services || []) rows.push({app: a, svc: s});
+    }
+    const notes = [];
+    if (section.configsOmitted) notes.push('Service configurations were left out to keep the report small.');
+    if (section.appsTotal) notes.push(`Only ${(section.apps || []).length} of ${section.appsTotal} apps are shown.`);
+    replace(area,
+      h('p', {class: 'muted', text: `Reported ${fmtTime(rep.reportedAt)}, received ${fmtAgo(rep.receivedAt)}.`}),
+      h('dl', {class: 'props', id: 'apps-runtime'},
+        h('dt', {text: 'Container runtime'}),
+        h('dd', {'data-runtime': rt.status || 'unknown'}, badge(rt.status || 'unknown', stateKind(rt.status)),
+          rt.version ? ` ${rt.version}` : '', rt.error ? h('span', {class: 'mono wrap', text: ` ${rt.error}`}) : '')),
+      table([
+        {label: 'App', value: r => h('span', {title: `appId ${r.app.appId}`, text: r.app.appName})},
+        {label: 'Service', value: r => r.svc.serviceName},
+        {label: 'Image', value: r => h('span', {class: 'mono', text: r.svc.imageName || '—'})},
+        {label: 'Target', value: r => r.svc.target || '—'},
+        {label: 'State', value: r => h('span', {'data-service': `${r.app.appName}/${r.svc.serviceName}`, 'data-state': r.svc.state || ''},
+          badge(r.svc.state || 'unknown', stateKind(r.svc.state)))},
+        {label: 'Status', value: r => r.svc.status || '—'},
+        {label: 'Container', value: r => (r.svc.containerId ? h('span', {class: 'mono', title: r.svc.containerId, text: r.svc.containerId.slice(0, 12)}) : '—')},
+        {label: 'Error', value: r => (r.svc.error ? h('span', {class: 'mono wrap',
+          text: `${r.svc.error}${r.svc.retries ? ` (attempt ${r.svc.retries}${r.svc.nextRetry ? `, next ${fmtTime(new Date(r.svc.nextRetry).toISOString())}` : ''})` : ''}`}) : '—')},
+      ], rows, {empty: 'The agent runs no app.', caption: 'Apps and their services'}),
+      notes.length ? h('p', {class: 'muted', text: notes.join(' ')}) : null);
+  };
+  const load = async () => {
+    let rep = null;
+    try {
+      rep = await app.api.get(`/agents/${agent.uuid}/current-state`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+    }
+    if (!stale()) draw(rep);
+  };
+  await load();
+  let timer = setTimeout(function again() {
+    load().catch(err => console.warn(err)).finally(() => {
+      if (!stale()) timer = setTimeout(again, appsRefreshMs);
+    });
+  }, appsRefreshMs);
+  return () => clearTimeout(timer);
+}
 
 // targetSection: the agent's own document in an editor, what the agent
 // receives when a fleet adds to it, and the history of versions

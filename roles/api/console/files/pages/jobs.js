@@ -15,6 +15,7 @@ export const HANDLERS = [
   ['upload-logs', ''],
   ['reboot', ''],
   ['restart-endpoint', '{"endpoint": ""}'],
+  ['restart-app', '{"appId": 0}'],
   ['write-register', '{"endpoint": "", "register": 0, "value": 0}'],
   ['shell', '{"command": ""}'],
 ];
@@ -40,7 +41,7 @@ function optionalInt(form, name) {
 function dispatchForm(app, {agents, fleets, templates}, onDone) {
   const handlerSel = field({name: 'handler', label: 'Handler', type: 'select', options: HANDLERS.map(([n]) => [n, n]), value: 'collect-diagnostics'});
   const paramsF = field({name: 'params', label: 'Params (JSON)', type: 'textarea', rows: 3, value: '',
-    help: 'What the handler needs: restart-endpoint {endpoint}, write-register {endpoint, register, value}, shell {command}.'});
+    help: 'What the handler needs: restart-endpoint {endpoint}, restart-app {appId}, write-register {endpoint, register, value}, shell {command}.'});
   const templateSel = field({name: 'templateId', label: 'Template', type: 'select',
     options: templates.map(t => [t.id, `${t.name} (${t.handler})`])});
   const parametersF = field({name: 'parameters', label: 'Parameters (JSON)', type: 'textarea', rows: 3,

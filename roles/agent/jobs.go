@@ -9,6 +9,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/cloud"
+	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -25,7 +26,20 @@ func newJobs(p *parts, system *systemService, adapters adapterService, opts jobs
 		return time.Duration(p.settings.current().Intervals.JobPollMS) * time.Millisecond
 	}
 	opts.Shell = p.cfg.JobsShell
+	opts.Apps = appRestarter{apps: p.apps}
 	return jobs.New(opts)
+}
+
+// appRestarter is the restart-app job's jobs.AppRestarter: every service
+// of the app, as POST /v1/restart does.
+type appRestarter struct{ apps *appsService }
+
+func (r appRestarter) RestartApp(ctx context.Context, appID int) error {
+	_, err := r.apps.Act(ctx, appID, "", httpapi.ActionRestart, false)
+	if errors.Is(err, httpapi.ErrNotFound) {
+		return fmt.Errorf("%w: no app %d on this agent", jobs.ErrInvalidParams, appID)
+	}
+	return err
 }
 
 // jobCloud is jobs.Cloud: the provisioned agent's cloud and device key,

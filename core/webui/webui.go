@@ -20,10 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
+	"maps"
 	"net/http"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,10 +53,34 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // basePlaceholder in index.html becomes the versioned asset path.
 const basePlaceholder = "%BASE%"
 
+// asset is one served file. Only its compressed form is kept in memory:
+// every browser takes gzip, and the rare client that does not gets the
+// file read from the embedded files, which live in the binary, not on
+// the heap (a device's memory is tight: docs/benchmarks.md).
 type asset struct {
-	body  []byte
+	fsys  fs.FS
+	name  string // in fsys
+	size  int
 	gz    []byte // nil when gzip does not make it smaller
+	raw   []byte // the file, kept only when gz is nil
 	ctype string
+}
+
+// contentTypes are the types of the files a console serves. A fixed
+// table, not the host's mime.types: hosts differ (a module served as
+// anything but JavaScript does not run), and reading it costs the
+// process a few hundred kB.
+var contentTypes = map[string]string{
+	".js":    "text/javascript; charset=utf-8",
+	".mjs":   "text/javascript; charset=utf-8",
+	".css":   "text/css; charset=utf-8",
+	".html":  "text/html; charset=utf-8",
+	".json":  "application/json",
+	".svg":   "image/svg+xml",
+	".png":   "image/png",
+	".ico":   "image/x-icon",
+	".woff2": "font/woff2",
+	".txt":   "text/plain; charset=utf-8",
 }
 
 // Site is one console: its index page and its assets.
@@ -76,7 +101,13 @@ func New(prefix string, app fs.FS) (*Site, error) {
 	}
 	s := &Site{prefix: prefix, assets: map[string]*asset{}}
 	var index []byte
-	h := sha256.New()
+	// The files' contents are needed only here, for the digest and the
+	// link check; the site keeps their compressed form.
+	bodies := map[string][]byte{}
+	// One compressor for every file: each gzip writer at the best level
+	// allocates about a megabyte.
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	add := func(root string, fsys fs.FS) error {
 		return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
@@ -90,26 +121,22 @@ func New(prefix string, app fs.FS) (*Site, error) {
 				index = body
 				return nil
 			}
-			ctype := mime.TypeByExtension(path.Ext(p))
+			ctype := contentTypes[path.Ext(p)]
 			if ctype == "" {
 				ctype = "application/octet-stream"
 			}
-			// Fixed types for the ones that matter: a module served as
-			// anything but JavaScript does not run, and hosts' mime
-			// tables differ.
-			switch path.Ext(p) {
-			case ".js":
-				ctype = "text/javascript; charset=utf-8"
-			case ".css":
-				ctype = "text/css; charset=utf-8"
-			case ".svg":
-				ctype = "image/svg+xml"
-			}
-			a := &asset{body: body, ctype: ctype}
-			if gz := gzipped(body); len(gz) < len(body) {
-				a.gz = gz
+			buf.Reset()
+			zw.Reset(&buf)
+			_, _ = zw.Write(body)
+			_ = zw.Close()
+			a := &asset{fsys: fsys, name: p, size: len(body), ctype: ctype}
+			if buf.Len() < len(body) {
+				a.gz = bytes.Clone(buf.Bytes())
+			} else {
+				a.raw = body
 			}
 			s.assets[root+"/"+p] = a
+			bodies[root+"/"+p] = body
 			return nil
 		})
 	}
@@ -123,18 +150,14 @@ func New(prefix string, app fs.FS) (*Site, error) {
 		return nil, errors.New("webui: the console has no index.html")
 	}
 	// The digest covers every file, the page included, in a fixed order.
-	names := make([]string, 0, len(s.assets))
-	for n := range s.assets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	h := sha256.New()
+	for _, n := range slices.Sorted(maps.Keys(bodies)) {
 		h.Write([]byte(n))
-		h.Write(s.assets[n].body)
+		h.Write(bodies[n])
 	}
 	h.Write(index)
 	s.version = hex.EncodeToString(h.Sum(nil))[:12]
-	if err := s.checkLinks(index); err != nil {
+	if err := s.checkLinks(index, bodies); err != nil {
 		return nil, err
 	}
 	s.index = bytes.ReplaceAll(index, []byte(basePlaceholder), []byte(s.Base()))
@@ -152,18 +175,18 @@ var (
 // not serve: a wrong import fails a page only when a browser opens it,
 // and here it fails the build's tests and the start at once. Imports
 // must be relative: there is no import map.
-func (s *Site) checkLinks(index []byte) error {
+func (s *Site) checkLinks(index []byte, bodies map[string][]byte) error {
 	var problems []string
 	for _, m := range baseRefRe.FindAllSubmatch(index, -1) {
 		if s.assets[string(m[1])] == nil {
 			problems = append(problems, fmt.Sprintf("index.html names %s, which is not served", m[1]))
 		}
 	}
-	for name, a := range s.assets {
+	for name, body := range bodies {
 		if !strings.HasSuffix(name, ".js") || strings.HasPrefix(name, "lib/vendor/") {
 			continue
 		}
-		for _, m := range importRe.FindAllSubmatch(a.body, -1) {
+		for _, m := range importRe.FindAllSubmatch(body, -1) {
 			spec := string(m[1])
 			if !strings.HasPrefix(spec, "./") && !strings.HasPrefix(spec, "../") {
 				problems = append(problems, fmt.Sprintf("%s imports %q: imports must be relative", name, spec))
@@ -197,11 +220,11 @@ func (s *Site) Base() string { return s.prefix + "/v/" + s.version + "/" }
 func (s *Site) Weight() (compressed, raw int) {
 	compressed, raw = len(gzipped(s.index)), len(s.index)
 	for _, a := range s.assets {
-		raw += len(a.body)
+		raw += a.size
 		if a.gz != nil {
 			compressed += len(a.gz)
 		} else {
-			compressed += len(a.body)
+			compressed += a.size
 		}
 	}
 	return compressed, raw
@@ -262,12 +285,20 @@ func (s *Site) asset(c *gin.Context) {
 		c.Header("Cache-Control", "no-cache")
 	}
 	c.Header("Vary", "Accept-Encoding")
-	body := a.body
-	if a.gz != nil && acceptsGzip(c.GetHeader("Accept-Encoding")) {
+	switch {
+	case a.gz == nil:
+		c.Data(http.StatusOK, a.ctype, a.raw)
+	case acceptsGzip(c.GetHeader("Accept-Encoding")):
 		c.Header("Content-Encoding", "gzip")
-		body = a.gz
+		c.Data(http.StatusOK, a.ctype, a.gz)
+	default:
+		body, err := fs.ReadFile(a.fsys, a.name)
+		if err != nil {
+			c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("cannot read "+a.name+"\n"))
+			return
+		}
+		c.Data(http.StatusOK, a.ctype, body)
 	}
-	c.Data(http.StatusOK, a.ctype, body)
 }
 
 // acceptsGzip reads Accept-Encoding well enough for browsers, which all

@@ -216,6 +216,8 @@ func (p *parser) apps(at string, raw json.RawMessage) []TargetApp {
 			p.addf(ap+".services", "at most %d services, got %d", maxAppServices, len(svcs))
 			svcs = nil
 		}
+		// Never nil: an app of no services re-encodes as [], not null.
+		a.Services = make([]TargetService, 0, len(svcs))
 		seen := map[string]int{}
 		for j, sr := range svcs {
 			sp := fmt.Sprintf("%s.services[%d]", ap, j)

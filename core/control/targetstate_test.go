@@ -114,6 +114,7 @@ func FuzzParseTargetState(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":1,"endpoints":[],"subscriptions":[{"destination":"x"}]}`))
 	f.Add([]byte(`{"schemaVersion":1,"settings":{"a":{}},"destinations":[{"name":"d","type":"t","config_json":{"token":{"secretRef":"s"}}}]}`))
 	f.Add([]byte(`{"schemaVersion":1,"apps":[{"appId":1,"appName":"a","services":[{"serviceName":"s","imageName":"localhost/busybox:test","config":{"ports":["8080:80/udp"],"environment":{"A":"1"},"volumes":["data:/data:ro"]}}]}]}`))
+	f.Add([]byte(`{"schemaVersion":1,"apps":[{"appId":1,"appName":"0","services":[]}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, parse := range []func([]byte) (TargetStateDoc, error){ParseTargetState, ParseResolvedTargetState} {
 			d, err := parse(b)

@@ -125,7 +125,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	engine := httpapi.New(httpapi.Deps{
 		Log: log, KeyMode: cfg.Agent.KeyMode(), APIKey: cfg.Agent.APIKey.Reveal(),
 		BodyTimeout: cfg.Lifecycle.HTTPBodyTimeout, Metrics: r.Metrics,
-		Store: p.st, Lifecycle: p.lc, Admins: adminStore{p.st},
+		Store: p.st, Lifecycle: p.lc, Admins: adminStore{p.st}, Changed: p.lc.configChanged,
 		Endpoints: p.endpoints, Adapters: adapterService{run},
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,

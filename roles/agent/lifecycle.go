@@ -70,10 +70,13 @@ type Agent struct {
 	// stopGroup ends the running group with its cause; nil between runs.
 	stopGroup context.CancelCauseFunc
 	shutdown  chan struct{}
+	// changes tells the page releaser of configuration writes.
+	changes chan struct{}
 }
 
 func newLifecycle(log *slog.Logger, grace time.Duration, releasePages bool) *Agent {
-	a := &Agent{log: log, grace: grace, releasePages: releasePages, state: StateInitializing, shutdown: make(chan struct{}, 1)}
+	a := &Agent{log: log, grace: grace, releasePages: releasePages, state: StateInitializing, shutdown: make(chan struct{}, 1),
+		changes: make(chan struct{}, 1)}
 	a.resetPhases()
 	return a
 }
@@ -279,28 +282,54 @@ func releaseExecutablePages(log *slog.Logger, after string) {
 // 10 s and 1 min after start-up, when such work has usually settled, then
 // every 10 min, keeps the resident set to the pages the agent keeps
 // using; those fault back at once, a few MB read from the page cache or
-// the disk.
+// the disk. Configuration writes over the API are such work at any time:
+// pageReleaseSettle after the last of a burst, the pages are released
+// too.
 var pageReleaseAfter = []time.Duration{10 * time.Second, 50 * time.Second}
 
-const pageReleaseEvery = 10 * time.Minute
+const (
+	pageReleaseEvery  = 10 * time.Minute
+	pageReleaseSettle = 15 * time.Second
+)
+
+// configChanged tells the page releaser that the API changed something;
+// it never blocks.
+func (a *Agent) configChanged() {
+	select {
+	case a.changes <- struct{}{}:
+	default:
+	}
+}
 
 // pageReleaser releases the executable's pages again while the agent
-// runs (Options.ReleaseStartupPages).
-func pageReleaser(log *slog.Logger) lifecycle.Service {
+// runs (Options.ReleaseStartupPages): on the schedule above, and once
+// configuration writes have settled.
+func pageReleaser(log *slog.Logger, changes <-chan struct{}) lifecycle.Service {
 	return &lifecycle.Funcs{ServiceName: "page-release", RunFunc: func(ctx context.Context) error {
-		for i := 0; ; i++ {
-			wait := pageReleaseEvery
+		settle := time.NewTimer(time.Hour)
+		settle.Stop()
+		defer settle.Stop()
+		next := func(i int) *time.Timer {
 			if i < len(pageReleaseAfter) {
-				wait = pageReleaseAfter[i]
+				return time.NewTimer(pageReleaseAfter[i])
 			}
-			t := time.NewTimer(wait)
+			return time.NewTimer(pageReleaseEvery)
+		}
+		t := next(0)
+		defer func() { t.Stop() }()
+		for i := 1; ; {
 			select {
 			case <-ctx.Done():
-				t.Stop()
 				return nil
+			case <-changes:
+				settle.Reset(pageReleaseSettle)
+			case <-settle.C:
+				releaseExecutablePages(log, "configuration changes")
 			case <-t.C:
+				releaseExecutablePages(log, "one-off work")
+				t = next(i)
+				i++
 			}
-			releaseExecutablePages(log, "one-off work")
 		}
 	}}
 }

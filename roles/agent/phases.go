@@ -119,7 +119,7 @@ func (p *parts) services() []lifecycle.Service {
 		}},
 	}
 	if p.lc.releasePages {
-		svcs = append(svcs, pageReleaser(p.log))
+		svcs = append(svcs, pageReleaser(p.log, p.lc.changes))
 	}
 	return svcs
 }

@@ -35,6 +35,11 @@ type Deps struct {
 	BodyTimeout time.Duration
 	Metrics     *prometheus.Registry
 
+	// Changed, when set, is told of every request that changed something
+	// (a write answered below 400): the agent releases the pages of such
+	// one-off work once writes settle (docs/agent.md, "Footprint").
+	Changed func()
+
 	Store      StoreGate
 	Lifecycle  Lifecycle
 	Admins     AdminStore
@@ -163,6 +168,9 @@ func New(d Deps) *gin.Engine {
 		d.UI.Mount(e)
 	}
 	e.Use(requireJSONBody, r.holdStore)
+	if d.Changed != nil {
+		e.Use(changed(d.Changed))
+	}
 	e.GET("/ping", func(c *gin.Context) { c.String(http.StatusOK, "OK") })
 	v1 := e.Group("/v1")
 	// The cloud roles' health path, so one probe configuration fits
@@ -181,4 +189,18 @@ func New(d Deps) *gin.Engine {
 	RegisterApps(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
+}
+
+// changed calls fn after each write that succeeded.
+func changed(fn func()) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		switch c.Request.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return
+		}
+		if c.Writer.Status() < http.StatusBadRequest {
+			fn()
+		}
+	}
 }

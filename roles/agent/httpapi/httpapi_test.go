@@ -73,3 +73,27 @@ func TestRoutesOnInterfacesOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedAfterSuccessfulWrites: the agent hears of writes that
+// changed something, and of nothing else.
+func TestChangedAfterSuccessfulWrites(t *testing.T) {
+	calls := 0
+	d := Deps{Store: &fakeStore{}, Lifecycle: fakeLifecycle{state: "RUNNING"}, Changed: func() { calls++ }}
+	for _, tt := range []struct {
+		method, path, body string
+		err                error
+		want               int
+	}{
+		{"GET", "/v1/settings", "", nil, 0},
+		{"PATCH", "/v1/settings", `{}`, nil, 1},
+		{"PATCH", "/v1/settings", `{}`, Errorf(http.StatusBadRequest, "no"), 0},
+		{"PATCH", "/v1/no-such-route", `{}`, nil, 0},
+	} {
+		calls = 0
+		d.Settings = fakeSettings{err: tt.err}
+		serve(t, d, tt.method, tt.path, tt.body)
+		if calls != tt.want {
+			t.Errorf("%s %s (%v): Changed called %d times, want %d", tt.method, tt.path, tt.err, calls, tt.want)
+		}
+	}
+}

@@ -204,14 +204,18 @@ func (a *appsService) put(ctx context.Context, st *store.Store, app control.Targ
 	return saved, a.refresh(ctx)
 }
 
-func (a *appsService) checkApp(app control.TargetApp) error {
-	body, err := json.Marshal([]control.TargetApp{app})
+// checkApp checks app as the document parser would, together with the
+// agent's other local apps (a host port taken by another app is refused
+// here, not by the runtime later), and against the volume policy.
+func (a *appsService) checkApp(app control.TargetApp, all []control.TargetApp) error {
+	others := slices.DeleteFunc(slices.Clone(all), func(o control.TargetApp) bool { return o.AppID == app.AppID })
+	body, err := json.Marshal(append(others, app))
 	if err != nil {
 		return err
 	}
-	// The parser names fields under apps[0]; a route's body is the app.
+	// The parser names fields under apps[i]; a route's body is the app.
 	if _, err := control.ParseApps(body); err != nil {
-		return httpapi.Invalid(unprefixed(err, "apps[0]."))
+		return httpapi.Invalid(unprefixed(err, fmt.Sprintf("apps[%d].", len(others))))
 	}
 	if err := apps.CheckVolumes("", app, a.roots); err != nil {
 		return httpapi.Invalid(err)
@@ -248,11 +252,15 @@ func (a *appsService) CreateApp(ctx context.Context, app control.TargetApp) (con
 	}
 	check := app
 	if check.AppID == 0 {
-		check.AppID = 1 // the parser wants an id; the store assigns it
+		// The parser wants an id; the store assigns the real one.
+		check.AppID = 1
+		for _, o := range list {
+			check.AppID = max(check.AppID, o.AppID+1)
+		}
 	} else if slices.ContainsFunc(list, func(o control.TargetApp) bool { return o.AppID == app.AppID }) {
 		return app, httpapi.Errorf(http.StatusBadRequest, "appId: app id %d is used already", app.AppID)
 	}
-	if err := a.checkApp(check); err != nil {
+	if err := a.checkApp(check, list); err != nil {
 		return app, err
 	}
 	saved, err := a.put(ctx, st, app)
@@ -320,7 +328,11 @@ func (a *appsService) putService(ctx context.Context, appID int, svc control.Tar
 		return svc, httpapi.Invalid(err)
 	}
 	app.Services[i] = svc
-	if err := a.checkApp(app); err != nil {
+	list, err := st.Apps().List(ctx)
+	if err != nil {
+		return svc, err
+	}
+	if err := a.checkApp(app, list); err != nil {
 		return svc, err
 	}
 	if _, err := a.put(ctx, st, app); err != nil {

@@ -99,6 +99,21 @@ func TestAppsRoutesIntegration(t *testing.T) {
 		t.Fatalf("the log stream delivered %d tick lines", ticks)
 	}
 
+	// A second app may not take a host port the first one maps.
+	code, body = r.do("PUT", "/v1/apps/1/services/main", `{"imageName":"`+appstest.TickerImage+`","config":{"ports":["18089:80"]}}`, nil)
+	if code != http.StatusOK {
+		t.Fatalf("PUT a port: %d %s", code, body)
+	}
+	other := `{"appName":"other","services":[{"serviceName":"web","imageName":"` + appstest.TickerImage + `","config":{"ports":["18089:81"]}}]}`
+	if code, body := r.do("POST", "/v1/apps", other, nil); code != http.StatusBadRequest || !strings.Contains(body, "services[0].config.ports[0]: host port 18089/tcp is taken already") {
+		t.Fatalf("second app on a taken host port: %d %s", code, body)
+	}
+	eventually(t, 30*time.Second, "the port applied", func() bool {
+		s := svc(state())
+		return s.State == "running" && len(s.Config.Ports) == 1 && len(owned()) == 1
+	})
+	first = svc(state()).ContainerID
+
 	// A new environment: a new container in place of the old, one only.
 	code, body = r.do("PUT", "/v1/apps/1/services/main", `{"imageName":"`+appstest.TickerImage+`","config":{"environment":{"V":"2"}}}`, nil)
 	if code != http.StatusOK {

@@ -110,7 +110,10 @@ func startTLSBroker(t *testing.T, p *pki) map[string]string {
 	for _, l := range []listeners.Listener{
 		listeners.NewTCP(listeners.Config{ID: "mtls", Address: tlsAddr, TLSConfig: serverTLS}),
 		listeners.NewWebsocket(listeners.Config{ID: "ws", Address: wsAddr}),
-		listeners.NewWebsocket(listeners.Config{ID: "wss", Address: wssAddr, TLSConfig: serverTLS}),
+		// A config of its own: http.Server adds its protocols to the
+		// config it serves with, while the TCP listener's handshakes read
+		// theirs (a data race when they share one).
+		listeners.NewWebsocket(listeners.Config{ID: "wss", Address: wssAddr, TLSConfig: serverTLS.Clone()}),
 	} {
 		if err := s.AddListener(l); err != nil {
 			t.Fatal(err)

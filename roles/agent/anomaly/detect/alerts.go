@@ -32,13 +32,14 @@ type Alert struct {
 }
 
 // severityOf grades a flagged reading by how far its strongest method
-// score went past the threshold: twice or more is critical, 1.5 times or
-// more a warning, less is info.
+// score went past the threshold T (docs/anomaly.md, "Severities"): 1.5·T
+// or more is critical (6σ at medium, a tail probability of 1e-9), 1.25·T
+// or more a warning, less is info.
 func severityOf(strongest, threshold float64) string {
 	switch {
-	case strongest >= 2*threshold:
-		return SeverityCritical
 	case strongest >= 1.5*threshold:
+		return SeverityCritical
+	case strongest >= 1.25*threshold:
 		return SeverityWarning
 	}
 	return SeverityInfo

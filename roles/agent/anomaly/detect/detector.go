@@ -249,7 +249,11 @@ func (d *Detector) Baselines() []Baseline {
 			if sl.restored != nil && sl.win.len() < s.minSamples() {
 				sum = *sl.restored
 			} else {
+				// The residuals, back in the metric's unit at the level
+				// they were taken at.
 				sum = summarize(sl.win.buf, &d.scratch)
+				sum.mean += sl.levelAt
+				sum.median += sl.levelAt
 			}
 			out = append(out, Baseline{
 				Metric: s.metric, DeviceID: s.device, TimeSlot: h,
@@ -273,17 +277,25 @@ func (d *Detector) Restore(bs []Baseline) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	touched := map[*series]bool{}
+	// Each series is looked up once: restoring more than MaxTracked
+	// series evicts some of them again, and those are simply dropped.
+	restored := map[seriesKey]*series{}
+	var order []*series
 	for _, b := range bs {
-		s := d.seriesFor(b.Metric, b.DeviceID)
+		k := seriesKey{b.Metric, b.DeviceID}
+		s, ok := restored[k]
+		if !ok {
+			s = d.seriesFor(b.Metric, b.DeviceID)
+			restored[k] = s
+			order = append(order, s)
+		}
 		sl := &s.slots[b.TimeSlot]
 		sl.win.reset()
-		sl.restored = &summary{mean: b.Mean, std: b.StdDev, median: b.Median, mad: b.MAD}
+		sl.restored = restoredSummary(b.Mean, b.StdDev, b.Median, b.MAD, b.SampleCount, s.tune.window)
 		sl.count = b.SampleCount
 		sl.at = b.CalculatedAt
-		touched[s] = true
 	}
-	for s := range touched {
+	for _, s := range order {
 		s.poolRestored()
 	}
 	return nil
@@ -345,10 +357,21 @@ func (s *series) poolRestored() {
 		c := float64(sl.count)
 		dm := sl.restored.mean - mean
 		v += c * (sl.restored.std*sl.restored.std + dm*dm)
-		dmed := (sl.restored.median - med) / 1.4826
+		dmed := (sl.restored.median - med) / madToSigma
 		m += c * (sl.restored.mad*sl.restored.mad + dmed*dmed)
 	}
-	s.recentRestored = &summary{mean: mean, std: math.Sqrt(v / w), median: med, mad: math.Sqrt(m / w)}
+	s.recentRestored = restoredSummary(mean, math.Sqrt(v/w), med, math.Sqrt(m/w), count, s.tune.window)
 	s.restoredCount = count
 	s.batches = max(s.batches, count)
+}
+
+// restoredSummary stands in for a window from persisted statistics: the
+// robust scale is 1.4826·MAD (the samples are gone), and the scales count
+// as estimated from at most a window of samples.
+func restoredSummary(mean, std, med, mad float64, count int64, window int) *summary {
+	robust := madToSigma * mad
+	if mad <= 0 {
+		robust = std
+	}
+	return &summary{mean: mean, std: std, median: med, mad: mad, robust: robust, n: int(min(count, int64(window)))}
 }

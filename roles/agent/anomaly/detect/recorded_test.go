@@ -37,6 +37,8 @@ var recorded = []struct {
 	{"drift_step", genDriftStep},
 	{"constant_step", genConstantStep},
 	{"counter", genCounter},
+	{"noisy_step", genNoisyStep},
+	{"slow_ramp", genSlowRamp},
 }
 
 func minutes(n int, f func(i int, at time.Time) (float64, bool)) []point {
@@ -155,6 +157,26 @@ func genCounter(r *rand.Rand) []point {
 	})
 }
 
+// genNoisyStep: an integer register, round(200 ± N(0,3)), for a day, with
+// a lasting step of +30 (10σ) at reading 900.
+func genNoisyStep(r *rand.Rand) []point {
+	return minutes(1440, func(i int, _ time.Time) (float64, bool) {
+		v := 200 + 3*r.NormFloat64()
+		if i >= 900 {
+			v += 30
+		}
+		return math.Round(v), i == 900
+	})
+}
+
+// genSlowRamp: 10 rising 0.01 a minute ± N(0,0.5) for two days: the level
+// climbs 29 (58σ) with no anomaly at all, so every alert is a false one.
+func genSlowRamp(r *rand.Rand) []point {
+	return minutes(2880, func(i int, _ time.Time) (float64, bool) {
+		return 10 + 0.01*float64(i) + 0.5*r.NormFloat64(), false
+	})
+}
+
 func csvPath(name string) string { return filepath.Join("testdata", name+".csv") }
 
 // TestGenerateSeries rewrites testdata/*.csv with -update; without it, it
@@ -267,6 +289,8 @@ func TestRecordedSeries(t *testing.T) {
 		"drift_step":    {0.5, 1},
 		"constant_step": {1, 1},
 		"counter":       {0.8, 1},
+		"noisy_step":    {1, 1},
+		"slow_ramp":     {1, 1},
 	}
 	var sumTP, sumAlerts, sumFound, sumAnoms int
 	for _, rec := range recorded {

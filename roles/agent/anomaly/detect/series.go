@@ -11,14 +11,24 @@ const (
 	WarmupBatches = 20
 	// deltaWindow is the number of recent changes the rate method keeps.
 	deltaWindow = 60
-	// minDeltas is the number of changes the rate method needs.
-	minDeltas = 10
+	// minDeltas is the number of changes the rate method needs: those of
+	// the warm-up.
+	minDeltas = WarmupBatches - 1
+	// medianInflate is the variance of a sample median in units of σ²/n
+	// (π/2 for Gaussian data): the center of the mad and rate methods is
+	// that much less certain than a mean.
+	medianInflate = math.Pi / 2
 	// minSlotSamples is the number of samples an hour slot needs before it
 	// is the baseline; until then the series' recent window stands in.
 	minSlotSamples = 20
 	// adoptAfter is the length of a run of level-flagged readings on one
 	// side of the baseline after which the run is taken as the new normal.
 	adoptAfter = 8
+	// levelAlpha is the weight of the newest reading in the series level
+	// (an exponentially weighted mean): a time constant of about 33
+	// readings, long enough that noise barely moves it, short enough that
+	// a slow drift or ramp never leaves the hour slots behind.
+	levelAlpha = 0.03
 	// ttHorizon bounds time_to_threshold: a crossing further away than this
 	// is not reported.
 	ttHorizon = 24 * time.Hour
@@ -54,9 +64,16 @@ var methodSets = func() [8][]string {
 	return sets
 }()
 
-// slot is one hour-of-day baseline of a series.
+// slot is one hour-of-day baseline of a series. Its window holds
+// residuals, each reading minus the series level when it was taken: the
+// hour's own spread and offset from the level, which stay true while the
+// level follows a slow drift that would leave a window of raw values a day
+// behind.
 type slot struct {
 	win ring
+	// levelAt is the mean level behind the window's residuals: added back,
+	// it gives the exported baseline in the metric's unit.
+	levelAt float64
 	// count is every sample the slot has taken, restored ones included.
 	count int64
 	// restored is the persisted summary; it stands in until the window
@@ -76,7 +93,11 @@ type series struct {
 	metric, device string
 	tune           tuning
 	slots          [24]slot
-	// recent is the last window of samples of any slot: the baseline of a
+	// level is the series' smoothed level; a slot's baseline is the level
+	// plus the slot's residual statistics.
+	level    float64
+	hasLevel bool
+	// recent is the last window of residuals of any slot: the baseline of a
 	// slot that has too few samples of its own.
 	recent         ring
 	recentRestored *summary
@@ -88,6 +109,9 @@ type series struct {
 
 	prev                 float64
 	hasPrev, prevFlagged bool
+	// resolution is the smallest non-zero change not flagged: the step of
+	// an integer or scaled register, which sets the scale floor.
+	resolution float64
 
 	// The current run of level-flagged readings (see adoptAfter).
 	runSign int
@@ -116,17 +140,17 @@ func newSeries(metric, device string, t tuning) *series {
 
 func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
 
-// baseline returns the summary the reading of hour h is scored against and
-// the number of samples behind it.
+// baseline returns the summary, in the metric's unit, the reading of hour
+// h is scored against and the number of samples behind it.
 func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
 	sl := &s.slots[h]
 	switch {
 	case sl.win.len() >= s.minSamples():
-		return summarize(sl.win.buf, sc), sl.count, true
+		return s.atLevel(summarize(sl.win.buf, sc)), sl.count, true
 	case sl.restored != nil:
 		return *sl.restored, sl.count, true
 	case s.recent.len() >= 2:
-		return summarize(s.recent.buf, sc), int64(s.recent.len()), true
+		return s.atLevel(summarize(s.recent.buf, sc)), int64(s.recent.len()), true
 	case s.recentRestored != nil:
 		return *s.recentRestored, s.restoredCount, true
 	}
@@ -163,20 +187,27 @@ type outcome struct {
 
 func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]float64) outcome {
 	h := at.In(loc).Hour()
-	warm := s.batches >= WarmupBatches
+	warm := s.batches > WarmupBatches
 	base, n, ok := s.baseline(h, sc)
 	counter := s.isCounter()
+	if !s.hasLevel {
+		s.level, s.hasLevel = x, true
+	}
 
 	var zs, ms, rs float64
-	if ok && !counter {
-		zs = deviation(x, base.mean, base.std)
-		ms = deviation(x, base.median, base.robustScale())
+	if ok && !counter && base.n >= 2 {
+		floor := scaleFloor(s.resolution, base.median)
+		zs = score(math.Abs(x-base.mean), max(base.std, floor), base.n, 1, float64(base.n-1))
+		ms = score(math.Abs(x-base.median), max(base.robust, floor), base.n, medianInflate,
+			biweightEfficiency*float64(base.n-1))
 	}
 	// A reading that follows a flagged one is not rate-scored: the way back
 	// from a spike is as large a change as the spike.
 	if s.hasPrev && !s.prevFlagged && s.deltas.len() >= minDeltas {
 		ds := summarize(s.deltas.buf, sc)
-		rs = deviation(x-s.prev, ds.median, ds.robustScale())
+		floor := scaleFloor(s.resolution, s.prev)
+		rs = score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n, medianInflate,
+			biweightEfficiency*float64(ds.n-1))
 	}
 	T := s.tune.sigma
 	mask := 0
@@ -197,9 +228,15 @@ func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]floa
 	} else {
 		s.clearRun()
 		s.push(x, h, at)
+		s.level += levelAlpha * (x - s.level)
 	}
 	if s.hasPrev {
 		s.deltas.push(x - s.prev)
+		// A flagged change is not evidence of the resolution: the first
+		// step of a constant register would otherwise hide the next one.
+		if d := math.Abs(x - s.prev); !flagged && d > 0 && (s.resolution == 0 || d < s.resolution) {
+			s.resolution = d
+		}
 	}
 	s.prev, s.hasPrev, s.prevFlagged = x, true, flagged
 	if !s.lastAt.IsZero() && at.After(s.lastAt) {
@@ -231,11 +268,11 @@ func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]floa
 	r.Trend = s.fc.direction(r.TrendStrength)
 	spread := 0.0
 	if ok {
-		spread = base.robustScale()
+		spread = max(base.robust, scaleFloor(s.resolution, base.median))
 	}
 	r.ForecastConfidence = s.fc.confidence(spread)
 	if ok && !counter && r.Trend != TrendStable {
-		r.TimeToThreshold = s.timeToThreshold(base, T, r.ForecastConfidence*r.TrendStrength)
+		r.TimeToThreshold = s.timeToThreshold(base, spread, T, r.ForecastConfidence*r.TrendStrength)
 	}
 	s.scored, s.lastScore, s.lastNext, s.lastConf = true, r.AnomalyScore, r.PredictedNext, r.ForecastConfidence
 	return outcome{result: r, strongest: strongest, flagged: flagged, warm: true}
@@ -250,24 +287,35 @@ func scoreOf(sigma float64) float64 {
 	return sigma / (sigma + scoreHalf)
 }
 
+// push adds reading x, as its residual from the level, to the slot of
+// hour h and to the recent window.
 func (s *series) push(x float64, h int, at time.Time) {
 	sl := &s.slots[h]
-	sl.win.push(x)
+	sl.win.push(x - s.level)
+	sl.levelAt += (s.level - sl.levelAt) / float64(sl.win.len())
 	sl.count++
 	if at.After(sl.at) {
 		sl.at = at
 	}
-	s.recent.push(x)
+	s.recent.push(x - s.level)
+}
+
+// atLevel turns a summary of residuals into one in the metric's unit at
+// the current level.
+func (s *series) atLevel(r summary) summary {
+	r.mean += s.level
+	r.median += s.level
+	return r
 }
 
 func (s *series) clearRun() {
 	s.run, s.runSign, s.runSum = s.run[:0], 0, 0
 }
 
-// holdOut keeps a level-flagged reading out of the baselines, so a spike
-// never inflates them. A run of adoptAfter such readings on one side is a
-// level shift: every baseline of the series moves by the run's mean offset
-// and the run joins them.
+// holdOut keeps a level-flagged reading out of the baselines and the
+// level, so a spike never inflates them. A run of adoptAfter such readings
+// on one side is a level shift: the series level moves by the run's mean
+// offset and the run joins the baselines.
 func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
 	sign := 1
 	if resid < 0 {
@@ -282,29 +330,15 @@ func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
 	if len(s.run) < adoptAfter {
 		return
 	}
-	off := s.runSum / float64(len(s.run))
-	for i := range s.slots {
-		sl := &s.slots[i]
-		sl.win.shift(off)
-		if sl.restored != nil {
-			sl.restored.mean += off
-			sl.restored.median += off
-		}
-	}
-	s.recent.shift(off)
-	if s.recentRestored != nil {
-		s.recentRestored.mean += off
-		s.recentRestored.median += off
-	}
+	s.level += s.runSum / float64(len(s.run))
 	for _, p := range s.run {
 		s.push(p.x, p.slot, p.at)
 	}
 	s.clearRun()
 }
 
-func (s *series) timeToThreshold(base summary, sigma, conf float64) *TimeToThreshold {
-	scale := base.robustScale()
-	if s.dtStep <= 0 || scale <= 1e-9*max(1, math.Abs(base.median)) || s.fc.trend == 0 {
+func (s *series) timeToThreshold(base summary, scale, sigma, conf float64) *TimeToThreshold {
+	if s.dtStep <= 0 || s.fc.trend == 0 {
 		return nil
 	}
 	bound := base.median + sigma*scale

@@ -24,19 +24,30 @@ func (r *ring) len() int { return len(r.buf) }
 
 func (r *ring) reset() { r.buf, r.next = r.buf[:0], 0 }
 
-func (r *ring) shift(off float64) {
-	for i := range r.buf {
-		r.buf[i] += off
-	}
-}
-
-// summary is a baseline's statistics.
+// summary is a baseline's statistics. n is the number of samples behind
+// the scale estimates (capped at the window for a restored baseline), and
+// robust the biweight scale the mad method divides by.
 type summary struct {
-	mean, std, median, mad float64
+	mean, std, median, mad, robust float64
+	n                              int
 }
 
-// summarize computes mean, sample standard deviation, median and MAD of
-// vals. scratch is reused so that a steady state allocates nothing.
+// Constants of the robust scale (docs/anomaly.md, "The mad method").
+const (
+	// madToSigma turns a MAD into a standard deviation for Gaussian data.
+	madToSigma = 1.4826
+	// biweightC is the biweight tuning constant: samples further than
+	// biweightC MADs from the median get no weight.
+	biweightC = 9.0
+	// biweightEfficiency is the biweight scale's Gaussian efficiency: its
+	// estimate from n samples is about as precise as a standard deviation
+	// from 0.87·n, which sets its degrees of freedom.
+	biweightEfficiency = 0.87
+)
+
+// summarize computes mean, sample standard deviation, median, MAD and the
+// biweight scale of vals. scratch is reused so that a steady state
+// allocates nothing.
 func summarize(vals []float64, scratch *[]float64) summary {
 	n := len(vals)
 	if n == 0 {
@@ -63,7 +74,35 @@ func summarize(vals []float64, scratch *[]float64) summary {
 	}
 	mad := median(s)
 	*scratch = s
-	return summary{mean: mean, std: std, median: med, mad: mad}
+	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(vals, med, mad, std), n: n}
+}
+
+// biweightScale is Tukey's biweight midvariance, as a standard deviation.
+// Unlike 1.4826·MAD it uses every sample near the median, so it is nearly
+// as precise as the standard deviation on small windows and it is not
+// pulled down on integer registers, whose MAD jumps between whole
+// numbers; samples beyond biweightC MADs (spikes, bursts) get no weight.
+// A MAD of zero (the series sits on one value more than half the time)
+// leaves only the standard deviation.
+func biweightScale(vals []float64, med, mad, std float64) float64 {
+	if mad <= 0 {
+		return std
+	}
+	var num, den float64
+	for _, v := range vals {
+		d := v - med
+		u := d / (biweightC * mad)
+		if u2 := u * u; u2 < 1 {
+			w := 1 - u2
+			w2 := w * w
+			num += d * d * w2 * w2
+			den += w * (1 - 5*u2)
+		}
+	}
+	if den <= 0 {
+		return madToSigma * mad
+	}
+	return math.Sqrt(float64(len(vals))*num) / den
 }
 
 // median reorders a and returns its median in expected O(n).
@@ -114,28 +153,44 @@ func selectK(a []float64, k int) float64 {
 	return a[k]
 }
 
-// deviation is |x-center|/scale in standard deviations, under the
-// constant-signal rule of docs/anomaly.md: when the scale is within eps of
-// zero, staying at the center scores 0 and leaving it scores +Inf.
-func deviation(x, center, scale float64) float64 {
-	eps := 1e-9 * max(1, math.Abs(center))
-	d := math.Abs(x - center)
-	if scale <= eps {
-		if d <= eps {
-			return 0
-		}
-		return math.Inf(1)
-	}
-	return d / scale
+// Scale floor (docs/anomaly.md, "Scale floor"): a scale estimate is never
+// taken below a quarter of the series' resolution, so that one step of an
+// integer register scores 4 at most and never passes the medium threshold,
+// nor below relFloor of the magnitude of the value (float32 registers
+// jitter by 6e-8 of it), nor below absFloor.
+const (
+	relFloor = 1e-6
+	absFloor = 1e-12
+)
+
+// scaleFloor is the smallest scale a score divides by, for values of
+// magnitude mag on a series of resolution q (0 when unknown).
+func scaleFloor(q, mag float64) float64 {
+	return max(q/4, relFloor*math.Abs(mag), absFloor)
 }
 
-// robustScale is the MAD turned into a standard deviation estimate
-// (1.4826·MAD for Gaussian data), or the standard deviation when the MAD is
-// zero: a signal that sits on one value more than half the time has MAD 0
-// without being constant.
-func (s summary) robustScale() float64 {
-	if r := 1.4826 * s.mad; r > 1e-9*max(1, math.Abs(s.median)) {
-		return r
+// score is the method score of a distance d from a center estimated from
+// n samples, with scale estimated with dof degrees of freedom, in standard
+// normal units: the t statistic of a new observation (its distance over
+// the prediction spread, which includes the center's own uncertainty
+// inflate/n) turned into the z of equal tail probability. On a small
+// window a 4σ distance is far likelier than under a normal law; the
+// conversion keeps the false-alarm rate of a threshold the same whatever
+// the window holds.
+func score(d, scale float64, n int, inflate, dof float64) float64 {
+	if d == 0 {
+		return 0
 	}
-	return s.std
+	t := d / (scale * math.Sqrt(1+inflate/float64(n)))
+	return tToZ(t, dof)
+}
+
+// tToZ is Wallace's (1959) normal approximation of Student's t with nu
+// degrees of freedom: the z of equal tail probability, within 1% for
+// nu ≥ 5 over the range that matters here (docs/anomaly.md).
+func tToZ(t, nu float64) float64 {
+	if nu <= 0 {
+		return 0
+	}
+	return (8*nu + 1) / (8*nu + 3) * math.Sqrt(nu*math.Log1p(t*t/nu))
 }

@@ -154,10 +154,10 @@ func selectK(a []float64, k int) float64 {
 }
 
 // Scale floor (docs/anomaly.md, "Scale floor"): a scale estimate is never
-// taken below a quarter of the series' resolution, so that one step of an
-// integer register scores 4 at most and never passes the medium threshold,
-// nor below relFloor of the magnitude of the value (float32 registers
-// jitter by 6e-8 of it), nor below absFloor.
+// taken below a third of the series' resolution, so that one step of an
+// integer register scores about 3 and stays under the medium threshold
+// while two steps pass it, nor below relFloor of the magnitude of the
+// value (float32 registers jitter by 6e-8 of it), nor below absFloor.
 const (
 	relFloor = 1e-6
 	absFloor = 1e-12
@@ -166,7 +166,7 @@ const (
 // scaleFloor is the smallest scale a score divides by, for values of
 // magnitude mag on a series of resolution q (0 when unknown).
 func scaleFloor(q, mag float64) float64 {
-	return max(q/4, relFloor*math.Abs(mag), absFloor)
+	return max(q/3, relFloor*math.Abs(mag), absFloor)
 }
 
 // score is the method score of a distance d from a center estimated from

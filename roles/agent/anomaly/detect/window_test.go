@@ -50,7 +50,7 @@ func TestScaleFloor(t *testing.T) {
 		q, mag float64
 		want   float64
 	}{
-		{"resolution wins", 1, 100, 0.25},
+		{"resolution wins", 1.5, 100, 0.5},
 		{"relative wins", 0, 4, 4e-6},
 		{"negative magnitude", 0, -2e6, 2},
 		{"absolute at zero", 0, 0, absFloor},

@@ -134,13 +134,19 @@ func New(cfg Config) (*Detector, error) {
 // NaN and infinite values are counted and otherwise ignored. A disabled
 // detector returns nil and learns nothing.
 func (d *Detector) Observe(batch []Observation) []Result {
+	return d.ObserveAppend(nil, batch)
+}
+
+// ObserveAppend is Observe appending the results to dst, so that a caller
+// reusing dst[:0] scores a steady batch without allocating.
+func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	if !d.cfg.Enabled || len(batch) == 0 {
-		return nil
+		return dst
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.batch++
-	var out []Result
+	out := dst
 	for i, o := range batch {
 		if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) {
 			d.counts.IgnoredValues++

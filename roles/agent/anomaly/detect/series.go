@@ -146,11 +146,11 @@ func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
 	sl := &s.slots[h]
 	switch {
 	case sl.win.len() >= s.minSamples():
-		return s.atLevel(summarize(sl.win.buf, sc)), sl.count, true
+		return s.atLevel(sl.win.summary(sc)), sl.count, true
 	case sl.restored != nil:
 		return *sl.restored, sl.count, true
 	case s.recent.len() >= 2:
-		return s.atLevel(summarize(s.recent.buf, sc)), int64(s.recent.len()), true
+		return s.atLevel(s.recent.summary(sc)), int64(s.recent.len()), true
 	case s.recentRestored != nil:
 		return *s.recentRestored, s.restoredCount, true
 	}
@@ -198,16 +198,14 @@ func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]floa
 	if ok && !counter && base.n >= 2 {
 		floor := scaleFloor(s.resolution, base.median)
 		zs = score(math.Abs(x-base.mean), max(base.std, floor), base.n, 1, float64(base.n-1))
-		ms = score(math.Abs(x-base.median), max(base.robust, floor), base.n, medianInflate,
-			biweightEfficiency*float64(base.n-1))
+		ms = score(math.Abs(x-base.median), max(base.robust, floor), base.n, medianInflate, biweightDOF(base.n))
 	}
 	// A reading that follows a flagged one is not rate-scored: the way back
 	// from a spike is as large a change as the spike.
 	if s.hasPrev && !s.prevFlagged && s.deltas.len() >= minDeltas {
-		ds := summarize(s.deltas.buf, sc)
+		ds := s.deltas.summary(sc)
 		floor := scaleFloor(s.resolution, s.prev)
-		rs = score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n, medianInflate,
-			biweightEfficiency*float64(ds.n-1))
+		rs = score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n, medianInflate, biweightDOF(ds.n))
 	}
 	T := s.tune.sigma
 	mask := 0

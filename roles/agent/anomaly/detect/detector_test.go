@@ -298,6 +298,16 @@ func TestBaselinesRoundTrip(t *testing.T) {
 	if rs[0].Alert == nil {
 		t.Errorf("a 20σ spike after restore did not alert: %+v", rs[0])
 	}
+	// An hour without a restored slot is scored against the pooled
+	// restored slots, not against the few readings taken since.
+	d3 := newDetector(t, Config{})
+	if err := d3.Restore(bs); err != nil {
+		t.Fatal(err)
+	}
+	rs = feed(d3, "flow", t0.Add(5*time.Hour), 20.3, 19.6, 40)
+	if len(rs) != 1 || rs[0].BaselineSamples != 120 || rs[0].Alert == nil {
+		t.Errorf("a spike in an hour with no restored slot gave %+v, want an alert against the 120 pooled samples", rs)
+	}
 	for _, b := range d2.Baselines() {
 		if b.TimeSlot == 10 && b.SampleCount != 61 {
 			t.Errorf("slot 10 sample_count %d after one more reading, want 61", b.SampleCount)

@@ -149,9 +149,11 @@ func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
 		return s.atLevel(sl.win.summary(sc)), sl.count, true
 	case sl.restored != nil:
 		return *sl.restored, sl.count, true
-	case s.recent.len() >= 2:
+	case s.recent.len() >= s.minSamples() || (s.recentRestored == nil && s.recent.len() >= 2):
 		return s.atLevel(s.recent.summary(sc)), int64(s.recent.len()), true
 	case s.recentRestored != nil:
+		// A restored series is warm at once: its persisted summary beats
+		// the handful of samples taken since.
 		return *s.recentRestored, s.restoredCount, true
 	}
 	return summary{}, 0, false

@@ -3,7 +3,7 @@ package detect
 import "math"
 
 // Holt's linear exponential smoothing constants (docs/anomaly.md,
-// "Forecast"): α weights the newest value in the level, β the newest level
+// "Forecast and trend"): α weights the newest value in the level, β the newest level
 // change in the trend, errWeight the newest squared one-step error.
 const (
 	holtAlpha = 0.3

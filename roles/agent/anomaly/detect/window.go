@@ -56,7 +56,7 @@ type summary struct {
 	n                              int
 }
 
-// Constants of the robust scale (docs/anomaly.md, "The mad method").
+// Constants of the robust scale (docs/anomaly.md, "Methods").
 const (
 	// madToSigma turns a MAD into a standard deviation for Gaussian data.
 	madToSigma = 1.4826

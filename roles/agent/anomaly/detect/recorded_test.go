@@ -283,14 +283,21 @@ func eventScores(labels, flags []bool) (tp, alertEvents, found, anomalies int) {
 }
 
 func TestRecordedSeries(t *testing.T) {
-	floors := map[string]struct{ precision, recall float64 }{
-		"steady_spikes": {0.9, 1},
-		"daily_cycle":   {0.8, 1},
-		"drift_step":    {0.5, 1},
-		"constant_step": {1, 1},
-		"counter":       {0.8, 1},
-		"noisy_step":    {1, 1},
-		"slow_ramp":     {1, 1},
+	// White noise at medium alerts about 1.5e-4 of the readings, 0.2 to
+	// 0.45 false events per series of 1440 to 4320 readings: each noisy
+	// series may have one, the noiseless constant_step none. Precision
+	// floors follow from one false event among the series' anomalies.
+	floors := map[string]struct {
+		precision, recall float64
+		maxFalse          int
+	}{
+		"steady_spikes": {0.9, 1, 1},
+		"daily_cycle":   {0.85, 1, 1},
+		"drift_step":    {0.5, 1, 1},
+		"constant_step": {1, 1, 0},
+		"counter":       {0.8, 1, 1},
+		"noisy_step":    {0.5, 1, 1},
+		"slow_ramp":     {0, 1, 1},
 	}
 	var sumTP, sumAlerts, sumFound, sumAnoms int
 	for _, rec := range recorded {
@@ -313,8 +320,13 @@ func TestRecordedSeries(t *testing.T) {
 		precision, recall := ratio(tp, alerts), ratio(found, anoms)
 		t.Logf("%-14s precision %.3f (%d/%d alert events)  recall %.3f (%d/%d anomalies)",
 			rec.name, precision, tp, alerts, recall, found, anoms)
-		if f := floors[rec.name]; precision < f.precision || recall < f.recall {
-			t.Errorf("%s: precision %.3f recall %.3f, want at least %.2f and %.2f", rec.name, precision, recall, f.precision, f.recall)
+		f, ok := floors[rec.name]
+		if !ok {
+			t.Fatalf("%s: no floors", rec.name)
+		}
+		if precision < f.precision || recall < f.recall || alerts-tp > f.maxFalse {
+			t.Errorf("%s: precision %.3f recall %.3f with %d false alert events, want at least %.2f and %.2f and at most %d",
+				rec.name, precision, recall, alerts-tp, f.precision, f.recall, f.maxFalse)
 		}
 		sumTP, sumAlerts, sumFound, sumAnoms = sumTP+tp, sumAlerts+alerts, sumFound+found, sumAnoms+anoms
 	}

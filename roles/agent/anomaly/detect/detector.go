@@ -66,7 +66,7 @@ type Counts struct {
 	TotalDataPoints int64 `json:"totalDataPoints"`
 	TotalAnomalies  int64 `json:"totalAnomalies"`
 	TrackedMetrics  int   `json:"trackedMetrics"`
-	// IgnoredValues counts NaN and infinite observations.
+	// IgnoredValues counts NaN, infinite and out-of-range observations.
 	IgnoredValues int64 `json:"ignoredValues"`
 }
 
@@ -129,10 +129,16 @@ func New(cfg Config) (*Detector, error) {
 	return d, nil
 }
 
+// MaxMagnitude bounds the values the detector takes: beyond it squares and
+// differences of readings would overflow the statistics. Such a reading
+// is a decoding fault rather than a measurement; it is ignored and
+// counted like NaN.
+const MaxMagnitude = 1e100
+
 // Observe scores one batch (one poll of an endpoint or one frame) and
 // returns a result for every observation of a series past its warm-up.
-// NaN and infinite values are counted and otherwise ignored. A disabled
-// detector returns nil and learns nothing.
+// NaN, infinite and values beyond ±MaxMagnitude are counted and otherwise
+// ignored. A disabled detector returns nil and learns nothing.
 func (d *Detector) Observe(batch []Observation) []Result {
 	return d.ObserveAppend(nil, batch)
 }
@@ -148,7 +154,7 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	d.batch++
 	out := dst
 	for i, o := range batch {
-		if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) {
+		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
 			continue
 		}

@@ -1,0 +1,122 @@
+package detect
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func refMedian(a []float64) float64 {
+	s := slices.Clone(a)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func TestSummarizeMatchesSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var scratch []float64
+	for _, n := range []int{1, 2, 3, 4, 5, 10, 21, 120, 1000} {
+		for range 20 {
+			vals := make([]float64, n)
+			for i := range vals {
+				// Few distinct values exercise equal keys in the selection.
+				vals[i] = math.Round(r.NormFloat64() * 3)
+			}
+			orig := slices.Clone(vals)
+			got := summarize(vals, &scratch)
+			med := refMedian(vals)
+			dev := make([]float64, n)
+			for i, v := range vals {
+				dev[i] = math.Abs(v - med)
+			}
+			if got.median != med || got.mad != refMedian(dev) {
+				t.Fatalf("n=%d: median %v mad %v, want %v %v", n, got.median, got.mad, med, refMedian(dev))
+			}
+			if !slices.Equal(vals, orig) {
+				t.Fatalf("n=%d: summarize reordered its input", n)
+			}
+		}
+	}
+}
+
+func TestScaleFloor(t *testing.T) {
+	tests := []struct {
+		name   string
+		q, mag float64
+		want   float64
+	}{
+		{"resolution wins", 1.5, 100, 0.5},
+		{"relative wins", 0, 4, 4e-6},
+		{"negative magnitude", 0, -2e6, 2},
+		{"absolute at zero", 0, 0, absFloor},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := scaleFloor(tt.q, tt.mag); got != tt.want {
+				t.Errorf("scaleFloor(%v, %v) = %v, want %v", tt.q, tt.mag, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTToZ checks Wallace's approximation against tail probabilities of
+// Student's t integrated numerically (z of equal upper tail).
+func TestTToZ(t *testing.T) {
+	tests := []struct{ t, nu, z float64 }{
+		{4, 10, 3.021},
+		{4, 19, 3.365},
+		{6, 19, 4.440},
+		{10, 50, 7.378},
+		{4, 119, 3.866},
+	}
+	for _, tt := range tests {
+		if got := tToZ(tt.t, tt.nu); math.Abs(got-tt.z) > 0.01*tt.z {
+			t.Errorf("tToZ(%v, %v) = %.3f, want %.3f within 1%%", tt.t, tt.nu, got, tt.z)
+		}
+	}
+	if got := tToZ(4, 1e9); math.Abs(got-4) > 1e-3 {
+		t.Errorf("tToZ with huge dof = %v, want the t itself", got)
+	}
+	if got := score(0, 0, 0, 1, 0); got != 0 {
+		t.Errorf("score of a zero distance = %v, want 0", got)
+	}
+}
+
+// TestBiweightScale: on rounded Gaussian data the MAD is pulled down to a
+// whole number while the biweight stays near the true σ, and a far
+// outlier does not move it.
+func TestBiweightScale(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	vals := make([]float64, 2000)
+	for i := range vals {
+		vals[i] = math.Round(10 + 2*r.NormFloat64())
+	}
+	vals[0] = 10000
+	var sc []float64
+	s := summarize(vals, &sc)
+	if got := madToSigma * s.mad; math.Abs(got-2) < 0.3 {
+		t.Fatalf("1.4826·MAD = %v: the data no longer shows the integer bias", got)
+	}
+	if math.Abs(s.robust-2) > 0.15 {
+		t.Errorf("biweight scale = %v, want 2 ± 0.15", s.robust)
+	}
+	if got := biweightScale([]float64{3, 3, 3, 4}, 3, 0, 0.5); got != 0.5 {
+		t.Errorf("biweight with MAD 0 = %v, want the standard deviation 0.5", got)
+	}
+}
+
+func TestRing(t *testing.T) {
+	r := ring{size: 3}
+	for i := range 5 {
+		r.push(float64(i))
+	}
+	got := slices.Sorted(slices.Values(r.buf))
+	if !slices.Equal(got, []float64{2, 3, 4}) {
+		t.Fatalf("ring holds %v, want the last three", got)
+	}
+}

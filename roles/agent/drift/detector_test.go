@@ -85,9 +85,9 @@ func run(t *testing.T, opts Options, steps []step) []got {
 }
 
 func TestRules(t *testing.T) {
-	opts := DefaultOptions()
 	cases := []struct {
 		name  string
+		max   int // maxFieldCount; the default when 0
 		steps []step
 		want  []got
 	}{
@@ -108,6 +108,41 @@ func TestRules(t *testing.T) {
 				{n: 1, fields: always("a:number")},
 			},
 			want: []got{{batch: 21, kind: KindMissingField, field: "c", expected: TypeNumber, absent: 11}},
+		},
+		{
+			name: "present in 9 of 20 warm-up batches: not expected",
+			steps: []step{
+				{n: 9, fields: always("a:number c:number")},
+				{n: 31, fields: always("a:number")},
+			},
+		},
+		{
+			name: "null carries no type: no change to or from it",
+			steps: []step{
+				{n: 20, fields: always("a:number n:null")},
+				{n: 1, fields: always("a:null n:string")},
+				{n: 1, fields: always("a:number n:number")},
+			},
+			want: []got{{batch: 22, kind: KindTypeChanged, field: "n", expected: TypeString, seen: TypeNumber}},
+		},
+		{
+			name: "a retired field makes room under maxFieldCount and is new when back",
+			max:  2,
+			steps: []step{
+				{n: 20, fields: always("a:number b:number")},
+				{n: 250, fields: always("a:number c:number")}, // c over the limit of 2
+				{n: 1, fields: always("a:number c:string d:bool")},
+				{n: 1, fields: always("a:number b:number c:string")},
+			},
+			want: []got{
+				{batch: 21, kind: KindFieldLimit, field: "c"},
+				{batch: 30, kind: KindMissingField, field: "b", expected: TypeNumber, absent: 10},
+				{batch: 210, kind: KindMissingField, field: "b", expected: TypeNumber, absent: 190},
+				{batch: 270, kind: KindFieldRetired, field: "b", expected: TypeNumber, absent: 250},
+				{batch: 271, kind: KindNewField, field: "c", seen: TypeString, detailPrefix: DetailAppeared},
+				{batch: 271, kind: KindFieldLimit, field: "d"},
+				// b is dropped at 272: the overflow was reported at 271.
+			},
 		},
 		{
 			name: "one alert, quiet for 30 minutes, again, then retired",
@@ -189,6 +224,10 @@ func TestRules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			if tc.max > 0 {
+				opts.MaxFieldCount = tc.max
+			}
 			events := run(t, opts, tc.steps)
 			if fmt.Sprint(events) != fmt.Sprint(tc.want) {
 				t.Errorf("events:\n got %v\nwant %v", events, tc.want)

@@ -85,13 +85,25 @@ func (d *Detector) Observe(protocol string, fields []Field, at time.Time) ([]Eve
 	return d.observe(protocol, fields, at, false)
 }
 
-// ObserveJSON flattens a JSON frame and observes its fields.
+// ObserveJSON flattens a JSON frame and observes its fields. The frame
+// of an output not enabled is not even parsed.
 func (d *Detector) ObserveJSON(protocol string, frame []byte, at time.Time) ([]Event, error) {
+	if !d.Enabled(protocol) {
+		return nil, nil
+	}
 	fields, err := Flatten(frame)
 	if err != nil {
 		return nil, fmt.Errorf("observe %s: %w", protocol, err)
 	}
 	return d.Observe(protocol, fields, at)
+}
+
+// Enabled says whether the protocol's output is tracked, so a caller can
+// skip building the fields of one that is not.
+func (d *Detector) Enabled(protocol string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.outputs[protocol] != nil
 }
 
 // ObserveBatch observes a complete batch, such as one poll's data points
@@ -118,7 +130,7 @@ func (d *Detector) observe(protocol string, fields []Field, at time.Time, whole 
 		events = d.close(protocol, out)
 	}
 	if out.open == nil {
-		out.open = newBatch(at)
+		out.open = out.newBatch(at)
 	}
 	d.stats.FieldsDropped += out.add(out.open, fields, at)
 	if whole || window == 0 {

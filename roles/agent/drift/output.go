@@ -3,6 +3,7 @@ package drift
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"time"
 )
@@ -17,9 +18,11 @@ type output struct {
 	names        []string
 	batches      uint64
 	dropped      uint64
-	firstDropped string
+	overflow     bool   // a field was dropped since the limit was last reported or room was made
+	firstDropped string // the first field dropped of that overflow
 	limitDone    bool
 	open         *batch
+	spare        *batch // the last closed batch, emptied, so a poll's batch costs no new map
 }
 
 // field is one tracked field. window holds presence in the last
@@ -49,39 +52,60 @@ func newOutput(o Options) *output {
 	return &output{opts: o, fields: map[string]*field{}}
 }
 
-func newBatch(at time.Time) *batch {
-	return &batch{start: at, last: at, seen: map[string]Type{}}
+// newBatch opens a batch at at, on the spare one when there is.
+func (o *output) newBatch(at time.Time) *batch {
+	b := o.spare
+	if b == nil {
+		return &batch{start: at, last: at, seen: map[string]Type{}}
+	}
+	o.spare = nil
+	*b = batch{start: at, last: at, seen: b.seen}
+	return b
 }
 
 // add puts a frame's fields into b and returns how many were dropped for
-// the field limit. A tracked field keeps a type that differs from its
-// known one if any frame of the batch carried it, so a change inside a
-// window is not hidden by a later frame.
+// the field limit. Within a batch a path keeps one type: a type other
+// than the field's known one wins over the known one, so a change inside
+// a window is not hidden by a later frame, and any type wins over null,
+// which carries none.
 func (o *output) add(b *batch, fields []Field, at time.Time) (dropped uint64) {
 	if at.After(b.last) {
 		b.last = at
 	}
 	for _, f := range fields {
-		prev, inBatch := b.seen[f.Path]
-		tracked, isTracked := o.fields[f.Path]
-		switch {
-		case inBatch && isTracked && prev == tracked.typ:
-			b.seen[f.Path] = f.Type
-		case inBatch:
-		case !isTracked && len(o.fields)+b.pendingNew >= o.opts.MaxFieldCount:
-			dropped++
-			if o.firstDropped == "" {
-				o.firstDropped = f.Path
+		if prev, inBatch := b.seen[f.Path]; inBatch {
+			if o.replaces(f.Path, prev, f.Type) {
+				b.seen[f.Path] = f.Type
 			}
-		default:
-			if !isTracked {
-				b.pendingNew++
-			}
-			b.seen[f.Path] = f.Type
+			continue
 		}
+		if _, tracked := o.fields[f.Path]; !tracked {
+			if len(o.fields)+b.pendingNew >= o.opts.MaxFieldCount {
+				dropped++
+				if !o.overflow {
+					o.overflow, o.firstDropped = true, f.Path
+				}
+				continue
+			}
+			b.pendingNew++
+		}
+		b.seen[f.Path] = f.Type
 	}
 	o.dropped += dropped
 	return dropped
+}
+
+// replaces says whether type t, seen again for path in the open batch,
+// takes the place of prev, the type the batch holds.
+func (o *output) replaces(path string, prev, t Type) bool {
+	if t == prev || t == TypeNull {
+		return false
+	}
+	if prev == TypeNull {
+		return true
+	}
+	f := o.fields[path]
+	return f != nil && prev == f.typ
 }
 
 // close judges the open batch against the rules of docs/drift.md and
@@ -104,6 +128,7 @@ func (o *output) close() []Event {
 			o.insertName(p)
 		}
 	}
+	retired := 0
 	for _, name := range o.names {
 		f := o.fields[name]
 		t, present := b.seen[name]
@@ -119,20 +144,25 @@ func (o *output) close() []Event {
 			case f.firstBatch == o.batches && warm:
 				emit(f, Event{Kind: KindNewField, Field: name, SeenType: t,
 					Detail: DetailAppeared + ": first seen after warm-up"})
-			case t != f.typ && warm && !f.suppressed(at):
+			case t != f.typ && t != TypeNull && f.typ != TypeNull && warm && !f.suppressed(at):
 				emit(f, Event{Kind: KindTypeChanged, Field: name, ExpectedType: f.typ, SeenType: t,
 					Detail: fmt.Sprintf("was %s, now %s", f.typ, t)})
 			}
-			f.typ = t
+			if t != TypeNull {
+				f.typ = t
+			}
 		} else {
 			f.absent++
 			switch {
-			case !f.expected || !warm:
 			case f.absent >= RetireAfter:
-				f.expected = false
-				emit(f, Event{Kind: KindFieldRetired, Field: name, ExpectedType: f.typ, BatchesAbsent: f.absent,
-					Detail: fmt.Sprintf("absent for %d batches, no longer expected", f.absent)})
-			case f.absent >= MissingAfter && !f.suppressed(at):
+				if f.expected {
+					emit(f, Event{Kind: KindFieldRetired, Field: name, ExpectedType: f.typ, BatchesAbsent: f.absent,
+						Detail: fmt.Sprintf("absent for %d batches, no longer expected or tracked", f.absent)})
+				}
+				delete(o.fields, name)
+				retired++
+				continue
+			case f.expected && warm && f.absent >= MissingAfter && !f.suppressed(at):
 				emit(f, Event{Kind: KindMissingField, Field: name, ExpectedType: f.typ, BatchesAbsent: f.absent,
 					Detail: fmt.Sprintf("expected field absent for %d batches", f.absent)})
 			}
@@ -146,11 +176,18 @@ func (o *output) close() []Event {
 			f.expected = f.warmupSeen >= WarmupExpected
 		}
 	}
-	if warm && o.dropped > 0 && !o.limitDone {
+	if retired > 0 {
+		o.names = slices.DeleteFunc(o.names, func(n string) bool { return o.fields[n] == nil })
+		// Room was made: the next overflow is news again.
+		o.overflow, o.limitDone = false, false
+	}
+	if warm && o.overflow && !o.limitDone {
 		o.limitDone = true
 		events = append(events, Event{Kind: KindFieldLimit, Field: o.firstDropped, At: at.UnixMilli(),
 			Detail: fmt.Sprintf("tracking %d fields, the maxFieldCount; new fields are counted in fields_dropped and not tracked", len(o.fields))})
 	}
+	clear(b.seen)
+	o.spare = b
 	return events
 }
 

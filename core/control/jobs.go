@@ -148,7 +148,7 @@ func DecodeJobDispatch(b []byte) (JobDispatch, error) {
 	if _, err := codec.ParseUUID(d.JobID); err != nil {
 		return d, fmt.Errorf("job dispatch: jobId: %w", err)
 	}
-	if d.Handler == "" || len(d.Handler) > 64 || strings.ContainsFunc(d.Handler, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+	if !printable(d.Handler, 64) {
 		return d, fmt.Errorf("job dispatch: handler must be 1..64 printable characters, got %q", clip(d.Handler))
 	}
 	if len(d.Params) > MaxJobParamsBytes {

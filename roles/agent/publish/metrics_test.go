@@ -49,15 +49,7 @@ func (s *switchTransport) Send(_ context.Context, msgs []dest.Message) []error {
 // flush results are exported, labelled by destination name and type only.
 func TestPublishingMetrics(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	q, err := st.OfflineQueue(store.DefaultQueueOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := testQueue(t)
 	tr := &switchTransport{changes: make(chan struct{}, 1)}
 	tr.up.Store(true)
 	w, err := outbound.New(outbound.Options{Destination: 3, Name: "line-mqtt", Transport: tr, Queue: q})

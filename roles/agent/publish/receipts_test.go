@@ -23,15 +23,7 @@ import (
 // and the receipts are exported.
 func TestRouterApplyReceipts(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	q, err := st.OfflineQueue(store.DefaultQueueOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := testQueue(t)
 	p := New(slog.New(slog.DiscardHandler), func() float64 { return 0 })
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

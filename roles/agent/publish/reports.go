@@ -2,7 +2,11 @@ package publish
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/roles/agent/publish/outbound"
 )
 
@@ -47,4 +51,41 @@ func (p *Router) SendReport(ctx context.Context, name string, body []byte) bool 
 		sent = true
 	}
 	return sent
+}
+
+// SendEvent offers e on control.ReportEvents to every provisioned platform
+// destination as a critical record: sent at once when connected, queued
+// otherwise, replayed after an outage, and evicted from a full queue only
+// after every ordinary reading (docs/control-channel.md, section Events).
+// It reports how many destinations took it; zero with a nil error means
+// there is no provisioned platform destination, so no cloud to tell.
+func (p *Router) SendEvent(ctx context.Context, e control.Event) (int, error) {
+	if err := e.Validate(); err != nil {
+		return 0, err
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return 0, fmt.Errorf("encode event %s: %w", e.ID, err)
+	}
+	// The msgId is no v2 identifier, so the record is delivered at QoS 1
+	// and never waits for a telemetry receipt the cloud does not send.
+	msgID := "ev_" + e.Kind + "_" + e.ID
+	took := 0
+	var errs []error
+	for _, r := range p.platformRuns() {
+		rt, ok := r.t.(reportTopics)
+		if !ok {
+			continue
+		}
+		topic := rt.ReportTopic(control.ReportEvents)
+		if topic == "" {
+			continue
+		}
+		if err := r.w.Offer(ctx, outbound.Item{MsgID: msgID, Topic: topic, Payload: body, Critical: true}); err != nil {
+			errs = append(errs, fmt.Errorf("event %s to %s: %w", e.ID, r.row.Name, err))
+			continue
+		}
+		took++
+	}
+	return took, errors.Join(errs...)
 }

@@ -1,10 +1,13 @@
 package drift
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
 // benchFrame is a frame as an MQTT endpoint receives one: 20 fields,
@@ -64,5 +67,31 @@ func BenchmarkObserveBatch(b *testing.B) {
 		if _, err := d.ObserveBatch("modbus", fields, at); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkServiceReadings is the drift cost of one poll of 100 uint16
+// registers as the agent's polled path pays it: readings to fields,
+// then the detector.
+func BenchmarkServiceReadings(b *testing.B) {
+	deps := &fakeDeps{opts: map[string]Options{"modbus": {Enabled: true, MaxFieldCount: DefaultMaxFieldCount}}}
+	s := NewService(ServiceOptions{Options: deps, Store: deps})
+	at := t0
+	s.SetClock(func() time.Time { return at })
+	if err := s.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	rs := make([]adapters.Reading, 100)
+	for i := range rs {
+		rs[i] = adapters.Reading{Metric: fmt.Sprintf("reg_%03d", i), Value: float64(i), Quality: adapters.Good}
+	}
+	for range 2 * PresenceWindow {
+		at = at.Add(time.Second)
+		s.Readings("modbus", rs)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(time.Second)
+		s.Readings("modbus", rs)
 	}
 }

@@ -11,9 +11,12 @@
 package drift
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -33,6 +36,7 @@ const (
 type Detector struct {
 	mu      sync.Mutex
 	outputs map[string]*output
+	run     string // random, so event ids differ from those of earlier detectors
 	seq     uint64
 	stats   Stats
 }
@@ -48,7 +52,9 @@ type Stats struct {
 
 // New returns a detector with no output enabled.
 func New() *Detector {
-	return &Detector{outputs: map[string]*output{}, stats: Stats{Events: map[Kind]uint64{}}}
+	var run [6]byte
+	_, _ = rand.Read(run[:]) // never fails (crypto/rand)
+	return &Detector{outputs: map[string]*output{}, run: hex.EncodeToString(run[:]), stats: Stats{Events: map[Kind]uint64{}}}
 }
 
 // SetOptions applies an output's options. Disabling drops the output's
@@ -167,7 +173,7 @@ func (d *Detector) close(protocol string, out *output) []Event {
 	d.stats.Batches++
 	for i := range events {
 		d.seq++
-		events[i].ID = fmt.Sprintf("drift-%d-%d", events[i].At, d.seq)
+		events[i].ID = d.run + "-" + strconv.FormatUint(d.seq, 10)
 		events[i].Protocol = protocol
 		d.stats.Events[events[i].Kind]++
 	}
@@ -206,6 +212,18 @@ func (d *Detector) State(protocol string) (OutputState, bool) {
 		return OutputState{}, false
 	}
 	return out.state(protocol), true
+}
+
+// States returns the state of every enabled output, in protocol order.
+func (d *Detector) States() []OutputState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]OutputState, 0, len(d.outputs))
+	for p, o := range d.outputs {
+		out = append(out, o.state(p))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Protocol < out[j].Protocol })
+	return out
 }
 
 // Stats returns the totals, with Outputs and Fields as they are now.

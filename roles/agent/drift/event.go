@@ -1,5 +1,7 @@
 package drift
 
+import "github.com/edgeplat/edgeplat/core/control"
+
 // Type is the JSON type of a field: the six kinds a JSON value can take.
 // A polled data point is given the type its value encodes as.
 type Type string
@@ -39,6 +41,17 @@ const (
 	KindFieldRetired Kind = "field_retired"
 	KindFieldLimit   Kind = "field_limit"
 )
+
+// Severity is the severity the kind's events carry to the cloud
+// (docs/control-channel.md, section Events): what may break a consumer
+// of the data is a warning, what only widens it is info.
+func (k Kind) Severity() string {
+	switch k {
+	case KindMissingField, KindTypeChanged, KindFieldLimit:
+		return control.SeverityWarning
+	}
+	return control.SeverityInfo
+}
 
 // The two new_field events differ in their Detail's first word, so a
 // reader can tell a field never seen before from one that became

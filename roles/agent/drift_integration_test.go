@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,8 +12,10 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
+	"github.com/edgeplat/edgeplat/roles/agent/publish/dest"
 )
 
 // driftEvents is GET /v1/drift/events's answer.
@@ -25,7 +28,8 @@ type driftEvents struct {
 // the real broker; the drift service, on a clock the test moves 10 s per
 // frame, finds after warm-up a field lost for 10 batches (one alert, none
 // more within 30 minutes, another after), and promotes a new field seen
-// in 60 % of 50 batches. Options, events and state go over HTTP.
+// in 60 % of 50 batches. Options, events and state go over HTTP; every
+// event also reaches the cloud on the agent's events topic.
 func TestDriftOverMQTTIntegration(t *testing.T) {
 	broker := "tcp://" + coretest.MQTTAddr(t)
 	r := startAgent(t, t.TempDir(), true, nil)
@@ -56,6 +60,36 @@ func TestDriftOverMQTTIntegration(t *testing.T) {
 	if _, body := r.do("GET", "/v1/protocol-outputs", "", nil); !strings.Contains(body, `"drift_options":{"enabled":true,"windowMs":0,"maxFieldCount":500}`) {
 		t.Fatalf("GET /v1/protocol-outputs: %s", body)
 	}
+
+	// The cloud: a platform destination on the same broker, and a
+	// watcher of the agent's events topic.
+	prefix := "edgeplat-test/drift-cloud/" + codec.NewUUID().String()
+	var cloudMu sync.Mutex
+	var cloud []control.Event
+	watch := paho.NewClient(paho.NewClientOptions().AddBroker(broker).SetClientID("drift-watch-" + codec.NewUUID().String()))
+	if tok := watch.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("watcher: %v", tok.Error())
+	}
+	t.Cleanup(func() { watch.Disconnect(100) })
+	if tok := watch.Subscribe(control.ReportTopic(prefix, control.ReportEvents), 1, func(_ paho.Client, m paho.Message) {
+		e, err := control.DecodeEvent(m.Payload())
+		if err != nil {
+			t.Errorf("event on the events topic: %v: %s", err, m.Payload())
+		}
+		cloudMu.Lock()
+		cloud = append(cloud, e)
+		cloudMu.Unlock()
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("watcher subscribe: %v", tok.Error())
+	}
+	if code, body := r.do("POST", "/v1/publish/destinations", `{"name":"cloud","type":"platform"}`, nil); code != 201 {
+		t.Fatalf("platform destination: %d %s", code, body)
+	}
+	if err := r.agent.p.pub.SetCredentials(t.Context(), dest.PlatformCredentials{BrokerURL: broker,
+		ClientID: "drift-agent-" + codec.NewUUID().String(), TopicPrefix: prefix}, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the platform connection", r.agent.p.pub.PlatformConnected)
 
 	topic := "edgeplat-test/drift/" + codec.NewUUID().String()
 	code, body = r.do("POST", "/v1/endpoints", fmt.Sprintf(`{"name":"press","protocol":"mqtt",
@@ -175,6 +209,25 @@ func TestDriftOverMQTTIntegration(t *testing.T) {
 	if want := map[string]bool{"alarms": true, "pressure": true, "state": true, "temp": true}; fmt.Sprint(expected) != fmt.Sprint(want) {
 		t.Fatalf("fields expected %v, want %v (%s)", expected, want, body)
 	}
+	// Every stored event reached the cloud as a drift event.
+	all := events("")
+	eventually(t, 10*time.Second, "4 drift events on the events topic", func() bool {
+		cloudMu.Lock()
+		defer cloudMu.Unlock()
+		return len(cloud) >= 4
+	})
+	cloudMu.Lock()
+	for i, e := range cloud {
+		var data drift.Event
+		if err := json.Unmarshal(e.Data, &data); err != nil || e.Kind != control.EventDrift || e.ID != data.ID || e.Timestamp != data.At ||
+			len(cloud) != 4 || data != all.Events[len(cloud)-1-i] {
+			t.Errorf("cloud event %d %+v (%s), want the stored %+v", i, e, e.Data, all.Events[len(cloud)-1-i])
+		}
+	}
+	if cloud[0].Severity != control.SeverityWarning || cloud[1].Severity != control.SeverityInfo {
+		t.Errorf("severities %s %s, want warning for missing_field, info for new_field", cloud[0].Severity, cloud[1].Severity)
+	}
+	cloudMu.Unlock()
 	if code, body := r.do("DELETE", "/v1/drift/events", "", nil); code != 200 || body != `{"deleted":4}` {
 		t.Fatalf("DELETE /v1/drift/events = %d %s", code, body)
 	}

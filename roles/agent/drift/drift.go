@@ -97,12 +97,19 @@ func (d *Detector) ObserveJSON(protocol string, frame []byte, at time.Time) ([]E
 	if !d.Enabled(protocol) {
 		return nil, nil
 	}
-	fields, err := Flatten(frame)
+	buf := fieldBufs.Get().(*[]Field)
+	defer fieldBufs.Put(buf)
+	fields, err := flattenInto(*buf, frame)
 	if err != nil {
 		return nil, fmt.Errorf("observe %s: %w", protocol, err)
 	}
+	*buf = fields
 	return d.Observe(protocol, fields, at)
 }
+
+// fieldBufs recycle the fields of a frame: the detector keeps none of
+// them.
+var fieldBufs = sync.Pool{New: func() any { return new([]Field) }}
 
 // Enabled says whether the protocol's output is tracked, so a caller can
 // skip building the fields of one that is not.

@@ -81,7 +81,8 @@ func TestFlattenLimits(t *testing.T) {
 
 // FuzzFlatten: for any bytes, Flatten either rejects them or returns
 // sorted, distinct paths of known types, and accepts no invalid JSON;
-// valid JSON is refused only for a documented reason.
+// valid JSON is refused only for a documented reason, and gives what the
+// reference flattener gives.
 func FuzzFlatten(f *testing.F) {
 	inputs, _ := filepath.Glob("testdata/flatten/*.json")
 	for _, in := range inputs {
@@ -98,11 +99,13 @@ func FuzzFlatten(f *testing.F) {
 			if valid && !errors.Is(err, ErrNotContainer) && !errors.Is(err, ErrTooDeep) && !errors.Is(err, ErrTooManyFields) {
 				t.Fatalf("valid JSON refused: %v", err)
 			}
+			checkReference(t, frame)
 			return
 		}
 		if !valid {
 			t.Fatalf("invalid JSON accepted: %v", fields)
 		}
+		checkReference(t, frame)
 		if !sort.SliceIsSorted(fields, func(i, j int) bool { return fields[i].Path < fields[j].Path }) {
 			t.Fatalf("not sorted: %v", fields)
 		}
@@ -116,4 +119,33 @@ func FuzzFlatten(f *testing.F) {
 			t.Fatal("not deterministic")
 		}
 	})
+}
+
+// FuzzFlatten's other half: on valid JSON the scanner gives what the
+// token-based flattenRef gives, fields or error.
+func TestFlattenMatchesReference(t *testing.T) {
+	inputs, _ := filepath.Glob("testdata/flatten/*.json")
+	frames := []string{`{"a\u002eb":{"c":[{"d":null},{"d":"x"}]}}`, "[[],[1],{}]", `{"\ud800":1,"k\"q":[true,false,null]}`,
+		` { "a" : [ 1 , { "b" : -1.5e3 } ] } `, "{\"\xff\":1}", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)}
+	for _, in := range inputs {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, string(b))
+	}
+	for _, frame := range frames {
+		checkReference(t, []byte(frame))
+	}
+}
+
+func checkReference(t *testing.T, frame []byte) {
+	t.Helper()
+	if !json.Valid(frame) {
+		return
+	}
+	got, want := render(Flatten(frame)), render(flattenRef(frame))
+	if got != want {
+		t.Fatalf("frame %q:\n got %s\nwant %s", frame, got, want)
+	}
 }

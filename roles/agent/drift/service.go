@@ -59,8 +59,6 @@ type Service struct {
 	now  atomic.Pointer[func() time.Time]
 	det  atomic.Pointer[Detector]
 	kick chan struct{}
-	// fields recycles the []Field a poll's readings become.
-	fields sync.Pool
 
 	mu            sync.Mutex
 	pending       []Event
@@ -76,7 +74,6 @@ func NewService(o ServiceOptions) *Service {
 	}
 	s := &Service{opts: o, log: log, kick: make(chan struct{}, 1)}
 	s.SetClock(time.Now)
-	s.fields.New = func() any { return new([]Field) }
 	return s
 }
 
@@ -170,14 +167,14 @@ func (s *Service) Readings(protocol string, rs []adapters.Reading) {
 	if d == nil || !d.Enabled(protocol) {
 		return
 	}
-	buf := s.fields.Get().(*[]Field)
+	buf := fieldBufs.Get().(*[]Field)
 	fields := (*buf)[:0]
 	for i := range rs {
 		fields = append(fields, Field{Path: rs[i].Metric, Type: TypeOf(rs[i].Value)})
 	}
 	events, err := d.Observe(protocol, fields, s.clock())
 	*buf = fields
-	s.fields.Put(buf)
+	fieldBufs.Put(buf)
 	if err != nil {
 		panic("BUG: " + err.Error()) // TypeOf gives known types only
 	}

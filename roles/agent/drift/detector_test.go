@@ -139,8 +139,8 @@ func TestRules(t *testing.T) {
 				{batch: 30, kind: KindMissingField, field: "b", expected: TypeNumber, absent: 10},
 				{batch: 210, kind: KindMissingField, field: "b", expected: TypeNumber, absent: 190},
 				{batch: 270, kind: KindFieldRetired, field: "b", expected: TypeNumber, absent: 250},
-				{batch: 271, kind: KindNewField, field: "c", seen: TypeString, detailPrefix: DetailAppeared},
 				{batch: 271, kind: KindFieldLimit, field: "d"},
+				{batch: 271, kind: KindNewField, field: "c", seen: TypeString, detailPrefix: DetailAppeared},
 				// b is dropped at 272: the overflow was reported at 271.
 			},
 		},
@@ -418,5 +418,51 @@ func TestConcurrentUse(t *testing.T) {
 	d.Flush(t0.Add(time.Hour))
 	if s := d.Stats(); s.Batches != 600 || s.Outputs != 3 || s.Fields != 6 {
 		t.Fatalf("stats %+v, want 600 batches over 3 outputs and 6 fields", s)
+	}
+}
+
+// TestEventBudget: at most EventBudget events per output per
+// SuppressionDelay; the rest are counted, and the budget comes back.
+func TestEventBudget(t *testing.T) {
+	d := New()
+	if err := d.SetOptions("mqtt", Options{Enabled: true, MaxFieldCount: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	fields := func(prefix string, n int) []Field {
+		fs := parse("a:number")
+		for i := range n {
+			fs = append(fs, Field{Path: fmt.Sprintf("%s%03d", prefix, i), Type: TypeNumber})
+		}
+		return fs
+	}
+	now := t0
+	for range WarmupBatches {
+		now = now.Add(10 * time.Second)
+		if _, err := d.ObserveBatch("mqtt", fields("", 0), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		after        time.Duration
+		newFields    string
+		n            int
+		events, over int
+	}{
+		{10 * time.Second, "x", 150, 100, 50}, // the budget of the first window
+		{time.Minute, "y", 1, 0, 51},          // none left in it
+		{SuppressionDelay, "z", 10, 10, 51},   // a new window
+	}
+	var all []Field
+	for i, s := range steps {
+		now = now.Add(s.after)
+		all = append(all, fields(s.newFields, s.n)[1:]...)
+		events, err := d.ObserveBatch("mqtt", append(fields("", 0), all...), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := d.State("mqtt")
+		if len(events) != s.events || st.EventsOverBudget != uint64(s.over) || d.Stats().EventsOverBudget != uint64(s.over) {
+			t.Fatalf("step %d: %d events, %d over budget; want %d and %d", i, len(events), st.EventsOverBudget, s.events, s.over)
+		}
 	}
 }

@@ -30,6 +30,10 @@ const (
 	PromoteAt        = 30 // 60 % of PresenceWindow: promoted to expected
 	RetireAfter      = 250
 	SuppressionDelay = 30 * time.Minute
+	// EventBudget caps an output's events per SuppressionDelay: a payload
+	// whose keys change all the time (a timestamp as a key) or a wholesale
+	// rename must not flood the store and the cloud's critical queue.
+	EventBudget = 100
 )
 
 // Detector tracks the fields of every enabled protocol output.
@@ -48,6 +52,8 @@ type Stats struct {
 	Batches       uint64          `json:"batches"`
 	FieldsDropped uint64          `json:"fields_dropped"`
 	Events        map[Kind]uint64 `json:"events"`
+	// EventsOverBudget counts the events not raised for EventBudget.
+	EventsOverBudget uint64 `json:"events_over_budget"`
 }
 
 // New returns a detector with no output enabled.
@@ -174,10 +180,22 @@ func (d *Detector) Flush(now time.Time) []Event {
 	return events
 }
 
-// close judges the output's open batch and numbers its events.
+// close judges the output's open batch, keeps its events within the
+// output's EventBudget and numbers them.
 func (d *Detector) close(protocol string, out *output) []Event {
+	at := out.open.last
 	events := out.close()
 	d.stats.Batches++
+	if out.budgetStart.IsZero() || at.Sub(out.budgetStart) >= SuppressionDelay || at.Before(out.budgetStart) {
+		out.budgetStart, out.budgetUsed = at, 0
+	}
+	if room := EventBudget - out.budgetUsed; len(events) > room {
+		over := uint64(len(events) - room)
+		out.overBudget += over
+		d.stats.EventsOverBudget += over
+		events = events[:room]
+	}
+	out.budgetUsed += len(events)
 	for i := range events {
 		d.seq++
 		events[i].ID = d.run + "-" + strconv.FormatUint(d.seq, 10)
@@ -189,12 +207,15 @@ func (d *Detector) close(protocol string, out *output) []Event {
 
 // OutputState is what the detector knows of one output.
 type OutputState struct {
-	Protocol      string       `json:"protocol"`
-	Options       Options      `json:"options"`
-	Batches       uint64       `json:"batches"`
-	WarmedUp      bool         `json:"warmed_up"`
-	FieldsDropped uint64       `json:"fields_dropped"`
-	Fields        []FieldState `json:"fields"`
+	Protocol      string  `json:"protocol"`
+	Options       Options `json:"options"`
+	Batches       uint64  `json:"batches"`
+	WarmedUp      bool    `json:"warmed_up"`
+	FieldsDropped uint64  `json:"fields_dropped"`
+	// EventsOverBudget counts the output's events not raised for
+	// EventBudget.
+	EventsOverBudget uint64       `json:"events_over_budget"`
+	Fields           []FieldState `json:"fields"`
 }
 
 // FieldState is one tracked field. Presence is the share of the last

@@ -22,7 +22,12 @@ type output struct {
 	firstDropped string // the first field dropped of that overflow
 	limitDone    bool
 	open         *batch
-	spare        *batch // the last closed batch, emptied, so a poll's batch costs no new map
+	spare        *batch
+	// budgetStart is when the output's current EventBudget window began,
+	// budgetUsed the events raised in it, overBudget those not raised.
+	budgetStart time.Time
+	budgetUsed  int
+	overBudget  uint64 // the last closed batch, emptied, so a poll's batch costs no new map
 }
 
 // field is one tracked field. window holds presence in the last
@@ -183,7 +188,9 @@ func (o *output) close() []Event {
 	}
 	if warm && o.overflow && !o.limitDone {
 		o.limitDone = true
-		events = append(events, Event{Kind: KindFieldLimit, Field: o.firstDropped, At: at.UnixMilli(),
+		// First, so that the event budget never cuts it: it explains the
+		// fields that go unreported.
+		events = slices.Insert(events, 0, Event{Kind: KindFieldLimit, Field: o.firstDropped, At: at.UnixMilli(),
 			Detail: fmt.Sprintf("tracking %d fields, the maxFieldCount; new fields are counted in fields_dropped and not tracked", len(o.fields))})
 	}
 	clear(b.seen)
@@ -207,7 +214,7 @@ func (o *output) insertName(p string) {
 
 func (o *output) state(protocol string) OutputState {
 	s := OutputState{Protocol: protocol, Options: o.opts, Batches: o.batches,
-		WarmedUp: o.batches >= WarmupBatches, FieldsDropped: o.dropped,
+		WarmedUp: o.batches >= WarmupBatches, FieldsDropped: o.dropped, EventsOverBudget: o.overBudget,
 		Fields: make([]FieldState, 0, len(o.names))}
 	span := min(o.batches, PresenceWindow)
 	for _, name := range o.names {

@@ -31,6 +31,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/adminui"
 	"github.com/edgeplat/edgeplat/roles/agent/apps"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
+	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logring"
@@ -86,6 +87,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.lc = newLifecycle(log, cfg.Lifecycle.ShutdownGrace, opts.ReleaseStartupPages)
 	p.pub = publish.New(log, sampler.CPUPercent)
 	p.out = newOutput(log, p.pub)
+	ds := driftStore{st: p.st, log: log.With("component", "drift")}
+	p.drift = drift.NewService(drift.ServiceOptions{Options: &ds, Store: &ds, Cloud: p.pub, Log: ds.log})
+	ds.svc, p.out.drift = p.drift, p.drift
 	run := runner.New(drivers, p.out, log.With("component", "endpoints"), r.Metrics)
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
 	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints, parts: p}
@@ -129,7 +133,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Endpoints: p.endpoints, Adapters: adapterService{run},
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
-		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps,
+		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps, Drift: ds,
 		UI: ui,
 	})
 	bind := "127.0.0.1"

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
+	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 )
 
@@ -18,6 +20,9 @@ import (
 type output struct {
 	log *slog.Logger
 	pub *publish.Router
+	// drift observes what the endpoints deliver (docs/drift.md): frames
+	// of the endpoints that have them, readings of the others.
+	drift *drift.Service
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointOut // by endpoint UUID
@@ -80,6 +85,9 @@ func (o *output) endpoint(ep adapters.Endpoint) *endpointOut {
 
 // Readings implements runner.Output.
 func (o *output) Readings(ctx context.Context, ep adapters.Endpoint, rs []adapters.Reading) {
+	if ep.Protocol != mqtt.Protocol {
+		o.drift.Readings(ep.Protocol, rs)
+	}
 	eo := o.endpoint(ep)
 	size := batch.EstimateSize(rs)
 	eo.framesIn.Add(1)
@@ -87,6 +95,11 @@ func (o *output) Readings(ctx context.Context, ep adapters.Endpoint, rs []adapte
 	if err := eo.b.Add(ctx, batch.Message{Endpoint: ep.Name, Readings: rs, Received: time.Now(), Size: size}); err != nil {
 		o.log.Debug("readings after the endpoint's batcher closed", "endpoint", ep.Name, "readings", len(rs), "err", err)
 	}
+}
+
+// Frame implements runner.FrameOutput.
+func (o *output) Frame(ep adapters.Endpoint, frame []byte, _ time.Time) {
+	o.drift.Frame(ep.Protocol, frame)
 }
 
 // Disconnected implements runner.Output: the partial batch goes out.

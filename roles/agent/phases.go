@@ -11,6 +11,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
+	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
@@ -43,6 +44,7 @@ type parts struct {
 	logs      *logship.Shipper
 	jobs      *jobs.Service
 	apps      *appsService
+	drift     *drift.Service
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -94,6 +96,7 @@ func (p *parts) services() []lifecycle.Service {
 		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: p.loadIdentity},
 		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
+		p.drift, // before the endpoints, so their first frames are observed
 		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.startEndpoints,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
 		// The apps' reconciler runs in the background: a slow pull or a

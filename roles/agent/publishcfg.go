@@ -410,11 +410,15 @@ func (p *publishConfig) managedDestination(ctx context.Context, st *store.Store,
 	return p.managed.item(ctx, reconcile.KindDestination, d.Name)
 }
 
-// protocolOutput is a protocol output as the API shows it. Drift options
-// are stored but nothing acts on them yet, so they are not shown.
+// protocolOutput is a protocol output as the API shows it.
 type protocolOutput struct {
-	Protocol      string `json:"protocol"`
-	PayloadFormat string `json:"payload_format"`
+	Protocol      string          `json:"protocol"`
+	PayloadFormat string          `json:"payload_format"`
+	DriftOptions  json.RawMessage `json:"drift_options"`
+}
+
+func protocolOutputView(o store.ProtocolOutput) protocolOutput {
+	return protocolOutput{Protocol: o.Protocol, PayloadFormat: o.PayloadFormat, DriftOptions: o.DriftOptions}
 }
 
 func (p *publishConfig) ProtocolOutputs(ctx context.Context) (any, error) {
@@ -425,7 +429,7 @@ func (p *publishConfig) ProtocolOutputs(ctx context.Context) (any, error) {
 	outs, err := st.Publishing().ProtocolOutputs(ctx)
 	views := make([]protocolOutput, len(outs))
 	for i, o := range outs {
-		views[i] = protocolOutput{Protocol: o.Protocol, PayloadFormat: o.PayloadFormat}
+		views[i] = protocolOutputView(o)
 	}
 	return views, err
 }

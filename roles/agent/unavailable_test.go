@@ -51,21 +51,10 @@ func TestStoredUnavailableSettingsDropped(t *testing.T) {
 	}
 }
 
-// TestDriftAndBufferFieldsAbsent: the drift options of protocol outputs
-// and the buffer figures that are always zero are not offered; the agent
-// log buffer's are, off by default.
-func TestDriftAndBufferFieldsAbsent(t *testing.T) {
+// TestBufferFieldsAbsent: the buffer figures that are always zero are
+// not offered; the agent log buffer's are, off by default.
+func TestBufferFieldsAbsent(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
-	if code, body := r.do("PATCH", "/v1/protocol-outputs/modbus/drift", `{"drift_options":{"enabled":true}}`, nil); code != 404 {
-		t.Errorf("PATCH drift = %d %s, want 404: nothing uses drift options", code, body)
-	}
-	st, _ := r.agent.p.st.Open()
-	if _, err := st.Publishing().SetDriftOptions(t.Context(), "modbus", json.RawMessage(`{"enabled":true}`)); err != nil {
-		t.Fatal(err)
-	}
-	if code, body := r.do("GET", "/v1/protocol-outputs", "", nil); code != 200 || strings.Contains(body, "drift") || !strings.Contains(body, `"protocol":"modbus"`) {
-		t.Errorf("GET /v1/protocol-outputs = %d %s", code, body)
-	}
 	code, body := r.do("GET", "/v1/buffer/status", "", nil)
 	if code != 200 || !strings.Contains(body, `"mode":"standalone"`) {
 		t.Fatalf("buffer status = %d %s", code, body)

@@ -102,6 +102,11 @@ func BadReading(device, deviceID string, dp DataPoint, at time.Time, err error) 
 // Env is what the runner hands an adapter.
 type Env struct {
 	Logger *slog.Logger
+	// Frame, when set, is handed every complete frame an adapter that
+	// frames a byte stream (MQTT) receives, before it is decoded, for
+	// schema-drift detection (docs/drift.md). It runs on the adapter's
+	// goroutine and must not keep frame.
+	Frame func(frame []byte, received time.Time)
 }
 
 // Driver validates and builds the adapters of one protocol.

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 )
@@ -30,14 +29,9 @@ func RegisterJobs(g *gin.RouterGroup, d Deps) {
 }
 
 func (r jobRoutes) list(c *gin.Context) {
-	limit := defaultJobsLimit
-	if s := c.Query("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxJobsLimit {
-			fail(c, http.StatusBadRequest, "limit: must be 1..%d, got %q", maxJobsLimit, s)
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(c, defaultJobsLimit, maxJobsLimit)
+	if !ok {
+		return
 	}
 	jobs, err := r.Jobs.Recent(c.Request.Context(), limit)
 	r.reply(c, http.StatusOK, "list jobs", gin.H{"jobs": jobs}, err)

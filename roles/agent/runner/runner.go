@@ -33,6 +33,12 @@ type Output interface {
 	Stopped(ep adapters.Endpoint)
 }
 
+// FrameOutput is an Output that also sees the raw frames of the
+// endpoints whose adapters frame a byte stream (adapters.Env.Frame).
+type FrameOutput interface {
+	Frame(ep adapters.Endpoint, frame []byte, received time.Time)
+}
+
 // ErrUnknownProtocol is wrapped when no driver serves an endpoint's protocol.
 var ErrUnknownProtocol = errors.New("unknown protocol")
 
@@ -112,7 +118,11 @@ func (r *Runner) Apply(ep adapters.Endpoint) error {
 	if !ok {
 		return fmt.Errorf("endpoint %s: %w %q", ep.Name, ErrUnknownProtocol, ep.Protocol)
 	}
-	a, err := d.New(ep, adapters.Env{Logger: r.log.With("endpoint", ep.Name, "protocol", ep.Protocol)})
+	env := adapters.Env{Logger: r.log.With("endpoint", ep.Name, "protocol", ep.Protocol)}
+	if fo, ok := r.out.(FrameOutput); ok {
+		env.Frame = func(frame []byte, received time.Time) { fo.Frame(ep, frame, received) }
+	}
+	a, err := d.New(ep, env)
 	if err != nil {
 		return fmt.Errorf("endpoint %s: %w", ep.Name, err)
 	}

@@ -69,10 +69,11 @@ func NewAdapter(ep adapters.Endpoint, env adapters.Env) (*Adapter, error) {
 		log = slog.Default()
 	}
 	return &Adapter{
-		ep:  ep,
-		cfg: cfg,
-		log: log.With("endpoint", ep.Name, "protocol", Protocol),
-		dec: &frameDecoder{device: ep.Name, deviceID: ep.UUID, dataPoints: ep.DataPoints},
+		ep:    ep,
+		cfg:   cfg,
+		log:   log.With("endpoint", ep.Name, "protocol", Protocol),
+		dec:   &frameDecoder{device: ep.Name, deviceID: ep.UUID, dataPoints: ep.DataPoints},
+		frame: env.Frame,
 	}, nil
 }
 
@@ -82,6 +83,8 @@ type Adapter struct {
 	cfg *config
 	log *slog.Logger
 	dec *frameDecoder
+	// frame, when set, sees every frame before it is decoded.
+	frame func(frame []byte, received time.Time)
 
 	mu   sync.Mutex
 	conn *connection // nil when not connected
@@ -312,6 +315,9 @@ func (a *Adapter) handle(in inbound, emit func([]adapters.Reading)) {
 	a.stats.lastMessage.Store(in.received.UnixNano())
 	overflowed := a.topics.write(in.topic, in.payload, func(frame []byte) {
 		a.stats.frames.Add(1)
+		if a.frame != nil {
+			a.frame(frame, in.received)
+		}
 		d := a.dec.decode(frame, in.received)
 		if d.invalid > 0 {
 			a.stats.invalidFrames.Add(uint64(d.invalid))

@@ -42,10 +42,12 @@ func TestDriftOverMQTTIntegration(t *testing.T) {
 		code       int
 		names      string
 	}{
-		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"enabled":true,"windowMs":-1}}`, 400, "windowMs"},
-		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"maxFieldCount":10001}}`, 400, "maxFieldCount"},
-		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"enabled":"yes"}}`, 400, "enabled"},
+		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"enabled":true,"windowMs":-1}}`, 400, "drift_options.windowMs: must be"},
+		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"maxFieldCount":10001}}`, 400, "drift_options.maxFieldCount: must be"},
+		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"enabled":"yes"}}`, 400, "drift_options.enabled: must be"},
 		{"/v1/protocol-outputs/mqtt/drift", `{}`, 400, "drift_options"},
+		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"window":1}}`, 400, "drift_options.window: is not a drift option"},
+		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":[]}`, 400, "drift_options: must be a JSON object"},
 		{"/v1/protocol-outputs/mqtt/drift", `{"drift":{}}`, 400, "drift"},
 		{"/v1/protocol-outputs/bacnet/drift", `{"drift_options":{"enabled":true}}`, 404, "bacnet"},
 	} {

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
@@ -70,7 +72,7 @@ func (d driftStore) SaveDriftEvents(ctx context.Context, events []drift.Event) e
 func (d driftStore) SetDriftOptions(ctx context.Context, protocol string, raw json.RawMessage) (any, error) {
 	opts, err := drift.ParseOptions(raw)
 	if err != nil {
-		return nil, httpapi.Invalid(fmt.Errorf("drift_options: %w", err))
+		return nil, httpapi.Invalid(underOptions(err))
 	}
 	var doc json.RawMessage // nil clears
 	if string(raw) != "null" {
@@ -125,3 +127,28 @@ var (
 	_ drift.EventStore   = driftStore{}
 	_ httpapi.Drift      = driftStore{}
 )
+
+// underOptions names each field of an options error by its path in the
+// request body ("drift_options.windowMs"), as the API names fields
+// everywhere, so a form puts the message by its input.
+func underOptions(err error) error {
+	var errs []error
+	var walk func(error)
+	walk = func(e error) {
+		var fe *adapters.FieldError
+		switch j, ok := e.(interface{ Unwrap() []error }); {
+		case ok:
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+		case errors.As(e, &fe) && fe.Field != "drift_options":
+			errs = append(errs, adapters.Fieldf("drift_options."+fe.Field, "%s", fe.Msg))
+		case errors.As(e, &fe):
+			errs = append(errs, e)
+		default:
+			errs = append(errs, fmt.Errorf("drift_options: %w", e))
+		}
+	}
+	walk(err)
+	return errors.Join(errs...)
+}

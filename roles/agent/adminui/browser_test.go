@@ -445,9 +445,27 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		{"#/apps", "#apps p, #apps section, #apps .alert"},
 		{"#/apps", "#runtime-form, #runtime-config .alert"},
 		{"#/apps/new", `[data-input="services[0].config.environment"]`},
+		{"#/drift", `#drift-outputs form[data-protocol="modbus"]`},
 	} {
 		u.goTo(p.hash, p.ready)
 	}
+	// Drift: the form turns detection on for one output; a bad window
+	// shows by its field and changes nothing.
+	form := `#drift-outputs form[data-protocol="modbus"]`
+	u.Run("tick drift", chromedp.Click(form+` [data-input="drift_options.enabled"]`, chromedp.ByQuery))
+	u.set(form, "drift_options.windowMs", "-5")
+	u.submit("bad drift window", form)
+	u.WaitFor("window error", fmt.Sprintf("document.querySelector(%q) !== null", form+` [data-field="drift_options.windowMs"].invalid`))
+	if _, body := call(t, "GET", base+"/v1/protocol-outputs", "", nil); strings.Contains(body, `"enabled":true`) {
+		t.Errorf("a refused drift form changed the outputs: %s", body)
+	}
+	u.set(form, "drift_options.windowMs", "2000")
+	u.submit("drift on", form)
+	u.WaitFor("drift state", `document.querySelector('#drift-state [data-state="modbus"]') !== null`)
+	if _, body := call(t, "GET", base+"/v1/protocol-outputs", "", nil); !strings.Contains(body, `"enabled":true`) || !strings.Contains(body, `"windowMs":2000`) {
+		t.Errorf("the drift form did not turn detection on with a 2 s window: %s", body)
+	}
+	u.Screenshot("drift")
 	// The edit form keeps what it does not show: a PATCH from it changes
 	// nothing it was not asked to.
 	u.goTo("#/endpoints/edit/feed", "#endpoint-form")

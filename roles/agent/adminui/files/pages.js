@@ -16,6 +16,7 @@ import jobs from './pages/jobs.js';
 import apps from './pages/apps.js';
 import appNew from './pages/app-new.js';
 import app from './pages/app.js';
+import drift from './pages/drift.js';
 
 export default [
   overview,
@@ -29,6 +30,7 @@ export default [
   publishing,
   destinationForm,
   subscriptionForm,
+  drift,
   provisioning,
   logs,
   settings,

@@ -28,9 +28,11 @@ run:
 	$(GO) run . all-in-one --mqtt-port 11883
 
 # Lint, a short fuzz run of every decoder of outside input, then all tests
-# with the race detector.
+# with the race detector. cmd's end-to-end tests start whole roles, agents,
+# browsers and containers; on a loaded 2-CPU runner they pass go test's
+# default 10-minute budget per package, so the budget is set here.
 test: lint fuzz
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Installs the lint tools `make test` needs on a fresh clone (only what is
 # missing), so the README's command works without .ci/run.

@@ -7,17 +7,41 @@
 package coretest
 
 import (
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. Tests
 // must not assume 1883 and friends are free: real services run there.
+//
+// The port is drawn below Linux's ephemeral range (32768-60999 by
+// default): a port the kernel hands out for ":0" is one it also hands to
+// outgoing connections, and with many test packages dialling PostgreSQL
+// and Redis at once, one of them took a port between FreePort and the
+// server that was to listen on it. No port is handed out twice in one
+// test binary.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	for range 200 {
+		p := freePortLow + rand.IntN(freePortHigh-freePortLow)
+		if freePorts.given[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		freePorts.given[p] = true
+		return p
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
@@ -25,6 +49,15 @@ func FreePort(t testing.TB) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// The range FreePort draws from: above the registered services that run
+// on test machines (PostgreSQL, Redis, brokers), below the ephemeral range.
+const freePortLow, freePortHigh = 20000, 32000
+
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}
 
 // RequireServices reports whether missing services must fail tests.
 func RequireServices() bool {

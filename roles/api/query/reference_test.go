@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,7 +30,9 @@ type sample struct {
 
 func fv(v float64) *float64 { return &v }
 
-var refRegexps = map[string]*regexp.Regexp{} // tests using it are not parallel
+// refRegexps caches the compiled matchers; the engines' subtests run the
+// reference in parallel.
+var refRegexps sync.Map // string -> *regexp.Regexp
 
 func refMatch(m Matcher, s sample) bool {
 	var v string
@@ -44,12 +47,11 @@ func refMatch(m Matcher, s sample) bool {
 	case MatchNotEqual:
 		return v != m.Value
 	}
-	re, found := refRegexps[m.Value]
+	re, found := refRegexps.Load(m.Value)
 	if !found {
-		re = regexp.MustCompile("^(?:" + m.Value + ")$")
-		refRegexps[m.Value] = re
+		re, _ = refRegexps.LoadOrStore(m.Value, regexp.MustCompile("^(?:"+m.Value+")$"))
 	}
-	ok := re.MatchString(v)
+	ok := re.(*regexp.Regexp).MatchString(v)
 	return ok == (m.Op == MatchRegexp)
 }
 

@@ -1,0 +1,354 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Observation is one reading handed to the detector.
+type Observation struct {
+	Metric string
+	Device string
+	Value  float64
+	At     time.Time
+}
+
+// TimeToThreshold estimates when the forecast crosses the value at which
+// the metric would be flagged.
+type TimeToThreshold struct {
+	// Threshold is the crossing value in the metric's unit: the baseline
+	// median plus or minus the threshold times the robust deviation.
+	Threshold        float64 `json:"threshold"`
+	EstimatedSeconds float64 `json:"estimated_seconds"`
+	Confidence       float64 `json:"confidence"`
+}
+
+// Result is the enrichment of one observation after the warm-up.
+type Result struct {
+	// Index is the observation's position in the batch given to Observe.
+	Index  int    `json:"-"`
+	Metric string `json:"-"`
+	Device string `json:"-"`
+
+	AnomalyScore     float64 `json:"anomaly_score"`
+	AnomalyThreshold float64 `json:"anomaly_threshold"`
+	BaselineSamples  int64   `json:"baseline_samples"`
+	// DetectionMethods lists the methods that fired; it is shared between
+	// results and must not be modified.
+	DetectionMethods   []string         `json:"detection_methods"`
+	PredictedNext      float64          `json:"predicted_next"`
+	Trend              string           `json:"trend"`
+	TrendStrength      float64          `json:"trend_strength"`
+	ForecastConfidence float64          `json:"forecast_confidence"`
+	TimeToThreshold    *TimeToThreshold `json:"time_to_threshold,omitempty"`
+
+	// Alert is set when the observation was flagged.
+	Alert *Alert `json:"-"`
+}
+
+// Baseline is the exportable summary of one hour slot of one series.
+type Baseline struct {
+	Metric       string    `json:"metric"`
+	DeviceID     string    `json:"device_id"`
+	TimeSlot     int       `json:"time_slot"`
+	Mean         float64   `json:"mean"`
+	StdDev       float64   `json:"std_dev"`
+	Median       float64   `json:"median"`
+	MAD          float64   `json:"mad"`
+	SampleCount  int64     `json:"sample_count"`
+	CalculatedAt time.Time `json:"calculated_at"`
+}
+
+// Counts are the detector's running totals.
+type Counts struct {
+	TotalDataPoints int64 `json:"totalDataPoints"`
+	TotalAnomalies  int64 `json:"totalAnomalies"`
+	TrackedMetrics  int   `json:"trackedMetrics"`
+	// IgnoredValues counts NaN and infinite observations.
+	IgnoredValues int64 `json:"ignoredValues"`
+}
+
+// Prediction is the latest forecast of a metric.
+type Prediction struct {
+	NextValue  float64 `json:"nextValue"`
+	Confidence float64 `json:"confidence"`
+}
+
+// Stats is a snapshot of the detector.
+type Stats struct {
+	Stats       Counts                `json:"stats"`
+	Scores      map[string]float64    `json:"scores"`
+	Predictions map[string]Prediction `json:"predictions"`
+}
+
+type seriesKey struct{ metric, device string }
+
+// Detector scores observations against their baselines. It is safe for
+// concurrent use; one mutex serialises every call.
+type Detector struct {
+	mu         sync.Mutex
+	cfg        Config
+	loc        *time.Location
+	byName     map[string]MetricConfig
+	maxTracked int
+	series     map[seriesKey]*series
+	batch      uint64
+	scratch    []float64
+	alerts     alertRing
+	counts     Counts
+}
+
+// New validates cfg and builds a detector.
+func New(cfg Config) (*Detector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("anomaly config: %w", err)
+	}
+	d := &Detector{
+		cfg:        cfg,
+		loc:        cfg.Location,
+		byName:     make(map[string]MetricConfig, len(cfg.Metrics)),
+		maxTracked: cfg.MaxTracked,
+		series:     make(map[seriesKey]*series),
+	}
+	if d.loc == nil {
+		d.loc = time.UTC
+	}
+	if d.maxTracked == 0 {
+		d.maxTracked = DefaultMaxTracked
+	}
+	maxAlerts := cfg.MaxAlerts
+	if maxAlerts == 0 {
+		maxAlerts = DefaultMaxAlerts
+	}
+	d.alerts = alertRing{buf: make([]Alert, 0, maxAlerts), size: maxAlerts}
+	for _, m := range cfg.Metrics {
+		d.byName[m.Name] = m
+	}
+	return d, nil
+}
+
+// Observe scores one batch (one poll of an endpoint or one frame) and
+// returns a result for every observation of a series past its warm-up.
+// NaN and infinite values are counted and otherwise ignored. A disabled
+// detector returns nil and learns nothing.
+func (d *Detector) Observe(batch []Observation) []Result {
+	if !d.cfg.Enabled || len(batch) == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.batch++
+	var out []Result
+	for i, o := range batch {
+		if math.IsNaN(o.Value) || math.IsInf(o.Value, 0) {
+			d.counts.IgnoredValues++
+			continue
+		}
+		d.counts.TotalDataPoints++
+		s := d.seriesFor(o.Metric, o.Device)
+		if s.lastBatch != d.batch {
+			s.lastBatch = d.batch
+			s.batches++
+		}
+		oc := s.observe(o.Value, o.At, d.loc, &d.scratch)
+		if !oc.warm {
+			continue
+		}
+		r := oc.result
+		r.Index = i
+		if oc.flagged {
+			d.counts.TotalAnomalies++
+			a := d.alerts.add(Alert{
+				Metric:       o.Metric,
+				DeviceID:     o.Device,
+				Value:        o.Value,
+				Threshold:    r.AnomalyThreshold,
+				Severity:     severityOf(oc.strongest, s.tune.sigma),
+				Timestamp:    o.At.UnixMilli(),
+				AnomalyScore: r.AnomalyScore,
+			})
+			r.Alert = &a
+		}
+		if out == nil {
+			out = make([]Result, 0, len(batch)-i)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// seriesFor returns the series of (metric, device), creating it and, when
+// MaxTracked series exist, evicting the one idle the longest.
+func (d *Detector) seriesFor(metric, device string) *series {
+	k := seriesKey{metric, device}
+	if s, ok := d.series[k]; ok {
+		return s
+	}
+	if len(d.series) >= d.maxTracked {
+		var oldest seriesKey
+		first := true
+		var at uint64
+		for k, s := range d.series {
+			if first || s.lastBatch < at || (s.lastBatch == at && less(k, oldest)) {
+				oldest, at, first = k, s.lastBatch, false
+			}
+		}
+		delete(d.series, oldest)
+	}
+	s := newSeries(metric, device, d.cfg.tuningFor(metric, d.byName))
+	d.series[k] = s
+	return s
+}
+
+// less orders keys so that eviction among equally idle series does not
+// depend on map order.
+func less(a, b seriesKey) bool {
+	if a.metric != b.metric {
+		return a.metric < b.metric
+	}
+	return a.device < b.device
+}
+
+// Stats returns the totals, and per metric the score and forecast of the
+// series of that metric seen last.
+func (d *Detector) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := Stats{Stats: d.counts, Scores: map[string]float64{}, Predictions: map[string]Prediction{}}
+	st.Stats.TrackedMetrics = len(d.series)
+	latest := map[string]*series{}
+	for _, s := range d.series {
+		if !s.scored {
+			continue
+		}
+		if p, ok := latest[s.metric]; !ok || s.lastBatch > p.lastBatch || (s.lastBatch == p.lastBatch && s.device < p.device) {
+			latest[s.metric] = s
+		}
+	}
+	for m, s := range latest {
+		st.Scores[m] = s.lastScore
+		st.Predictions[m] = Prediction{NextValue: s.lastNext, Confidence: s.lastConf}
+	}
+	return st
+}
+
+// Baselines exports the summary of every hour slot that has samples.
+func (d *Detector) Baselines() []Baseline {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []Baseline
+	for _, s := range d.series {
+		for h := range s.slots {
+			sl := &s.slots[h]
+			if sl.count == 0 {
+				continue
+			}
+			var sum summary
+			if sl.restored != nil && sl.win.len() < s.minSamples() {
+				sum = *sl.restored
+			} else {
+				sum = summarize(sl.win.buf, &d.scratch)
+			}
+			out = append(out, Baseline{
+				Metric: s.metric, DeviceID: s.device, TimeSlot: h,
+				Mean: sum.mean, StdDev: sum.std, Median: sum.median, MAD: sum.mad,
+				SampleCount: sl.count, CalculatedAt: sl.at,
+			})
+		}
+	}
+	return out
+}
+
+// Restore loads persisted baselines. A restored slot is scored against its
+// summary until its window holds enough samples of its own, and its
+// sample_count continues, so a series restored with 20 samples or more
+// does not warm up again. Invalid records are refused as a whole.
+func (d *Detector) Restore(bs []Baseline) error {
+	for i, b := range bs {
+		if err := b.validate(); err != nil {
+			return fmt.Errorf("baselines[%d]: %w", i, err)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	touched := map[*series]bool{}
+	for _, b := range bs {
+		s := d.seriesFor(b.Metric, b.DeviceID)
+		sl := &s.slots[b.TimeSlot]
+		sl.win.reset()
+		sl.restored = &summary{mean: b.Mean, std: b.StdDev, median: b.Median, mad: b.MAD}
+		sl.count = b.SampleCount
+		sl.at = b.CalculatedAt
+		touched[s] = true
+	}
+	for s := range touched {
+		s.poolRestored()
+	}
+	return nil
+}
+
+func (b Baseline) validate() error {
+	switch {
+	case b.Metric == "":
+		return fmt.Errorf("metric: must not be empty")
+	case b.TimeSlot < 0 || b.TimeSlot > 23:
+		return fmt.Errorf("time_slot: must be 0..23, got %d", b.TimeSlot)
+	case b.SampleCount < 0:
+		return fmt.Errorf("sample_count: must not be negative, got %d", b.SampleCount)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"mean", b.Mean}, {"std_dev", b.StdDev}, {"median", b.Median}, {"mad", b.MAD}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("%s: must be a finite number, got %v", f.name, f.v)
+		}
+	}
+	if b.StdDev < 0 || b.MAD < 0 {
+		return fmt.Errorf("std_dev and mad: must not be negative, got %g and %g", b.StdDev, b.MAD)
+	}
+	return nil
+}
+
+// poolRestored derives the series-wide stand-in baseline from its restored
+// slots, weighted by sample count: the mixture's mean and variance, and
+// for the robust pair the weighted median and a MAD widened by the spread
+// of the slot medians (an approximation; the window replaces it as soon as
+// it holds samples).
+func (s *series) poolRestored() {
+	var w, mean, med float64
+	var count int64
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.restored == nil || sl.count == 0 {
+			continue
+		}
+		c := float64(sl.count)
+		w += c
+		count += sl.count
+		mean += c * sl.restored.mean
+		med += c * sl.restored.median
+	}
+	if w == 0 {
+		return
+	}
+	mean /= w
+	med /= w
+	var v, m float64
+	for i := range s.slots {
+		sl := &s.slots[i]
+		if sl.restored == nil || sl.count == 0 {
+			continue
+		}
+		c := float64(sl.count)
+		dm := sl.restored.mean - mean
+		v += c * (sl.restored.std*sl.restored.std + dm*dm)
+		dmed := (sl.restored.median - med) / 1.4826
+		m += c * (sl.restored.mad*sl.restored.mad + dmed*dmed)
+	}
+	s.recentRestored = &summary{mean: mean, std: math.Sqrt(v / w), median: med, mad: math.Sqrt(m / w)}
+	s.restoredCount = count
+	s.batches = max(s.batches, count)
+}

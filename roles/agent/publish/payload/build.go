@@ -106,10 +106,17 @@ func BuildCustom(b batch.Batch, o Options) (map[string]any, error) {
 	}
 	now := o.now()
 	msgs := make([]any, 0, len(b.Messages))
+	en := enrichment{rs: b.Anomaly}
+	i := 0
 	for _, m := range b.Messages {
 		rs := make([]any, 0, len(m.Readings))
 		for _, r := range m.Readings {
-			rs = append(rs, customReading(r, readingTime(r, m, now)))
+			out := customReading(r, readingTime(r, m, now))
+			if a := en.at(i); a != nil {
+				addEnrichment(out, a)
+			}
+			rs = append(rs, out)
+			i++
 		}
 		msgs = append(msgs, map[string]any{"readings": rs})
 	}
@@ -205,8 +212,12 @@ func BuildECP(b batch.Batch, o Options) map[string]any {
 func BuildML(b batch.Batch, o Options) map[string]any {
 	s := newSnapshot(b, o)
 	feats := make([]any, 0, len(s.items))
-	for _, it := range s.items {
+	en := enrichment{rs: b.Anomaly}
+	for i, it := range s.items {
 		f := map[string]any{"name": it.name, "quality": text(quality(it.r))}
+		if a := en.at(i); a != nil {
+			addEnrichment(f, a)
+		}
 		v, k := scalar(it.r.Value)
 		switch {
 		case isBad(it.r):

@@ -236,7 +236,7 @@ func TestMergeConfig(t *testing.T) {
 	cur := Config{Enabled: true, Metrics: []detect.MetricConfig{{Name: "temp", Threshold: 5}}}
 	for _, tc := range []struct {
 		name, patch, field string
-		want            Config
+		want               Config
 	}{
 		{name: "off", patch: `{"enabled":false}`, want: Config{Enabled: false, Metrics: cur.Metrics}},
 		{name: "metrics replaced", patch: `{"metrics":[{"name":"rpm","sensitivity":"low","windowSize":50}]}`,

@@ -10,6 +10,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
@@ -43,6 +44,7 @@ type parts struct {
 	logs      *logship.Shipper
 	jobs      *jobs.Service
 	apps      *appsService
+	anomaly   *anomaly.Service
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -94,6 +96,9 @@ func (p *parts) services() []lifecycle.Service {
 		&lifecycle.Funcs{ServiceName: PhaseIdentity, StartFunc: p.loadIdentity},
 		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
+		// Anomaly detection restores its baselines before the first
+		// reading and saves them after the last (docs/anomaly-agent.md).
+		p.anomaly,
 		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.startEndpoints,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
 		// The apps' reconciler runs in the background: a slow pull or a

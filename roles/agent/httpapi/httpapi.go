@@ -51,6 +51,7 @@ type Deps struct {
 	System     System
 	Jobs       Jobs
 	Apps       Apps
+	Anomaly    Anomaly
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -187,6 +188,7 @@ func New(d Deps) *gin.Engine {
 	RegisterSettings(p, d)
 	RegisterJobs(p, d)
 	RegisterApps(p, d)
+	RegisterAnomaly(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

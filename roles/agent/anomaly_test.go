@@ -170,3 +170,34 @@ func TestAnomalyRoutes(t *testing.T) {
 		t.Fatalf("config after a restart: %s", body)
 	}
 }
+
+// TestAnomalyConfigFromTargetState: the cloud's document sets the
+// anomaly settings; they apply at once, and while the agent is
+// provisioned a local change of what the document sets answers 409,
+// while a key it does not set stays local.
+func TestAnomalyConfigFromTargetState(t *testing.T) {
+	r := startAgent(t, t.TempDir(), true, nil)
+	doc := `{"schemaVersion":1,"settings":{"anomalyDetection":{"metrics":[{"name":"temp","sensitivity":"low"}]}}}`
+	if err := r.apply(3, doc); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"config":{"enabled":true,"metrics":[{"name":"temp","threshold":0,"sensitivity":"low","windowSize":0}]}}`
+	if _, body := r.do("GET", "/v1/anomaly/config", "", nil); body != want {
+		t.Fatalf("config after the document: %s", body)
+	}
+	if err := r.apply(4, `{"schemaVersion":1,"settings":{"anomalyDetection":{"metrics":[{"name":"temp","threshold":0.1}]}}}`); err == nil ||
+		!strings.Contains(err.Error(), "anomalyDetection.metrics[0].threshold") {
+		t.Fatalf("an invalid document: %v", err)
+	}
+	st := r.agent.p.st.Load()
+	if err := st.SetMeta(t.Context(), metaProvisioned, "true"); err != nil {
+		t.Fatal(err)
+	}
+	code, body := r.do("PATCH", "/v1/anomaly/config", `{"metrics":[]}`, nil)
+	if code != 409 || !strings.Contains(errorOf(t, body), `setting "anomalyDetection.metrics" is managed`) {
+		t.Fatalf("PATCH of a managed anomaly setting = %d %s", code, body)
+	}
+	if code, body := r.do("PATCH", "/v1/anomaly/config", `{"enabled":false}`, nil); code != 200 || !strings.Contains(body, `"enabled":false`) {
+		t.Fatalf("PATCH of an unmanaged anomaly setting = %d %s", code, body)
+	}
+}

@@ -133,21 +133,14 @@ func (s *Service) Name() string { return "anomaly" }
 // the saved baselines. A store that cannot give them back costs a new
 // warm-up, not the agent's start.
 func (s *Service) Start(ctx context.Context) error {
-	s.cfgMu.Lock()
-	cfg := s.cfg
-	s.cfgMu.Unlock()
-	d, err := s.newDetector(cfg)
+	st, err := s.o.Store()
 	if err != nil {
-		return err
-	}
-	if st, err := s.o.Store(); err != nil {
 		return fmt.Errorf("anomaly: %w", err)
-	} else if bs, err := st.AnomalyBaselines(ctx); err != nil {
+	}
+	bs, err := st.AnomalyBaselines(ctx)
+	if err != nil {
 		s.log.Error("anomaly baselines not restored; detection warms up again", "err", err)
-	} else if err := d.Restore(bs); err != nil {
-		s.log.Error("anomaly baselines not restored; detection warms up again", "err", err)
-	} else if len(bs) > 0 {
-		s.log.Info("anomaly baselines restored", "baselines", len(bs))
+		bs = nil
 	}
 	var id [4]byte
 	_, _ = rand.Read(id[:])
@@ -156,6 +149,18 @@ func (s *Service) Start(ctx context.Context) error {
 	s.runID = hex.EncodeToString(id[:])
 	s.saveMu.Unlock()
 	s.events = make(chan detect.Alert, eventQueue)
+	// Built under cfgMu, so a Configure meanwhile is not lost.
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	d, err := s.newDetector(s.cfg)
+	if err != nil {
+		return err
+	}
+	if err := d.Restore(bs); err != nil {
+		s.log.Error("anomaly baselines not restored; detection warms up again", "err", err)
+	} else if len(bs) > 0 {
+		s.log.Info("anomaly baselines restored", "baselines", len(bs))
+	}
 	s.det.Store(d)
 	return nil
 }

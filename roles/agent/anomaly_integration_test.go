@@ -3,14 +3,19 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
@@ -237,5 +242,76 @@ func TestAnomalyModbusIntegration(t *testing.T) {
 	}
 	if _, body := r.do("GET", "/v1/anomaly/alerts", "", nil); body != `{"alerts":[],"total":0}` {
 		t.Fatalf("alerts after a restart: %s", body)
+	}
+}
+
+// TestAnomalyAlertReachesTheCloudIntegration: a provisioned agent sends
+// each new alert on its events topic as a critical anomaly_alert event
+// whose data is the alert.
+func TestAnomalyAlertReachesTheCloudIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts Mosquitto")
+	}
+	broker := coretest.PrivateMosquitto(t)
+	cloudSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case req.Method == "POST" && req.URL.Path == "/api/v1/provision/agent":
+			var in map[string]string
+			_ = json.NewDecoder(req.Body).Decode(&in)
+			fmt.Fprintf(w, `{"agentUuid":%q,"tenantId":"t1","apiKey":"k1","mqtt":{"brokerUrl":%q,"clientId":"anom-%s","topicPrefix":"test/anom/%s"}}`,
+				in["agentUuid"], broker.URL(), in["agentUuid"], in["agentUuid"])
+		case req.Method == "GET" && strings.HasPrefix(req.URL.Path, "/api/v1/device/"):
+			w.Header().Set("ETag", `"v1"`)
+			_, _ = w.Write([]byte(`{"version":1,"state":{}}`))
+		default:
+			http.NotFound(w, req)
+		}
+	}))
+	defer cloudSrv.Close()
+
+	events := make(chan []byte, 16)
+	opts := paho.NewClientOptions().AddBroker(broker.URL()).SetClientID("anomaly-events-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscriber connect: %v", tok.Error())
+	}
+	defer c.Disconnect(100)
+	if tok := c.Subscribe("test/anom/+/events", 1, func(_ paho.Client, m paho.Message) {
+		select {
+		case events <- m.Payload():
+		default:
+		}
+	}); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+
+	r := startAgent(t, t.TempDir(), true, func(a *config.Agent) { a.Development = true })
+	if code, body := r.do("POST", "/v1/provision", fmt.Sprintf(`{"provisioningApiKey":"pk","apiEndpoint":%q}`, cloudSrv.URL), nil); code != 200 {
+		t.Fatalf("provision = %d %s", code, body)
+	}
+	if code, body := r.do("POST", "/v1/test/anomaly", `{"metric":"probe","value":5,"count":25}`, nil); code != 200 {
+		t.Fatalf("inject = %d %s", code, body)
+	}
+	if code, body := r.do("POST", "/v1/test/anomaly", `{"metric":"probe","value":500}`, nil); code != 200 || !strings.Contains(body, `"severity":"critical"`) {
+		t.Fatalf("inject a step = %d %s", code, body)
+	}
+	select {
+	case raw := <-events:
+		ev, err := control.DecodeEvent(raw)
+		if err != nil {
+			t.Fatalf("event %s: %v", raw, err)
+		}
+		var a struct {
+			Metric   string  `json:"metric"`
+			Value    float64 `json:"value"`
+			Severity string  `json:"severity"`
+		}
+		if err := json.Unmarshal(ev.Data, &a); err != nil || ev.Kind != control.EventAnomalyAlert || ev.Severity != "critical" ||
+			a.Metric != "probe" || a.Value != 500 || a.Severity != "critical" {
+			t.Fatalf("event %s (%v)", raw, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no anomaly_alert event on the events topic")
 	}
 }

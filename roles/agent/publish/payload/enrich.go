@@ -30,10 +30,7 @@ func (e *enrichment) at(i int) *detect.Result {
 // gives back (float64, int64, []any, map[string]any), so the document
 // decodes to itself; a non-finite number, which JSON cannot carry, is null.
 func addEnrichment(out map[string]any, r *detect.Result) {
-	methods := make([]any, len(r.DetectionMethods))
-	for i, m := range r.DetectionMethods {
-		methods[i] = m
-	}
+	methods := methodList(r.DetectionMethods)
 	out["anomaly_score"] = finite(r.AnomalyScore)
 	out["anomaly_threshold"] = finite(r.AnomalyThreshold)
 	out["baseline_samples"] = r.BaselineSamples
@@ -49,6 +46,61 @@ func addEnrichment(out map[string]any, r *detect.Result) {
 			"confidence":        finite(tt.Confidence),
 		}
 	}
+}
+
+// enrichedKeys is the number of keys addEnrichment adds for r.
+func enrichedKeys(r *detect.Result) int {
+	switch {
+	case r == nil:
+		return 0
+	case r.TimeToThreshold == nil:
+		return 8
+	}
+	return 9
+}
+
+// methodLists are the detection_methods values of every combination of
+// the detector's methods, built once: documents only read them, and most
+// readings carry the empty list.
+var methodLists = func() map[string][]any {
+	names := []string{detect.MethodZScore, detect.MethodMAD, detect.MethodRate}
+	out := map[string][]any{}
+	for mask := range 1 << len(names) {
+		key, list := "", []any{}
+		for i, n := range names {
+			if mask&(1<<i) != 0 {
+				key += n + ","
+				list = append(list, n)
+			}
+		}
+		out[key] = list
+	}
+	return out
+}()
+
+// methodList is ms as a document value, shared when it is one of the
+// detector's combinations.
+func methodList(ms []string) []any {
+	switch len(ms) {
+	case 0:
+		return methodLists[""]
+	case 1:
+		if l, ok := methodLists[ms[0]+","]; ok {
+			return l
+		}
+	}
+	key := ""
+	for _, m := range ms {
+		key += m + ","
+	}
+	if l, ok := methodLists[key]; ok {
+		return l
+	}
+	out := make([]any, len(ms))
+	for i, m := range ms {
+		out[i] = m
+	}
+	return out
 }
 
 func finite(f float64) any {

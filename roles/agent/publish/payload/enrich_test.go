@@ -2,10 +2,12 @@ package payload
 
 import (
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
 )
@@ -88,5 +90,35 @@ func TestEnrichmentCursor(t *testing.T) {
 				t.Errorf("%s: at(%d) = %+v, want found=%v", tc.name, i, got, tc.found[k])
 			}
 		}
+	}
+}
+
+// BenchmarkEnrichedCustom is the custom payload of one 100-register poll
+// with and without the anomaly fields, built and JSON-encoded.
+func BenchmarkEnrichedCustom(b *testing.B) {
+	rs := make([]adapters.Reading, 100)
+	res := make([]detect.Result, 100)
+	for i := range rs {
+		rs[i] = good("plc-1", "r"+strconv.Itoa(i), int64(1000+i), "", t0)
+		res[i] = detect.Result{Index: i, AnomalyScore: 0.1, AnomalyThreshold: 0.5, BaselineSamples: 120, DetectionMethods: []string{},
+			PredictedNext: float64(1000 + i), Trend: detect.TrendStable, TrendStrength: 0.1, ForecastConfidence: 0.9}
+	}
+	for _, tc := range []struct {
+		name    string
+		anomaly []detect.Result
+	}{{"plain", nil}, {"enriched", res}} {
+		bt := batch.Batch{Endpoint: "plc", Messages: []batch.Message{{Received: t0, Readings: rs}}, Anomaly: tc.anomaly}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				doc, err := BuildCustom(bt, opts())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := codec.Encode(doc, codec.EncodeOptions{Format: codec.FormatJSON}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

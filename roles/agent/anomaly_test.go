@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgeplat/edgeplat/config"
 )
@@ -199,5 +200,36 @@ func TestAnomalyConfigFromTargetState(t *testing.T) {
 	}
 	if code, body := r.do("PATCH", "/v1/anomaly/config", `{"enabled":false}`, nil); code != 200 || !strings.Contains(body, `"enabled":false`) {
 		t.Fatalf("PATCH of an unmanaged anomaly setting = %d %s", code, body)
+	}
+}
+
+// TestFactoryResetDeletesBaselines: after a factory reset the saved
+// baselines are gone, and the detector of the run that was reset wrote
+// none back when it stopped.
+func TestFactoryResetDeletesBaselines(t *testing.T) {
+	r := startAgent(t, t.TempDir(), true, func(a *config.Agent) { a.Development = true })
+	if code, body := r.do("POST", "/v1/test/anomaly", `{"metric":"probe","value":5,"count":30}`, nil); code != 200 {
+		t.Fatalf("inject = %d %s", code, body)
+	}
+	if code, body := r.do("POST", "/v1/anomaly/save-baselines", "", nil); code != 200 {
+		t.Fatalf("save = %d %s", code, body)
+	}
+	if code, body := r.do("POST", "/v1/factory-reset", "", nil); code != 200 {
+		t.Fatalf("factory reset = %d %s", code, body)
+	}
+	// The reboot runs the group again; its detector starts from the
+	// emptied table.
+	eventually(t, 30*time.Second, "the agent back after the reset", func() bool {
+		code, body := r.do("GET", "/v1/anomaly/baselines?metric=probe", "", nil)
+		return code == 200 && body == `{"baselines":[],"total":0}`
+	})
+	bs, err := r.agent.p.st.Load().AnomalyBaselines(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bs {
+		if b.Metric == "probe" {
+			t.Fatalf("a baseline survived the factory reset: %+v", b)
+		}
 	}
 }

@@ -188,7 +188,9 @@ over its API, unit ids --first-unit.., each reading holding registers
 --duration after a 10 s warm-up. Every second it samples the child's
 resident memory and CPU time from /proc. At the end it reads each device's
 diagnostics for the Modbus requests it really sent per poll and compares
-them with the contiguous blocks and with the register count.
+them with the contiguous blocks and with the register count. Anomaly
+detection runs as the agent's default has it (on); --anomaly=false
+switches it off, so two runs give its cost.
 
 The Modbus server is the operator's; "make bench-agent" starts the
 pymodbus test server with 10 units of 100 registers and runs this. Progress
@@ -209,6 +211,7 @@ goes to stderr, results to stdout. See docs/benchmarks.md.`,
 	f.DurationVar(&o.Duration, "duration", 5*time.Minute, "measured time after the warm-up")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	f.BoolVar(&o.KeepDir, "keep", false, "keep the agent's data directory")
+	f.BoolVar(&o.Anomaly, "anomaly", true, "run with anomaly detection on (the agent's default); --anomaly=false measures the agent without it")
 	return c
 }
 

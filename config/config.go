@@ -242,6 +242,9 @@ type Agent struct {
 	// DockerHost is the container runtime's address until one is saved
 	// through the agent API; empty is the default socket.
 	DockerHost string `mapstructure:"docker_host"`
+	// Development enables the test routes (POST /v1/test/anomaly) that
+	// inject data a device never produced; off in production.
+	Development bool `mapstructure:"development"`
 }
 
 // VolumeRoots are the allowed roots of apps' host-path volumes.

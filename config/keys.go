@@ -201,6 +201,7 @@ var Keys = []Key{
 	{Name: "agent.apps_volume_roots", Kind: String, Default: "", Doc: "Comma-separated directories under which an app's host-path volumes must lie (docs/apps.md); empty: <agent.data_dir>/volumes."},
 	{Name: "agent.docker_host", Kind: String, Default: "", Doc: "Container runtime address used until one is saved through /v1/docker/config (unix:///path or tcp://host:port); empty: unix:///var/run/docker.sock."},
 	{Name: "agent.jobs_shell", Kind: Bool, Default: false, Doc: "Lets the cloud's shell jobs run commands (sh -c) on the device as the agent's user; local configuration only, never set by the cloud."},
+	{Name: "agent.development", Kind: Bool, Default: false, Doc: "Development mode: enables POST /v1/test/anomaly, which injects test points into the anomaly detector (docs/anomaly-agent.md); off in production."},
 
 	// all_in_one
 	{Name: "all_in_one.data_dir", Kind: String, Default: "./edgeplat-data", Doc: "all-in-one: directory for the SQLite files and agent state."},

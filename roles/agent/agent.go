@@ -94,8 +94,14 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
 	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints, parts: p}
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
+	anom, err := newAnomaly(p, r.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	p.anomaly, p.settings.anomaly, p.out.anomaly = anom, anom, anom
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}
+	p.cloud.beforeReset = anom.Forget
 	logs, err := logship.New(logship.Options{
 		Uploader: cloudLogs{st: p.st}, Enabled: func() bool { return p.settings.current().Logging.CloudEnabled },
 		Log: log, Metrics: r.Metrics,
@@ -134,7 +140,8 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
 		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps, Drift: ds,
-		UI: ui,
+		Anomaly: anomalyAPI{s: anom, settings: p.settings, development: cfg.Agent.Development},
+		UI:      ui,
 	})
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {

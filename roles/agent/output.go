@@ -23,6 +23,8 @@ type output struct {
 	// drift observes what the endpoints deliver (docs/drift.md): frames
 	// of the endpoints that have them, readings of the others.
 	drift *drift.Service
+	// anomaly scores each batch before it is published; nil scores none.
+	anomaly batchObserver
 
 	mu        sync.Mutex
 	endpoints map[string]*endpointOut // by endpoint UUID
@@ -51,14 +53,23 @@ func newOutput(log *slog.Logger, pub *publish.Router) *output {
 	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}, counters: map[string]*endpointCounters{}}
 }
 
+// batchObserver scores a batch and adds its results to it (anomaly.Service).
+type batchObserver interface {
+	ObserveBatch(endpoint string, b *batch.Batch)
+}
+
 // sink delivers one endpoint's batches to the publisher.
 type sink struct {
-	pub *publish.Router
-	eo  *endpointOut
+	pub     *publish.Router
+	eo      *endpointOut
+	anomaly batchObserver
 }
 
 // Deliver implements batch.Sink.
 func (s sink) Deliver(ctx context.Context, b batch.Batch) {
+	if s.anomaly != nil {
+		s.anomaly.ObserveBatch(s.eo.ep.Name, &b)
+	}
 	if n := s.pub.Deliver(ctx, s.eo.ep, b); n > 0 {
 		s.eo.batchesOut.Add(1)
 		s.eo.bytesOut.Add(uint64(b.Bytes))
@@ -77,7 +88,7 @@ func (o *output) endpoint(ep adapters.Endpoint) *endpointOut {
 			o.counters[ep.UUID] = c
 		}
 		eo = &endpointOut{ep: ep, endpointCounters: c}
-		eo.b = batch.New(ep.Name, batch.OptionsFor(ep), sink{pub: o.pub, eo: eo})
+		eo.b = batch.New(ep.Name, batch.OptionsFor(ep), sink{pub: o.pub, eo: eo, anomaly: o.anomaly})
 		o.endpoints[ep.UUID] = eo
 	}
 	return eo

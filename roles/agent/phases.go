@@ -10,6 +10,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
@@ -45,6 +46,7 @@ type parts struct {
 	jobs      *jobs.Service
 	apps      *appsService
 	drift     *drift.Service
+	anomaly   *anomaly.Service
 	lc        *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -97,6 +99,9 @@ func (p *parts) services() []lifecycle.Service {
 		&lifecycle.Funcs{ServiceName: PhasePublishing, StartFunc: p.openPublishing,
 			StopFunc: func(context.Context) error { p.pub.Close(); return nil }},
 		p.drift, // before the endpoints, so their first frames are observed
+		// Anomaly detection restores its baselines before the first
+		// reading and saves them after the last (docs/anomaly-agent.md).
+		p.anomaly,
 		&lifecycle.Funcs{ServiceName: PhaseAdapters, StartFunc: p.startEndpoints,
 			StopFunc: func(context.Context) error { p.endpoints.stop(); p.out.closeAll(); return nil }},
 		// The apps' reconciler runs in the background: a slow pull or a

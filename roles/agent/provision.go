@@ -72,6 +72,8 @@ type cloudService struct {
 	log       *slog.Logger
 	// target applies the pulled target state.
 	target *reconcile.Reconciler
+	// beforeReset runs before a factory reset deletes the store's rows.
+	beforeReset func()
 	// mu serialises provisioning calls.
 	mu     sync.Mutex
 	online atomic.Bool // the cloud answered the last pull
@@ -282,6 +284,9 @@ func (s *cloudService) FactoryReset(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Nothing may poll or publish from what is about to be deleted.
+	if s.beforeReset != nil {
+		s.beforeReset()
+	}
 	if err := s.endpoints.forget(func() error { return st.FactoryReset(ctx) }); err != nil {
 		return fmt.Errorf("factory reset: %w", err)
 	}

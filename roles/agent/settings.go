@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly"
 	"github.com/edgeplat/edgeplat/roles/agent/httpapi"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
@@ -27,6 +28,9 @@ type Settings struct {
 	Logging   LoggingSettings  `json:"logging"`
 	Intervals IntervalSettings `json:"intervals"`
 	Runtime   RuntimeSettings  `json:"runtime"`
+	// Features and AnomalyDetection: see anomaly.go.
+	Features         FeatureSettings `json:"features"`
+	AnomalyDetection anomaly.Config  `json:"anomalyDetection"`
 }
 
 // LoggingSettings: level applies at once to the agent's log;
@@ -57,20 +61,21 @@ func defaultSettings() Settings {
 	return Settings{
 		Logging:   LoggingSettings{Level: "info"},
 		Intervals: IntervalSettings{StatePollMS: 60000, StateReportMS: 10000, JobPollMS: 30000},
+		Features:  FeatureSettings{AnomalyDetection: true}, AnomalyDetection: anomaly.DefaultConfig(),
 	}
 }
 
 // settingsGroups are the keys PATCH /v1/settings accepts; any other
 // top-level key is ignored (docs/agent.md, section "Settings, logs,
 // diagnostics"), but for unavailableSettings.
-var settingsGroups = []string{"logging", "intervals", "runtime"}
+var settingsGroups = []string{"logging", "intervals", "runtime", "features", "anomalyDetection"}
 
 // unavailableSettings are settings of features this build does not have.
 // A PATCH naming one is refused, so a client does not believe it switched
 // something on; a stored document that still holds one (an older build
 // wrote it) loses it quietly.
 var unavailableSettings = map[string][]string{
-	"": {"features", "anomalyDetection"},
+	"features": {"discovery"},
 }
 
 func (s Settings) validate() error {
@@ -90,6 +95,7 @@ func (s Settings) validate() error {
 	if s.Runtime.MaxMemoryMB < 0 || s.Runtime.MaxMemoryMB > 1<<20 {
 		errs = append(errs, adapters.Fieldf("runtime.maxMemoryMb", "must be 0 (off) or a size in MB, got %d", s.Runtime.MaxMemoryMB))
 	}
+	errs = append(errs, s.anomalyErrors())
 	return errors.Join(errs...)
 }
 
@@ -147,6 +153,9 @@ func mergeSettings(cur Settings, patch []byte, stored bool) (Settings, []string,
 	}
 	var out Settings
 	if err := httpx.DecodeStrict(merged, &out); err != nil {
+		return cur, nil, err
+	}
+	if err := syncAnomalySwitch(p, &out); err != nil {
 		return cur, nil, err
 	}
 	return out, ignored, out.validate()
@@ -208,6 +217,8 @@ type settingsService struct {
 	memory *sysinfo.MemoryMonitor
 	level  *slog.LevelVar
 	log    *slog.Logger
+	// anomaly takes the anomalyDetection group when it is applied.
+	anomaly *anomaly.Service
 	// managed refuses local changes to what the target state manages.
 	managed *managedGuard
 
@@ -250,6 +261,11 @@ func (s *settingsService) apply(cur Settings) {
 		s.level.Set(l)
 	}
 	s.memory.SetMaxMemoryMb(cur.Runtime.MaxMemoryMB)
+	if s.anomaly != nil {
+		if err := s.anomaly.Configure(cur.AnomalyDetection); err != nil {
+			s.log.Error("anomaly detection settings not applied", "err", err)
+		}
+	}
 	s.cur.Store(&cur)
 }
 
@@ -267,7 +283,8 @@ func (s *settingsService) View(ctx context.Context) any {
 			agent["apiEndpoint"], agent["mqttBrokerUrl"] = cr.APIEndpoint, cr.MQTT.BrokerURL
 		}
 	}
-	return map[string]any{"settings": map[string]any{"logging": cur.Logging, "intervals": cur.Intervals, "runtime": cur.Runtime, "agent": agent}}
+	return map[string]any{"settings": map[string]any{"logging": cur.Logging, "intervals": cur.Intervals, "runtime": cur.Runtime,
+		"features": cur.Features, "anomalyDetection": cur.AnomalyDetection.Normalized(), "agent": agent}}
 }
 
 // Patch implements httpapi.Settings.

@@ -13,30 +13,42 @@ import (
 
 // TestUnavailableSettingsRefused: settings of features this build lacks are
 // neither shown nor accepted; a PATCH naming one answers 400 naming it and
-// changes nothing.
+// changes nothing. Anomaly detection is available: its switch and its
+// config are shown and accepted.
 func TestUnavailableSettingsRefused(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	_, body := r.do("GET", "/v1/settings", "", nil)
-	for _, gone := range []string{"features", "anomalyDetection"} {
-		if strings.Contains(body, gone) {
-			t.Errorf("GET /v1/settings shows %s, which nothing acts on: %s", gone, body)
-		}
+	if strings.Contains(body, "discovery") {
+		t.Errorf("GET /v1/settings shows discovery, which nothing acts on: %s", body)
+	}
+	if !strings.Contains(body, `"features":{"anomalyDetection":true}`) || !strings.Contains(body, `"anomalyDetection":{"enabled":true,"metrics":[]}`) {
+		t.Errorf("GET /v1/settings without anomaly detection on by default: %s", body)
 	}
 	for _, bad := range []struct{ body, field string }{
-		{`{"features":{"discovery":true}}`, "features"},
-		{`{"anomalyDetection":{"enabled":true}}`, "anomalyDetection"},
+		{`{"features":{"discovery":true}}`, "features.discovery"},
+		{`{"features":{"anomalyDetection":true,"discovery":true}}`, "features.discovery"},
+		{`{"anomalyDetection":{"metrics":[{"name":"t","sensitivity":"extreme"}]}}`, "anomalyDetection.metrics[0].sensitivity"},
+		{`{"features":{"anomalyDetection":false},"anomalyDetection":{"enabled":true}}`, "features.anomalyDetection"},
 	} {
 		code, body := r.do("PATCH", "/v1/settings", bad.body, nil)
 		if code != 400 || !strings.Contains(errorOf(t, body), bad.field) {
 			t.Errorf("PATCH %s = %d %s, want 400 naming %s", bad.body, code, body, bad.field)
 		}
 	}
-	if _, body := r.do("GET", "/v1/settings", "", nil); !strings.Contains(body, `"level":"info"`) {
+	if _, body := r.do("GET", "/v1/settings", "", nil); !strings.Contains(body, `"level":"info"`) || !strings.Contains(body, `"features":{"anomalyDetection":true}`) {
 		t.Fatalf("a refused PATCH changed the settings: %s", body)
 	}
 	// The settings still in force are those of statePollMs and the rest.
 	if code, body := r.do("PATCH", "/v1/settings", `{"intervals":{"statePollMs":5000}}`, nil); code != 200 || !strings.Contains(body, `"statePollMs":5000`) {
 		t.Fatalf("PATCH statePollMs = %d %s", code, body)
+	}
+	// features.anomalyDetection and anomalyDetection.enabled are one switch.
+	if code, body := r.do("PATCH", "/v1/settings", `{"features":{"anomalyDetection":false}}`, nil); code != 200 ||
+		!strings.Contains(body, `"anomalyDetection":{"enabled":false,"metrics":[]}`) {
+		t.Fatalf("PATCH features.anomalyDetection = %d %s", code, body)
+	}
+	if _, body := r.do("GET", "/v1/anomaly/config", "", nil); body != `{"config":{"enabled":false,"metrics":[]}}` {
+		t.Fatalf("GET /v1/anomaly/config after switching the feature off: %s", body)
 	}
 }
 

@@ -39,6 +39,9 @@ type AgentOptions struct {
 	FirstUnit int
 	JSON      bool
 	KeepDir   bool
+	// Anomaly runs the agent with anomaly detection on (its default) or
+	// off, to measure what detection costs.
+	Anomaly bool
 }
 
 func (o AgentOptions) validate() error {
@@ -80,7 +83,10 @@ type agentReport struct {
 	CPUPercent       float64 `json:"cpuPercentOfOneCore"`
 	RSSTargetMB      float64 `json:"rssTargetMb"`
 	CPUTargetPercent float64 `json:"cpuTargetPercent"`
-	Pass             bool    `json:"pass"`
+	AnomalyDetection bool    `json:"anomalyDetection"`
+	// AnomalyPoints are the points the detector scored during the run.
+	AnomalyPoints int64 `json:"anomalyPoints"`
+	Pass          bool  `json:"pass"`
 }
 
 // RunAgent runs `edgeplat bench agent`.
@@ -102,6 +108,9 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 	}
 	defer child.stop()
 
+	if err := child.call(ctx, "PATCH", "/v1/anomaly/config", map[string]any{"enabled": o.Anomaly}, nil, http.StatusOK); err != nil {
+		return fmt.Errorf("set anomaly detection: %w", err)
+	}
 	for i := range o.Devices {
 		dps := make([]map[string]any, o.Registers)
 		for r := range o.Registers {
@@ -127,6 +136,10 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 		return fmt.Errorf("read the agent's /proc figures: %w", err)
 	}
 	before, err := child.totals(ctx, o.Devices)
+	if err != nil {
+		return err
+	}
+	pointsBefore, err := child.anomalyPoints(ctx)
 	if err != nil {
 		return err
 	}
@@ -160,7 +173,12 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 	if err != nil {
 		return err
 	}
+	pointsAfter, err := child.anomalyPoints(ctx)
+	if err != nil {
+		return err
+	}
 	rep := agentReport{
+		AnomalyDetection: o.Anomaly, AnomalyPoints: pointsAfter - pointsBefore,
 		Devices: o.Devices, Registers: o.Registers, IntervalMS: o.Interval.Milliseconds(), DurationS: wall,
 		Polls: after.polls - before.polls, ReadingsGood: after.good - before.good, ReadingsBad: after.bad - before.bad,
 		BlocksPerPoll: after.blocks, RegistersPerPoll: o.Devices * o.Registers,
@@ -176,7 +194,10 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 		rep.RequestsPerPoll = float64(after.requests-before.requests) / float64(polls) * float64(o.Devices)
 	}
 	rep.Pass = rep.RSSMaxMB <= agentRSSTargetMB && rep.CPUPercent <= agentCPUTargetPct &&
-		rep.RequestsPerPoll <= float64(rep.BlocksPerPoll)+0.01 && rep.ReadingsBad == 0 && rep.Polls > 0
+		rep.RequestsPerPoll <= float64(rep.BlocksPerPoll)+0.01 && rep.ReadingsBad == 0 && rep.Polls > 0 &&
+		// Detection on scores every reading (the two counts are read a
+		// moment apart, hence the 1 %); off, none.
+		(rep.AnomalyPoints*100 >= rep.ReadingsGood*99) == o.Anomaly
 	return printAgentReport(env.Stdout, rep, o.JSON)
 }
 
@@ -200,6 +221,8 @@ func printAgentReport(w io.Writer, r agentReport, asJSON bool) error {
 	fmt.Fprintf(tw, "Modbus requests per poll round\t%.2f (contiguous blocks %d, registers %d)\t%s\n", r.RequestsPerPoll, r.BlocksPerPoll, r.RegistersPerPoll,
 		verdict(r.RequestsPerPoll <= float64(r.BlocksPerPoll)+0.01))
 	fmt.Fprintf(tw, "RSS max / avg\t%.1f / %.1f MB (target <= %.0f MB)\t%s\n", r.RSSMaxMB, r.RSSAvgMB, r.RSSTargetMB, verdict(r.RSSMaxMB <= r.RSSTargetMB))
+	onOff := map[bool]string{true: "on", false: "off"}
+	fmt.Fprintf(tw, "anomaly detection\t%s (%d points scored)\n", onOff[r.AnomalyDetection], r.AnomalyPoints)
 	fmt.Fprintf(tw, "CPU\t%.2f%% of one core (target <= %.0f%%)\t%s\n", r.CPUPercent, r.CPUTargetPercent, verdict(r.CPUPercent <= r.CPUTargetPercent))
 	return tw.Flush()
 }
@@ -330,6 +353,19 @@ func (b *benchAgent) call(ctx context.Context, method, path string, in, out any,
 		return json.Unmarshal(raw, out)
 	}
 	return nil
+}
+
+// anomalyPoints is the number of points the agent's detector scored.
+func (b *benchAgent) anomalyPoints(ctx context.Context) (int64, error) {
+	var st struct {
+		Stats struct {
+			TotalDataPoints int64 `json:"totalDataPoints"`
+		} `json:"stats"`
+	}
+	if err := b.call(ctx, "GET", "/v1/anomaly/stats", nil, &st, http.StatusOK); err != nil {
+		return 0, fmt.Errorf("anomaly stats: %w", err)
+	}
+	return st.Stats.TotalDataPoints, nil
 }
 
 type agentTotals struct {

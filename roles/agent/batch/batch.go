@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
 )
 
 // Reasons a batch was dispatched, as Batch.Reason carries them.
@@ -57,6 +58,11 @@ type Batch struct {
 	// Bytes is the sum of the messages' sizes.
 	Bytes  int
 	Reason string
+	// Anomaly is the anomaly detector's enrichment of the batch's
+	// readings, in reading order, each Result's Index counting readings
+	// across messages; nil when detection is off or warming up. The
+	// custom and ml payloads publish it (docs/agent-payloads.md).
+	Anomaly []detect.Result
 }
 
 // Readings counts the readings of every message of the batch.

@@ -52,6 +52,7 @@ type Deps struct {
 	Jobs       Jobs
 	Apps       Apps
 	Drift      Drift
+	Anomaly    Anomaly
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -189,6 +190,7 @@ func New(d Deps) *gin.Engine {
 	RegisterJobs(p, d)
 	RegisterApps(p, d)
 	RegisterDrift(p, d)
+	RegisterAnomaly(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

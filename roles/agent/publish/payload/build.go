@@ -106,10 +106,18 @@ func BuildCustom(b batch.Batch, o Options) (map[string]any, error) {
 	}
 	now := o.now()
 	msgs := make([]any, 0, len(b.Messages))
+	en := enrichment{rs: b.Anomaly}
+	i := 0
 	for _, m := range b.Messages {
 		rs := make([]any, 0, len(m.Readings))
 		for _, r := range m.Readings {
-			rs = append(rs, customReading(r, readingTime(r, m, now)))
+			a := en.at(i)
+			out := customReading(r, readingTime(r, m, now), enrichedKeys(a))
+			if a != nil {
+				addEnrichment(out, a)
+			}
+			rs = append(rs, out)
+			i++
 		}
 		msgs = append(msgs, map[string]any{"readings": rs})
 	}
@@ -121,15 +129,16 @@ func BuildCustom(b batch.Batch, o Options) (map[string]any, error) {
 	}, nil
 }
 
-func customReading(r adapters.Reading, at time.Time) map[string]any {
-	out := map[string]any{
-		"deviceName": text(r.DeviceName),
-		"deviceId":   text(r.DeviceID),
-		"metric":     text(r.Metric),
-		"unit":       text(r.Unit),
-		"timestamp":  isoTime(at),
-		"quality":    text(quality(r)),
-	}
+func customReading(r adapters.Reading, at time.Time, extra int) map[string]any {
+	// Sized for the reading's keys plus extra (the anomaly fields), so
+	// an enriched reading does not grow its map twice.
+	out := make(map[string]any, 8+extra)
+	out["deviceName"] = text(r.DeviceName)
+	out["deviceId"] = text(r.DeviceID)
+	out["metric"] = text(r.Metric)
+	out["unit"] = text(r.Unit)
+	out["timestamp"] = isoTime(at)
+	out["quality"] = text(quality(r))
 	if isBad(r) {
 		out["value"] = nil
 		out["qualityCode"] = text(badCode(r))
@@ -205,8 +214,14 @@ func BuildECP(b batch.Batch, o Options) map[string]any {
 func BuildML(b batch.Batch, o Options) map[string]any {
 	s := newSnapshot(b, o)
 	feats := make([]any, 0, len(s.items))
-	for _, it := range s.items {
-		f := map[string]any{"name": it.name, "quality": text(quality(it.r))}
+	en := enrichment{rs: b.Anomaly}
+	for i, it := range s.items {
+		a := en.at(i)
+		f := make(map[string]any, 5+enrichedKeys(a))
+		f["name"], f["quality"] = it.name, text(quality(it.r))
+		if a != nil {
+			addEnrichment(f, a)
+		}
 		v, k := scalar(it.r.Value)
 		switch {
 		case isBad(it.r):

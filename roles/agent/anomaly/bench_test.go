@@ -1,0 +1,61 @@
+package anomaly
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
+	"github.com/edgeplat/edgeplat/roles/agent/batch"
+)
+
+// BenchmarkObserveBatch is one poll of a 100-register Modbus device, as
+// the agent's footprint benchmark polls ten of them every second
+// (docs/benchmarks.md): per op, 100 readings through ObserveBatch, and
+// through the detector alone for comparison.
+func BenchmarkObserveBatch(b *testing.B) {
+	mk := func(i int) batch.Batch {
+		at := t0.Add(time.Duration(i) * time.Second)
+		rs := make([]adapters.Reading, 100)
+		for r := range rs {
+			rs[r] = adapters.Reading{DeviceID: "dev", Metric: fmt.Sprintf("r%d", r), Value: uint16(1000 + r + i%3), Quality: adapters.Good, Timestamp: at}
+		}
+		return batch.Batch{Messages: []batch.Message{{Received: at, Readings: rs}}}
+	}
+	polls := make([]batch.Batch, 64)
+	for i := range polls {
+		polls[i] = mk(i)
+	}
+	b.Run("service", func(b *testing.B) {
+		s, err := New(Options{Store: func() (Store, error) { return &memStore{}, nil }, Events: &events{}, Location: time.UTC})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Start(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			p := polls[i%len(polls)]
+			p.Anomaly = nil
+			s.ObserveBatch("bench", &p)
+		}
+	})
+	b.Run("detector", func(b *testing.B) {
+		d, err := detect.New(detect.Config{Enabled: true, Location: time.UTC})
+		if err != nil {
+			b.Fatal(err)
+		}
+		obs := make([][]detect.Observation, len(polls))
+		for i, p := range polls {
+			for _, r := range p.Messages[0].Readings {
+				obs[i] = append(obs[i], detect.Observation{Metric: r.Metric, Device: "dev", Value: float64(r.Value.(uint16)), At: r.Timestamp})
+			}
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			d.Observe(obs[i%len(obs)])
+		}
+	})
+}

@@ -1,0 +1,170 @@
+package anomaly
+
+import (
+	"encoding/json"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
+	"github.com/edgeplat/edgeplat/roles/agent/batch"
+)
+
+// scratch is one batch's observations and their reading indices, reused
+// through a pool: the agent polls a thousand registers a second.
+type scratch struct {
+	obs []detect.Observation
+	idx []int
+}
+
+// ObserveBatch scores the numeric GOOD readings of one endpoint batch in
+// one Observe call and sets b.Anomaly to the results, their Index
+// counting the batch's readings; alerts go to the cloud. With detection
+// off it returns at once and leaves b alone.
+func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) {
+	if !s.on.Load() {
+		return
+	}
+	d := s.detector()
+	if d == nil {
+		return
+	}
+	sc := s.scratch.Get().(*scratch)
+	defer s.scratch.Put(sc)
+	obs, idx := sc.obs[:0], sc.idx[:0]
+	i := 0
+	for _, m := range b.Messages {
+		for _, r := range m.Readings {
+			if v, ok := numeric(r); ok {
+				at := r.Timestamp
+				if at.IsZero() {
+					at = m.Received
+				}
+				if at.IsZero() {
+					at = time.Now()
+				}
+				obs = append(obs, detect.Observation{Metric: r.Metric, Device: deviceOf(r, endpoint), Value: v, At: at})
+				idx = append(idx, i)
+			}
+			i++
+		}
+	}
+	sc.obs, sc.idx = obs, idx
+	if len(obs) == 0 {
+		return
+	}
+	s.cat.see(endpoint, obs)
+	rs := d.Observe(obs)
+	for k := range rs {
+		rs[k].Index = idx[rs[k].Index]
+		if rs[k].Alert != nil {
+			s.raise(*rs[k].Alert)
+		}
+	}
+	// The observations hold strings of the readings only; clearing them
+	// is not needed for correctness, only the slices are reused.
+	s.m.observed.Add(float64(len(obs)))
+	if len(rs) > 0 {
+		b.Anomaly = rs
+	}
+}
+
+// deviceOf names a reading's series device: the id the protocol gives,
+// else its device name, else the endpoint.
+func deviceOf(r adapters.Reading, endpoint string) string {
+	switch {
+	case r.DeviceID != "":
+		return r.DeviceID
+	case r.DeviceName != "":
+		return r.DeviceName
+	}
+	return endpoint
+}
+
+// numeric returns the value of a GOOD reading that is a finite number;
+// booleans, strings and composite values are not scored.
+func numeric(r adapters.Reading) (float64, bool) {
+	if r.Quality == adapters.Bad {
+		return 0, false
+	}
+	var f float64
+	switch v := r.Value.(type) {
+	case float64:
+		f = v
+	case float32:
+		f = float64(v)
+	case int:
+		f = float64(v)
+	case int8:
+		f = float64(v)
+	case int16:
+		f = float64(v)
+	case int32:
+		f = float64(v)
+	case int64:
+		f = float64(v)
+	case uint:
+		f = float64(v)
+	case uint8:
+		f = float64(v)
+	case uint16:
+		f = float64(v)
+	case uint32:
+		f = float64(v)
+	case uint64:
+		f = float64(v)
+	case json.Number:
+		x, err := v.Float64()
+		if err != nil {
+			return 0, false
+		}
+		f = x
+	default:
+		return 0, false
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+// catalog is the live metric names and the endpoint each was first seen
+// on, for GET /v1/anomaly/metrics. It is bounded like the detector's
+// series.
+type catalog struct {
+	mu   sync.RWMutex
+	live map[string]string
+}
+
+func (c *catalog) see(endpoint string, obs []detect.Observation) {
+	c.mu.RLock()
+	missing := false
+	for i := range obs {
+		if _, ok := c.live[obs[i].Metric]; !ok {
+			missing = true
+			break
+		}
+	}
+	c.mu.RUnlock()
+	if !missing {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range obs {
+		if _, ok := c.live[obs[i].Metric]; !ok && len(c.live) < detect.DefaultMaxTracked {
+			c.live[obs[i].Metric] = endpoint
+		}
+	}
+}
+
+func (c *catalog) snapshot() map[string]string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]string, len(c.live))
+	for k, v := range c.live {
+		out[k] = v
+	}
+	return out
+}

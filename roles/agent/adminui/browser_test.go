@@ -445,6 +445,7 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		{"#/apps", "#apps p, #apps section, #apps .alert"},
 		{"#/apps", "#runtime-form, #runtime-config .alert"},
 		{"#/apps/new", `[data-input="services[0].config.environment"]`},
+		{"#/anomaly", "#anomaly-metrics table, #anomaly-metrics p"},
 		{"#/drift", `#drift-outputs form[data-protocol="modbus"]`},
 	} {
 		u.goTo(p.hash, p.ready)
@@ -466,6 +467,25 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		t.Errorf("the drift form did not turn detection on with a 2 s window: %s", body)
 	}
 	u.Screenshot("drift")
+
+	// Anomaly: a metric tuned below the lowest threshold is refused by its
+	// field and changes nothing; a good one is saved.
+	u.goTo("#/anomaly", "#anomaly-config")
+	u.Run("add a metric", chromedp.Click(`#anomaly-config button.secondary`, chromedp.ByQuery))
+	u.set("#anomaly-config", "metrics[0].name", "a")
+	u.set("#anomaly-config", "metrics[0].threshold", "0.5")
+	u.submit("bad threshold", "#anomaly-config")
+	u.WaitFor("threshold error", `document.querySelector('#anomaly-config [data-field="metrics[0].threshold"].invalid') !== null`)
+	if _, body := call(t, "GET", base+"/v1/anomaly/config", "", nil); strings.Contains(body, `"name":"a"`) {
+		t.Errorf("a refused anomaly form changed the configuration: %s", body)
+	}
+	u.set("#anomaly-config", "metrics[0].threshold", "6")
+	u.submit("good threshold", "#anomaly-config")
+	u.WaitFor("saved", `(document.querySelector('#anomaly-config').previousElementSibling || {}).textContent === 'Configuration saved.'`)
+	if _, body := call(t, "GET", base+"/v1/anomaly/config", "", nil); !strings.Contains(body, `"name":"a"`) || !strings.Contains(body, `"threshold":6`) {
+		t.Errorf("the anomaly form did not save metric a with threshold 6: %s", body)
+	}
+	u.Screenshot("anomaly")
 	// The edit form keeps what it does not show: a PATCH from it changes
 	// nothing it was not asked to.
 	u.goTo("#/endpoints/edit/feed", "#endpoint-form")

@@ -17,6 +17,7 @@ import apps from './pages/apps.js';
 import appNew from './pages/app-new.js';
 import app from './pages/app.js';
 import drift from './pages/drift.js';
+import anomaly from './pages/anomaly.js';
 
 export default [
   overview,
@@ -30,6 +31,7 @@ export default [
   publishing,
   destinationForm,
   subscriptionForm,
+  anomaly,
   drift,
   provisioning,
   logs,

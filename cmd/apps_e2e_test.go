@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -202,18 +201,7 @@ func TestAppAdoptedAfterAgentKillIntegration(t *testing.T) {
 	}
 	pm := coretest.Podman(t)
 	clearEnv(t)
-	bin := buildBinary(t)
-	port := coretest.FreePort(t)
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	env := append(os.Environ(), "AGENT_DATA_DIR="+filepath.Join(t.TempDir(), "agent"), "DEVICE_API_PORT="+strconv.Itoa(port), "EDGEPLAT_LOG_FORMAT=json")
-	agent := startProc(t, bin, "agent", env, "agent")
-	ready := func() {
-		coretest.Eventually(t, 60*time.Second, "the agent to be ready", func() bool {
-			code, _, err := get(url + "/v1/readiness")
-			return err == nil && code == http.StatusOK
-		})
-	}
-	ready()
+	agent, url, ready := startAgentBinary(t)
 	app := uniqueAppName("adopt")
 	pm.CleanupLabelled(appNameLabel, app)
 	useRuntime(t, url, pm)

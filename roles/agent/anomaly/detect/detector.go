@@ -68,6 +68,9 @@ type Counts struct {
 	TrackedMetrics  int   `json:"trackedMetrics"`
 	// IgnoredValues counts NaN, infinite and out-of-range observations.
 	IgnoredValues int64 `json:"ignoredValues"`
+	// UntrackedValues counts the observations of new series refused
+	// because MaxTracked series were all seen within the last minute.
+	UntrackedValues int64 `json:"untrackedValues"`
 }
 
 // Prediction is the latest forecast of a metric.
@@ -94,10 +97,12 @@ type Detector struct {
 	byName     map[string]MetricConfig
 	maxTracked int
 	series     map[seriesKey]*series
-	batch      uint64
-	scratch    []float64
-	alerts     alertRing
-	counts     Counts
+	// evictableAt is the earliest time a full detector may evict.
+	evictableAt time.Time
+	batch       uint64
+	scratch     []float64
+	alerts      alertRing
+	counts      Counts
 }
 
 // New validates cfg and builds a detector.
@@ -158,8 +163,12 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 			d.counts.IgnoredValues++
 			continue
 		}
+		s := d.seriesFor(o.Metric, o.Device, o.At)
+		if s == nil {
+			d.counts.UntrackedValues++
+			continue
+		}
 		d.counts.TotalDataPoints++
-		s := d.seriesFor(o.Metric, o.Device)
 		if s.lastBatch != d.batch {
 			s.lastBatch = d.batch
 			s.batches++
@@ -191,21 +200,43 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	return out
 }
 
+// evictGrace is how long a series must have been idle before a new one
+// may evict it. Without it, more live series than MaxTracked evict each
+// other in turn (the idlest is always the next one to be polled), none of
+// them ever warms up, and every observation pays a new series and a scan
+// of all of them.
+const evictGrace = time.Minute
+
+// restoreAt is the time Restore creates series at: later than any
+// observation, so it evicts like one that comes after a long silence.
+var restoreAt = time.Unix(1<<62, 0)
+
 // seriesFor returns the series of (metric, device), creating it and, when
-// MaxTracked series exist, evicting the one idle the longest.
-func (d *Detector) seriesFor(metric, device string) *series {
+// MaxTracked series exist, evicting the one idle the longest if it has
+// been idle for evictGrace; otherwise it returns nil and the observation
+// is not tracked.
+func (d *Detector) seriesFor(metric, device string, at time.Time) *series {
 	k := seriesKey{metric, device}
 	if s, ok := d.series[k]; ok {
 		return s
 	}
 	if len(d.series) >= d.maxTracked {
+		// The scan is skipped while no series can have been idle long
+		// enough: last seen times only move forward.
+		if at.Before(d.evictableAt) {
+			return nil
+		}
 		var oldest seriesKey
 		first := true
-		var at uint64
+		var idle time.Time
 		for k, s := range d.series {
-			if first || s.lastBatch < at || (s.lastBatch == at && less(k, oldest)) {
-				oldest, at, first = k, s.lastBatch, false
+			if first || s.lastAt.Before(idle) || (s.lastAt.Equal(idle) && less(k, oldest)) {
+				oldest, idle, first = k, s.lastAt, false
 			}
+		}
+		if at.Sub(idle) < evictGrace {
+			d.evictableAt = idle.Add(evictGrace)
+			return nil
 		}
 		delete(d.series, oldest)
 	}
@@ -252,20 +283,24 @@ func (d *Detector) Baselines() []Baseline {
 	defer d.mu.Unlock()
 	var out []Baseline
 	for _, s := range d.series {
-		for h := range s.slots {
-			sl := &s.slots[h]
-			if sl.count == 0 {
+		for h, sl := range s.slots {
+			if sl == nil || sl.count == 0 {
 				continue
 			}
 			var sum summary
-			if sl.restored != nil && sl.win.len() < s.minSamples() {
-				sum = *sl.restored
-			} else {
+			switch {
+			case sl.win.len() >= s.minSamples() || (sl.kept.n == 0 && sl.restored == nil):
 				// The residuals, back in the metric's unit at the level
 				// they were taken at.
-				sum = summarize(sl.win.buf, &d.scratch)
+				sum = summarize(sl.win.samples(), &d.scratch)
 				sum.mean += sl.levelAt
 				sum.median += sl.levelAt
+			case sl.kept.n > 0:
+				sum = sl.kept
+				sum.mean += sl.keptLevel
+				sum.median += sl.keptLevel
+			default:
+				sum = *sl.restored
 			}
 			out = append(out, Baseline{
 				Metric: s.metric, DeviceID: s.device, TimeSlot: h,
@@ -297,12 +332,14 @@ func (d *Detector) Restore(bs []Baseline) error {
 		k := seriesKey{b.Metric, b.DeviceID}
 		s, ok := restored[k]
 		if !ok {
-			s = d.seriesFor(b.Metric, b.DeviceID)
+			// A restore always makes room, as an observation made long
+			// after every tracked series was seen would.
+			s = d.seriesFor(b.Metric, b.DeviceID, restoreAt)
 			restored[k] = s
 			order = append(order, s)
 		}
-		sl := &s.slots[b.TimeSlot]
-		sl.win.reset()
+		sl := s.slotFor(b.TimeSlot)
+		sl.win, sl.kept = nil, summary{}
 		sl.restored = restoredSummary(b.Mean, b.StdDev, b.Median, b.MAD, b.SampleCount, s.tune.window)
 		sl.count = b.SampleCount
 		sl.at = b.CalculatedAt
@@ -344,9 +381,8 @@ func (b Baseline) validate() error {
 func (s *series) poolRestored() {
 	var w, mean, med float64
 	var count int64
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.restored == nil || sl.count == 0 {
+	for _, sl := range s.slots {
+		if sl == nil || sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)
@@ -361,9 +397,8 @@ func (s *series) poolRestored() {
 	mean /= w
 	med /= w
 	var v, m float64
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.restored == nil || sl.count == 0 {
+	for _, sl := range s.slots {
+		if sl == nil || sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)

@@ -70,7 +70,9 @@ var methodSets = func() [8][]string {
 // level follows a slow drift that would leave a window of raw values a day
 // behind.
 type slot struct {
-	win ring
+	// win is allocated when the slot takes a sample and released when a
+	// full window is summarised into kept.
+	win *ring
 	// levelAt is the mean level behind the window's residuals: added back,
 	// it gives the exported baseline in the metric's unit.
 	levelAt float64
@@ -79,7 +81,13 @@ type slot struct {
 	// restored is the persisted summary; it stands in until the window
 	// holds minSlotSamples of its own.
 	restored *summary
-	at       time.Time
+	// kept (when kept.n > 0) is the summary of the slot's last full
+	// window, whose samples were released when the series moved on to the
+	// next hour, and keptLevel the level it was taken at. It stands in, at
+	// the current level, until the window refills.
+	kept      summary
+	keptLevel float64
+	at        time.Time
 }
 
 type pendingSample struct {
@@ -92,7 +100,10 @@ type pendingSample struct {
 type series struct {
 	metric, device string
 	tune           tuning
-	slots          [24]slot
+	// slots are allocated when their hour first comes.
+	slots [24]*slot
+	// hour is the slot of the last observation, -1 before the first.
+	hour int8
 	// level is the series' smoothed level; a slot's baseline is the level
 	// plus the slot's residual statistics.
 	level    float64
@@ -129,13 +140,32 @@ type series struct {
 }
 
 func newSeries(metric, device string, t tuning) *series {
-	s := &series{metric: metric, device: device, tune: t}
-	for i := range s.slots {
-		s.slots[i].win.size = t.window
-	}
-	s.recent.size = t.window
+	s := &series{metric: metric, device: device, tune: t, hour: -1}
+	s.recent.size = int32(t.window)
 	s.deltas.size = deltaWindow
 	return s
+}
+
+// slotFor returns the slot of hour h, allocating it on first use.
+func (s *series) slotFor(h int) *slot {
+	if s.slots[h] == nil {
+		s.slots[h] = &slot{}
+	}
+	return s.slots[h]
+}
+
+// leave is called when the series moves on from hour h. A window that
+// filled within its hour (a series sampled at least windowSize times an
+// hour) holds nothing of the previous days, and the next visit replaces
+// it within the hour as well: only its summary is kept until then, so a
+// series holds one full window of samples instead of 24.
+func (s *series) leave(h int, sc *[]float64) {
+	sl := s.slots[h]
+	if sl == nil || sl.win.len() < s.tune.window {
+		return
+	}
+	sl.kept, sl.keptLevel = summarize(sl.win.buf, sc), sl.levelAt
+	sl.win = nil
 }
 
 func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
@@ -143,11 +173,13 @@ func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
 // baseline returns the summary, in the metric's unit, the reading of hour
 // h is scored against and the number of samples behind it.
 func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
-	sl := &s.slots[h]
+	sl := s.slots[h]
 	switch {
-	case sl.win.len() >= s.minSamples():
+	case sl != nil && sl.win.len() >= s.minSamples():
 		return s.atLevel(sl.win.summary(sc)), sl.count, true
-	case sl.restored != nil:
+	case sl != nil && sl.kept.n > 0:
+		return s.atLevel(sl.kept), sl.count, true
+	case sl != nil && sl.restored != nil:
 		return *sl.restored, sl.count, true
 	case s.recent.len() >= s.minSamples() || (s.recentRestored == nil && s.recent.len() >= 2):
 		return s.atLevel(s.recent.summary(sc)), int64(s.recent.len()), true
@@ -189,6 +221,12 @@ type outcome struct {
 
 func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]float64) outcome {
 	h := at.In(loc).Hour()
+	if h != int(s.hour) {
+		if s.hour >= 0 {
+			s.leave(int(s.hour), sc)
+		}
+		s.hour = int8(h)
+	}
 	warm := s.batches > WarmupBatches
 	base, n, ok := s.baseline(h, sc)
 	counter := s.isCounter()
@@ -290,10 +328,17 @@ func scoreOf(sigma float64) float64 {
 // push adds reading x, as its residual from the level, to the slot of
 // hour h and to the recent window.
 func (s *series) push(x float64, h int, at time.Time) {
-	sl := &s.slots[h]
+	sl := s.slotFor(h)
+	if sl.win == nil {
+		sl.win = &ring{size: int32(s.tune.window)}
+	}
 	sl.win.push(x - s.level)
 	sl.levelAt += (s.level - sl.levelAt) / float64(sl.win.len())
 	sl.count++
+	if sl.win.len() >= s.minSamples() {
+		// The window is the baseline from here on.
+		sl.kept, sl.restored = summary{}, nil
+	}
 	if at.After(sl.at) {
 		sl.at = at
 	}

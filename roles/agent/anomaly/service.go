@@ -207,7 +207,7 @@ func (s *Service) newDetector(cfg Config) (*detect.Detector, error) {
 // Configure applies a configuration at once (the settings call it on
 // load and on every change). Switching detection off keeps the detector
 // and its baselines; a change of the metrics rebuilds the detector from
-// the current baselines, which loses the alerts of the run.
+// the current baselines and carries the run's alerts and totals over.
 func (s *Service) Configure(cfg Config) error {
 	cfg = cfg.Normalized()
 	if err := cfg.Validate(); err != nil {
@@ -229,6 +229,7 @@ func (s *Service) Configure(cfg Config) error {
 	if err := d.Restore(old.Baselines()); err != nil {
 		return fmt.Errorf("anomaly: carry baselines over: %w", err)
 	}
+	d.Carry(old)
 	s.det.Store(d)
 	s.log.Info("anomaly detection reconfigured", "metrics", len(cfg.Metrics))
 	return nil

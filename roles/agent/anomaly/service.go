@@ -339,13 +339,18 @@ func (s *Service) observeSystem(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	obs := make([]detect.Observation, 0, len(SystemMetrics))
+	sc := s.scratch.Get().(*scratch)
+	defer s.scratch.Put(sc)
+	obs := sc.obs[:0]
 	for _, m := range SystemMetrics {
 		if v, ok := vals[m]; ok {
 			obs = append(obs, detect.Observation{Metric: m, Device: SystemDevice, Value: v, At: now})
 		}
 	}
-	for _, r := range d.Observe(obs) {
+	sc.obs = obs
+	// The results do not leave this call: the scratch slice is reused.
+	sc.res = d.ObserveAppend(sc.res[:0], obs)
+	for _, r := range sc.res {
 		if r.Alert != nil {
 			s.raise(*r.Alert)
 		}

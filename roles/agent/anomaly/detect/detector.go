@@ -158,6 +158,10 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	defer d.mu.Unlock()
 	d.batch++
 	out := dst
+	// The readings of a poll share a timestamp: its hour slot is looked
+	// up once.
+	var hourOf time.Time
+	hour := -1
 	for i, o := range batch {
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
@@ -173,7 +177,10 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 			s.lastBatch = d.batch
 			s.batches++
 		}
-		oc := s.observe(o.Value, o.At, d.loc, &d.scratch)
+		if hour < 0 || !o.At.Equal(hourOf) {
+			hourOf, hour = o.At, o.At.In(d.loc).Hour()
+		}
+		oc := s.observe(o.Value, o.At, hour, &d.scratch)
 		if !oc.warm {
 			continue
 		}

@@ -114,6 +114,9 @@ type series struct {
 	recentRestored *summary
 	restoredCount  int64
 	deltas         ring
+	// negDeltas and posDeltas count the changes in deltas below and above
+	// zero.
+	negDeltas, posDeltas int32
 
 	batches   int64
 	lastBatch uint64
@@ -199,16 +202,29 @@ func (s *series) isCounter() bool {
 	if n < WarmupBatches-1 {
 		return false
 	}
-	var neg, pos int
-	for _, d := range s.deltas.buf {
-		switch {
-		case d < 0:
-			neg++
-		case d > 0:
-			pos++
-		}
-	}
+	neg, pos := int(s.negDeltas), int(s.posDeltas)
 	return neg*20 <= n && pos*2 >= n
+}
+
+// pushDelta adds a change to the rate window and keeps the counts of
+// negative and positive changes in it, which isCounter would otherwise
+// take from the whole window at every reading.
+func (s *series) pushDelta(d float64) {
+	r := &s.deltas
+	if r.len() == int(r.size) {
+		s.countDelta(r.buf[r.next], -1)
+	}
+	r.push(d)
+	s.countDelta(narrow(d), 1)
+}
+
+func (s *series) countDelta(d float32, by int32) {
+	switch {
+	case d < 0:
+		s.negDeltas += by
+	case d > 0:
+		s.posDeltas += by
+	}
 }
 
 // outcome is what one observation produced.
@@ -219,8 +235,8 @@ type outcome struct {
 	warm      bool
 }
 
-func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]float64) outcome {
-	h := at.In(loc).Hour()
+// observe scores reading x taken at time at, in hour slot h.
+func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome {
 	if h != int(s.hour) {
 		if s.hour >= 0 {
 			s.leave(int(s.hour), sc)
@@ -269,7 +285,7 @@ func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]floa
 		s.level += levelAlpha * (x - s.level)
 	}
 	if s.hasPrev {
-		s.deltas.push(x - s.prev)
+		s.pushDelta(x - s.prev)
 		// A flagged change is not evidence of the resolution: the first
 		// step of a constant register would otherwise hide the next one.
 		if d := math.Abs(x - s.prev); !flagged && d > 0 && (s.resolution == 0 || d < s.resolution) {

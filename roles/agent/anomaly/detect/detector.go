@@ -97,6 +97,8 @@ type Detector struct {
 	byName     map[string]MetricConfig
 	maxTracked int
 	series     map[seriesKey]*series
+	// plans remember the series of recent batch shapes (planFor).
+	plans map[seriesKey]*plan
 	// evictableAt is the earliest time a full detector may evict.
 	evictableAt time.Time
 	batch       uint64
@@ -116,6 +118,7 @@ func New(cfg Config) (*Detector, error) {
 		byName:     make(map[string]MetricConfig, len(cfg.Metrics)),
 		maxTracked: cfg.MaxTracked,
 		series:     make(map[seriesKey]*series),
+		plans:      make(map[seriesKey]*plan),
 	}
 	if d.loc == nil {
 		d.loc = time.UTC
@@ -162,12 +165,17 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	// up once.
 	var hourOf time.Time
 	hour := -1
+	p := d.planFor(batch)
 	for i, o := range batch {
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
 			continue
 		}
-		s := d.seriesFor(o.Metric, o.Device, o.At)
+		s := p[i]
+		if s == nil || s.evicted || s.metric != o.Metric || s.device != o.Device {
+			s = d.seriesFor(o.Metric, o.Device, o.At)
+			p[i] = s
+		}
 		if s == nil {
 			d.counts.UntrackedValues++
 			continue
@@ -207,6 +215,35 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	return out
 }
 
+// maxPlans bounds the batch shapes planFor remembers: about one per
+// endpoint or device polled.
+const maxPlans = 256
+
+// planFor returns the series of the previous batch that began with the
+// same series as batch, by position, with room for every observation of
+// batch. A poll reads the same data points in the same order every time,
+// so its series are found by comparing two strings per reading instead
+// of hashing them; a position that does not match is looked up and
+// remembered.
+func (d *Detector) planFor(batch []Observation) []*series {
+	k := seriesKey{batch[0].Metric, batch[0].Device}
+	p := d.plans[k]
+	if p == nil {
+		if len(d.plans) >= maxPlans {
+			clear(d.plans)
+		}
+		p = &plan{}
+		d.plans[k] = p
+	}
+	if len(p.series) < len(batch) {
+		p.series = append(p.series, make([]*series, len(batch)-len(p.series))...)
+	}
+	return p.series
+}
+
+// plan is one batch shape's series by position.
+type plan struct{ series []*series }
+
 // evictGrace is how long a series must have been idle before a new one
 // may evict it. Without it, more live series than MaxTracked evict each
 // other in turn (the idlest is always the next one to be polled), none of
@@ -245,6 +282,7 @@ func (d *Detector) seriesFor(metric, device string, at time.Time) *series {
 			d.evictableAt = idle.Add(evictGrace)
 			return nil
 		}
+		d.series[oldest].evicted = true
 		delete(d.series, oldest)
 	}
 	s := newSeries(metric, device, d.cfg.tuningFor(metric, d.byName))

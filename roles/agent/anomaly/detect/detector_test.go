@@ -550,3 +550,46 @@ func TestObserveAppendReusesDst(t *testing.T) {
 		t.Errorf("steady ObserveAppend allocates %v times per call, want 0", allocs)
 	}
 }
+
+// TestPlansFollowBatchShape: series found by position (planFor) are the
+// readings' own whatever the order of the next batch, and an evicted
+// series is not used again.
+func TestPlansFollowBatchShape(t *testing.T) {
+	obs := func(at time.Time, kv ...any) []Observation {
+		var b []Observation
+		for i := 0; i < len(kv); i += 2 {
+			b = append(b, Observation{Metric: kv[i].(string), Device: "plc1", Value: kv[i+1].(float64), At: at})
+		}
+		return b
+	}
+	tests := []struct {
+		name    string
+		max     int
+		batches [][]any
+		// want is each tracked series' last value.
+		want map[string]float64
+	}{
+		{"same shape", 0, [][]any{{"a", 1.0, "b", 2.0}, {"a", 3.0, "b", 4.0}}, map[string]float64{"a": 3, "b": 4}},
+		{"reordered", 0, [][]any{{"a", 1.0, "b", 2.0, "c", 3.0}, {"a", 4.0, "c", 5.0, "b", 6.0}}, map[string]float64{"a": 4, "b": 6, "c": 5}},
+		{"shorter then longer", 0, [][]any{{"a", 1.0}, {"a", 2.0, "b", 3.0}}, map[string]float64{"a": 2, "b": 3}},
+		{"evicted in between", 2, [][]any{{"a", 1.0, "b", 2.0}, {"c", 3.0, "d", 4.0}, {"a", 5.0, "b", 6.0}}, map[string]float64{"a": 5, "b": 6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDetector(t, Config{MaxTracked: tt.max})
+			for i, kv := range tt.batches {
+				// Two minutes apart: past the eviction grace.
+				d.Observe(obs(t0.Add(time.Duration(i)*2*time.Minute), kv...))
+			}
+			if len(d.series) != len(tt.want) {
+				t.Fatalf("%d series tracked, want %d", len(d.series), len(tt.want))
+			}
+			for m, v := range tt.want {
+				s := d.series[seriesKey{m, "plc1"}]
+				if s == nil || s.prev != v {
+					t.Errorf("series %s: %+v, want last value %g", m, s, v)
+				}
+			}
+		})
+	}
+}

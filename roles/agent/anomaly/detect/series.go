@@ -108,6 +108,9 @@ type series struct {
 	// plus the slot's residual statistics.
 	level    float64
 	hasLevel bool
+	// evicted is set when the series leaves the detector, so that a plan
+	// still holding it looks the reading's series up again.
+	evicted bool
 	// recent is the last window of residuals of any slot: the baseline of a
 	// slot that has too few samples of its own.
 	recent         ring

@@ -32,8 +32,10 @@ func (c Config) Equal(o Config) bool {
 
 func (c Config) detector() detect.Config {
 	// The detector itself is always enabled: the service switches
-	// detection off by not calling it, which keeps its baselines.
-	return detect.Config{Enabled: true, Metrics: c.Metrics}
+	// detection off by not calling it, which keeps its baselines. The
+	// host's own metrics come on top of the default limit, so that 1000
+	// data points do not leave them untracked.
+	return detect.Config{Enabled: true, Metrics: c.Metrics, MaxTracked: detect.DefaultMaxTracked + len(SystemMetrics)}
 }
 
 // Normalized returns c with a non-nil metrics list, so it encodes as [].

@@ -3,6 +3,7 @@ package anomaly
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 type scratch struct {
 	obs []detect.Observation
 	idx []int
+	res []detect.Result
 }
 
 // ObserveBatch scores the numeric GOOD readings of one endpoint batch in
@@ -55,7 +57,8 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) {
 		return
 	}
 	s.cat.see(endpoint, obs)
-	rs := d.Observe(obs)
+	rs := d.ObserveAppend(sc.res[:0], obs)
+	sc.res = rs
 	for k := range rs {
 		rs[k].Index = idx[rs[k].Index]
 		if rs[k].Alert != nil {
@@ -66,7 +69,10 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) {
 	// is not needed for correctness, only the slices are reused.
 	s.m.observed.Add(float64(len(obs)))
 	if len(rs) > 0 {
-		b.Anomaly = rs
+		// The batch, and so its results, is the sink's to keep
+		// (batch.Sink): it gets a copy of exactly the results, and the
+		// scratch slice serves the next poll.
+		b.Anomaly = slices.Clone(rs)
 	}
 }
 

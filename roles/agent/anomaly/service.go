@@ -207,7 +207,7 @@ func (s *Service) newDetector(cfg Config) (*detect.Detector, error) {
 // Configure applies a configuration at once (the settings call it on
 // load and on every change). Switching detection off keeps the detector
 // and its baselines; a change of the metrics rebuilds the detector from
-// the current baselines, which loses the alerts of the run.
+// the current baselines and carries the run's alerts and totals over.
 func (s *Service) Configure(cfg Config) error {
 	cfg = cfg.Normalized()
 	if err := cfg.Validate(); err != nil {
@@ -229,6 +229,7 @@ func (s *Service) Configure(cfg Config) error {
 	if err := d.Restore(old.Baselines()); err != nil {
 		return fmt.Errorf("anomaly: carry baselines over: %w", err)
 	}
+	d.Carry(old)
 	s.det.Store(d)
 	s.log.Info("anomaly detection reconfigured", "metrics", len(cfg.Metrics))
 	return nil
@@ -338,13 +339,18 @@ func (s *Service) observeSystem(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	obs := make([]detect.Observation, 0, len(SystemMetrics))
+	sc := s.scratch.Get().(*scratch)
+	defer s.scratch.Put(sc)
+	obs := sc.obs[:0]
 	for _, m := range SystemMetrics {
 		if v, ok := vals[m]; ok {
 			obs = append(obs, detect.Observation{Metric: m, Device: SystemDevice, Value: v, At: now})
 		}
 	}
-	for _, r := range d.Observe(obs) {
+	sc.obs = obs
+	// The results do not leave this call: the scratch slice is reused.
+	sc.res = d.ObserveAppend(sc.res[:0], obs)
+	for _, r := range sc.res {
 		if r.Alert != nil {
 			s.raise(*r.Alert)
 		}

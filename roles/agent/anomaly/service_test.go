@@ -240,6 +240,42 @@ func TestConfigureKeepsBaselines(t *testing.T) {
 	}
 }
 
+// TestConfigureKeepsAlerts: a rebuild for new metric tuning keeps the
+// run's alerts and totals, and the next alert gets a new id.
+func TestConfigureKeepsAlerts(t *testing.T) {
+	s := newService(t, &memStore{}, &events{})
+	i := 0
+	spike := func() {
+		for range 25 {
+			b := poll(i, 20+float64(i%3))
+			s.ObserveBatch("press", &b)
+			i++
+		}
+		b := poll(i, 500)
+		s.ObserveBatch("press", &b)
+		i++
+	}
+	spike()
+	before, n, err := s.Alerts(detect.AlertFilter{})
+	if err != nil || n != 1 {
+		t.Fatalf("before the change: %d alerts (%v), want 1", n, err)
+	}
+	if err := s.Configure(Config{Enabled: true, Metrics: []detect.MetricConfig{{Name: "temp", Sensitivity: "high"}}}); err != nil {
+		t.Fatal(err)
+	}
+	spike()
+	after, n, err := s.Alerts(detect.AlertFilter{})
+	if err != nil || n != 2 {
+		t.Fatalf("after the change: %d alerts (%v), want the old and a new one", n, err)
+	}
+	if after[1] != before[0] || after[0].ID == before[0].ID {
+		t.Errorf("alerts after the change %+v, want the new one and %+v, ids distinct", after, before[0])
+	}
+	if st, _ := s.Stats(); st.Stats.TotalAnomalies != 2 || st.Stats.TotalDataPoints != int64(i) {
+		t.Errorf("totals %+v, want 2 anomalies of %d points", st.Stats, i)
+	}
+}
+
 func TestMergeConfig(t *testing.T) {
 	cur := Config{Enabled: true, Metrics: []detect.MetricConfig{{Name: "temp", Threshold: 5}}}
 	for _, tc := range []struct {

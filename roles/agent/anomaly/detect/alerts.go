@@ -116,3 +116,25 @@ func (d *Detector) ClearAlerts() {
 	defer d.mu.Unlock()
 	d.alerts.buf, d.alerts.next = d.alerts.buf[:0], 0
 }
+
+// Carry takes over the alerts, the alert id sequence and the running
+// totals of prev, the detector d replaces: a configuration change loses
+// no alert, and alert ids, which name the alert events of a run, are not
+// issued twice. d must not be in use yet.
+func (d *Detector) Carry(prev *Detector) {
+	prev.mu.Lock()
+	defer prev.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.counts = prev.counts
+	r := &prev.alerts
+	n := len(r.buf)
+	keep := min(n, d.alerts.size)
+	// Oldest first from index 0, where a ring that is not yet wrapped
+	// keeps them; the newest stay if the ring is smaller.
+	d.alerts.buf, d.alerts.next = d.alerts.buf[:0], 0
+	for i := n - keep; i < n; i++ {
+		d.alerts.buf = append(d.alerts.buf, r.buf[(r.next+i)%n])
+	}
+	d.alerts.seq = r.seq
+}

@@ -68,6 +68,9 @@ type Counts struct {
 	TrackedMetrics  int   `json:"trackedMetrics"`
 	// IgnoredValues counts NaN, infinite and out-of-range observations.
 	IgnoredValues int64 `json:"ignoredValues"`
+	// UntrackedValues counts the observations of new series refused
+	// because MaxTracked series were all seen within the last minute.
+	UntrackedValues int64 `json:"untrackedValues"`
 }
 
 // Prediction is the latest forecast of a metric.
@@ -94,10 +97,14 @@ type Detector struct {
 	byName     map[string]MetricConfig
 	maxTracked int
 	series     map[seriesKey]*series
-	batch      uint64
-	scratch    []float64
-	alerts     alertRing
-	counts     Counts
+	// plans remember the series of recent batch shapes (planFor).
+	plans map[seriesKey]*plan
+	// evictableAt is the earliest time a full detector may evict.
+	evictableAt time.Time
+	batch       uint64
+	scratch     []float64
+	alerts      alertRing
+	counts      Counts
 }
 
 // New validates cfg and builds a detector.
@@ -111,6 +118,7 @@ func New(cfg Config) (*Detector, error) {
 		byName:     make(map[string]MetricConfig, len(cfg.Metrics)),
 		maxTracked: cfg.MaxTracked,
 		series:     make(map[seriesKey]*series),
+		plans:      make(map[seriesKey]*plan),
 	}
 	if d.loc == nil {
 		d.loc = time.UTC
@@ -153,18 +161,34 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	defer d.mu.Unlock()
 	d.batch++
 	out := dst
+	// The readings of a poll share a timestamp: its hour slot is looked
+	// up once.
+	var hourOf time.Time
+	hour := -1
+	p := d.planFor(batch)
 	for i, o := range batch {
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
 			continue
 		}
+		s := p[i]
+		if s == nil || s.evicted || s.metric != o.Metric || s.device != o.Device {
+			s = d.seriesFor(o.Metric, o.Device, o.At)
+			p[i] = s
+		}
+		if s == nil {
+			d.counts.UntrackedValues++
+			continue
+		}
 		d.counts.TotalDataPoints++
-		s := d.seriesFor(o.Metric, o.Device)
 		if s.lastBatch != d.batch {
 			s.lastBatch = d.batch
 			s.batches++
 		}
-		oc := s.observe(o.Value, o.At, d.loc, &d.scratch)
+		if hour < 0 || !o.At.Equal(hourOf) {
+			hourOf, hour = o.At, o.At.In(d.loc).Hour()
+		}
+		oc := s.observe(o.Value, o.At, hour, &d.scratch)
 		if !oc.warm {
 			continue
 		}
@@ -191,22 +215,74 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 	return out
 }
 
+// maxPlans bounds the batch shapes planFor remembers: about one per
+// endpoint or device polled.
+const maxPlans = 256
+
+// planFor returns the series of the previous batch that began with the
+// same series as batch, by position, with room for every observation of
+// batch. A poll reads the same data points in the same order every time,
+// so its series are found by comparing two strings per reading instead
+// of hashing them; a position that does not match is looked up and
+// remembered.
+func (d *Detector) planFor(batch []Observation) []*series {
+	k := seriesKey{batch[0].Metric, batch[0].Device}
+	p := d.plans[k]
+	if p == nil {
+		if len(d.plans) >= maxPlans {
+			clear(d.plans)
+		}
+		p = &plan{}
+		d.plans[k] = p
+	}
+	if len(p.series) < len(batch) {
+		p.series = append(p.series, make([]*series, len(batch)-len(p.series))...)
+	}
+	return p.series
+}
+
+// plan is one batch shape's series by position.
+type plan struct{ series []*series }
+
+// evictGrace is how long a series must have been idle before a new one
+// may evict it. Without it, more live series than MaxTracked evict each
+// other in turn (the idlest is always the next one to be polled), none of
+// them ever warms up, and every observation pays a new series and a scan
+// of all of them.
+const evictGrace = time.Minute
+
+// restoreAt is the time Restore creates series at: later than any
+// observation, so it evicts like one that comes after a long silence.
+var restoreAt = time.Unix(1<<62, 0)
+
 // seriesFor returns the series of (metric, device), creating it and, when
-// MaxTracked series exist, evicting the one idle the longest.
-func (d *Detector) seriesFor(metric, device string) *series {
+// MaxTracked series exist, evicting the one idle the longest if it has
+// been idle for evictGrace; otherwise it returns nil and the observation
+// is not tracked.
+func (d *Detector) seriesFor(metric, device string, at time.Time) *series {
 	k := seriesKey{metric, device}
 	if s, ok := d.series[k]; ok {
 		return s
 	}
 	if len(d.series) >= d.maxTracked {
+		// The scan is skipped while no series can have been idle long
+		// enough: last seen times only move forward.
+		if at.Before(d.evictableAt) {
+			return nil
+		}
 		var oldest seriesKey
 		first := true
-		var at uint64
+		var idle time.Time
 		for k, s := range d.series {
-			if first || s.lastBatch < at || (s.lastBatch == at && less(k, oldest)) {
-				oldest, at, first = k, s.lastBatch, false
+			if first || s.lastAt.Before(idle) || (s.lastAt.Equal(idle) && less(k, oldest)) {
+				oldest, idle, first = k, s.lastAt, false
 			}
 		}
+		if at.Sub(idle) < evictGrace {
+			d.evictableAt = idle.Add(evictGrace)
+			return nil
+		}
+		d.series[oldest].evicted = true
 		delete(d.series, oldest)
 	}
 	s := newSeries(metric, device, d.cfg.tuningFor(metric, d.byName))
@@ -252,20 +328,24 @@ func (d *Detector) Baselines() []Baseline {
 	defer d.mu.Unlock()
 	var out []Baseline
 	for _, s := range d.series {
-		for h := range s.slots {
-			sl := &s.slots[h]
-			if sl.count == 0 {
+		for h, sl := range s.slots {
+			if sl == nil || sl.count == 0 {
 				continue
 			}
 			var sum summary
-			if sl.restored != nil && sl.win.len() < s.minSamples() {
-				sum = *sl.restored
-			} else {
+			switch {
+			case sl.win.len() >= s.minSamples() || (sl.kept.n == 0 && sl.restored == nil):
 				// The residuals, back in the metric's unit at the level
 				// they were taken at.
-				sum = summarize(sl.win.buf, &d.scratch)
+				sum = summarize(sl.win.samples(), &d.scratch)
 				sum.mean += sl.levelAt
 				sum.median += sl.levelAt
+			case sl.kept.n > 0:
+				sum = sl.kept
+				sum.mean += sl.keptLevel
+				sum.median += sl.keptLevel
+			default:
+				sum = *sl.restored
 			}
 			out = append(out, Baseline{
 				Metric: s.metric, DeviceID: s.device, TimeSlot: h,
@@ -297,12 +377,14 @@ func (d *Detector) Restore(bs []Baseline) error {
 		k := seriesKey{b.Metric, b.DeviceID}
 		s, ok := restored[k]
 		if !ok {
-			s = d.seriesFor(b.Metric, b.DeviceID)
+			// A restore always makes room, as an observation made long
+			// after every tracked series was seen would.
+			s = d.seriesFor(b.Metric, b.DeviceID, restoreAt)
 			restored[k] = s
 			order = append(order, s)
 		}
-		sl := &s.slots[b.TimeSlot]
-		sl.win.reset()
+		sl := s.slotFor(b.TimeSlot)
+		sl.win, sl.kept = nil, summary{}
 		sl.restored = restoredSummary(b.Mean, b.StdDev, b.Median, b.MAD, b.SampleCount, s.tune.window)
 		sl.count = b.SampleCount
 		sl.at = b.CalculatedAt
@@ -344,9 +426,8 @@ func (b Baseline) validate() error {
 func (s *series) poolRestored() {
 	var w, mean, med float64
 	var count int64
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.restored == nil || sl.count == 0 {
+	for _, sl := range s.slots {
+		if sl == nil || sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)
@@ -361,9 +442,8 @@ func (s *series) poolRestored() {
 	mean /= w
 	med /= w
 	var v, m float64
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.restored == nil || sl.count == 0 {
+	for _, sl := range s.slots {
+		if sl == nil || sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)

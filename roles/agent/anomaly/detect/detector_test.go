@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -442,19 +443,63 @@ func TestAlertRingAndFilters(t *testing.T) {
 }
 
 func TestMaxTrackedEvictsIdlest(t *testing.T) {
-	d := newDetector(t, Config{MaxTracked: 2})
-	feed(d, "a", t0, 1)
-	feed(d, "b", t0, 1)
-	feed(d, "a", t0, 1) // b is now the idlest
-	feed(d, "c", t0, 1)
-	if n := d.Stats().Stats.TrackedMetrics; n != 2 {
-		t.Fatalf("%d series tracked, want 2", n)
+	tests := []struct {
+		name string
+		// c arrives this long after b was last seen.
+		after     time.Duration
+		kept      []string
+		untracked int64
+	}{
+		{"b idle past the grace is evicted", evictGrace, []string{"a", "c"}, 0},
+		{"b seen within the grace stays, c is not tracked", evictGrace - time.Second, []string{"a", "b"}, 1},
 	}
-	if _, ok := d.series[seriesKey{"b", "plc1"}]; ok {
-		t.Error("the idlest series b was kept")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDetector(t, Config{MaxTracked: 2})
+			feed(d, "a", t0, 1)
+			feed(d, "b", t0, 1)
+			at := t0.Add(tt.after)
+			feed(d, "a", at, 1) // b is now the idlest
+			feed(d, "c", at, 1)
+			st := d.Stats().Stats
+			if st.TrackedMetrics != 2 || st.UntrackedValues != tt.untracked {
+				t.Fatalf("%d series tracked, %d untracked; want 2, %d", st.TrackedMetrics, st.UntrackedValues, tt.untracked)
+			}
+			for _, m := range tt.kept {
+				if _, ok := d.series[seriesKey{m, "plc1"}]; !ok {
+					t.Errorf("series %s was evicted", m)
+				}
+			}
+		})
 	}
-	if _, ok := d.series[seriesKey{"a", "plc1"}]; !ok {
-		t.Error("the recently seen series a was evicted")
+}
+
+// TestMoreLiveSeriesThanTrackedStayWarm: 1003 series polled every second
+// by a detector that tracks 1000 (the agent's 1000 registers and its
+// system metrics). Evicting the idlest would evict the next series to be
+// polled, over and over, and none would ever warm up; instead the
+// newcomers are not tracked and the others are scored.
+func TestMoreLiveSeriesThanTrackedStayWarm(t *testing.T) {
+	d := newDetector(t, Config{})
+	var scored int
+	for sec := range 3 * WarmupBatches {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		scored = 0
+		for dev := range 10 {
+			b := make([]Observation, 100)
+			for r := range b {
+				b[r] = Observation{Metric: fmt.Sprint("r", r), Device: fmt.Sprint("d", dev), Value: float64(r + sec%2), At: at}
+			}
+			scored += len(d.Observe(b))
+		}
+		d.Observe([]Observation{{Metric: "cpu", Device: "system", Value: 1, At: at},
+			{Metric: "mem", Device: "system", Value: 1, At: at}, {Metric: "disk", Device: "system", Value: 1, At: at}})
+	}
+	if scored != 1000 {
+		t.Errorf("%d of the 1000 register series scored in the last poll round, want all", scored)
+	}
+	if st := d.Stats().Stats; st.UntrackedValues != 3*3*WarmupBatches {
+		t.Errorf("%d observations untracked, want the system series' %d", st.UntrackedValues, 3*3*WarmupBatches)
 	}
 }
 
@@ -503,5 +548,48 @@ func TestObserveAppendReusesDst(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() { out = d.ObserveAppend(out[:0], batch) })
 	if allocs != 0 {
 		t.Errorf("steady ObserveAppend allocates %v times per call, want 0", allocs)
+	}
+}
+
+// TestPlansFollowBatchShape: series found by position (planFor) are the
+// readings' own whatever the order of the next batch, and an evicted
+// series is not used again.
+func TestPlansFollowBatchShape(t *testing.T) {
+	obs := func(at time.Time, kv ...any) []Observation {
+		var b []Observation
+		for i := 0; i < len(kv); i += 2 {
+			b = append(b, Observation{Metric: kv[i].(string), Device: "plc1", Value: kv[i+1].(float64), At: at})
+		}
+		return b
+	}
+	tests := []struct {
+		name    string
+		max     int
+		batches [][]any
+		// want is each tracked series' last value.
+		want map[string]float64
+	}{
+		{"same shape", 0, [][]any{{"a", 1.0, "b", 2.0}, {"a", 3.0, "b", 4.0}}, map[string]float64{"a": 3, "b": 4}},
+		{"reordered", 0, [][]any{{"a", 1.0, "b", 2.0, "c", 3.0}, {"a", 4.0, "c", 5.0, "b", 6.0}}, map[string]float64{"a": 4, "b": 6, "c": 5}},
+		{"shorter then longer", 0, [][]any{{"a", 1.0}, {"a", 2.0, "b", 3.0}}, map[string]float64{"a": 2, "b": 3}},
+		{"evicted in between", 2, [][]any{{"a", 1.0, "b", 2.0}, {"c", 3.0, "d", 4.0}, {"a", 5.0, "b", 6.0}}, map[string]float64{"a": 5, "b": 6}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDetector(t, Config{MaxTracked: tt.max})
+			for i, kv := range tt.batches {
+				// Two minutes apart: past the eviction grace.
+				d.Observe(obs(t0.Add(time.Duration(i)*2*time.Minute), kv...))
+			}
+			if len(d.series) != len(tt.want) {
+				t.Fatalf("%d series tracked, want %d", len(d.series), len(tt.want))
+			}
+			for m, v := range tt.want {
+				s := d.series[seriesKey{m, "plc1"}]
+				if s == nil || s.prev != v {
+					t.Errorf("series %s: %+v, want last value %g", m, s, v)
+				}
+			}
+		})
 	}
 }

@@ -70,7 +70,9 @@ var methodSets = func() [8][]string {
 // level follows a slow drift that would leave a window of raw values a day
 // behind.
 type slot struct {
-	win ring
+	// win is allocated when the slot takes a sample and released when a
+	// full window is summarised into kept.
+	win *ring
 	// levelAt is the mean level behind the window's residuals: added back,
 	// it gives the exported baseline in the metric's unit.
 	levelAt float64
@@ -79,7 +81,13 @@ type slot struct {
 	// restored is the persisted summary; it stands in until the window
 	// holds minSlotSamples of its own.
 	restored *summary
-	at       time.Time
+	// kept (when kept.n > 0) is the summary of the slot's last full
+	// window, whose samples were released when the series moved on to the
+	// next hour, and keptLevel the level it was taken at. It stands in, at
+	// the current level, until the window refills.
+	kept      summary
+	keptLevel float64
+	at        time.Time
 }
 
 type pendingSample struct {
@@ -92,17 +100,26 @@ type pendingSample struct {
 type series struct {
 	metric, device string
 	tune           tuning
-	slots          [24]slot
+	// slots are allocated when their hour first comes.
+	slots [24]*slot
+	// hour is the slot of the last observation, -1 before the first.
+	hour int8
 	// level is the series' smoothed level; a slot's baseline is the level
 	// plus the slot's residual statistics.
 	level    float64
 	hasLevel bool
+	// evicted is set when the series leaves the detector, so that a plan
+	// still holding it looks the reading's series up again.
+	evicted bool
 	// recent is the last window of residuals of any slot: the baseline of a
 	// slot that has too few samples of its own.
 	recent         ring
 	recentRestored *summary
 	restoredCount  int64
 	deltas         ring
+	// negDeltas and posDeltas count the changes in deltas below and above
+	// zero.
+	negDeltas, posDeltas int32
 
 	batches   int64
 	lastBatch uint64
@@ -129,13 +146,32 @@ type series struct {
 }
 
 func newSeries(metric, device string, t tuning) *series {
-	s := &series{metric: metric, device: device, tune: t}
-	for i := range s.slots {
-		s.slots[i].win.size = t.window
-	}
-	s.recent.size = t.window
+	s := &series{metric: metric, device: device, tune: t, hour: -1}
+	s.recent.size = int32(t.window)
 	s.deltas.size = deltaWindow
 	return s
+}
+
+// slotFor returns the slot of hour h, allocating it on first use.
+func (s *series) slotFor(h int) *slot {
+	if s.slots[h] == nil {
+		s.slots[h] = &slot{}
+	}
+	return s.slots[h]
+}
+
+// leave is called when the series moves on from hour h. A window that
+// filled within its hour (a series sampled at least windowSize times an
+// hour) holds nothing of the previous days, and the next visit replaces
+// it within the hour as well: only its summary is kept until then, so a
+// series holds one full window of samples instead of 24.
+func (s *series) leave(h int, sc *[]float64) {
+	sl := s.slots[h]
+	if sl == nil || sl.win.len() < s.tune.window {
+		return
+	}
+	sl.kept, sl.keptLevel = summarize(sl.win.buf, sc), sl.levelAt
+	sl.win = nil
 }
 
 func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
@@ -143,11 +179,13 @@ func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
 // baseline returns the summary, in the metric's unit, the reading of hour
 // h is scored against and the number of samples behind it.
 func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
-	sl := &s.slots[h]
+	sl := s.slots[h]
 	switch {
-	case sl.win.len() >= s.minSamples():
+	case sl != nil && sl.win.len() >= s.minSamples():
 		return s.atLevel(sl.win.summary(sc)), sl.count, true
-	case sl.restored != nil:
+	case sl != nil && sl.kept.n > 0:
+		return s.atLevel(sl.kept), sl.count, true
+	case sl != nil && sl.restored != nil:
 		return *sl.restored, sl.count, true
 	case s.recent.len() >= s.minSamples() || (s.recentRestored == nil && s.recent.len() >= 2):
 		return s.atLevel(s.recent.summary(sc)), int64(s.recent.len()), true
@@ -167,16 +205,29 @@ func (s *series) isCounter() bool {
 	if n < WarmupBatches-1 {
 		return false
 	}
-	var neg, pos int
-	for _, d := range s.deltas.buf {
-		switch {
-		case d < 0:
-			neg++
-		case d > 0:
-			pos++
-		}
-	}
+	neg, pos := int(s.negDeltas), int(s.posDeltas)
 	return neg*20 <= n && pos*2 >= n
+}
+
+// pushDelta adds a change to the rate window and keeps the counts of
+// negative and positive changes in it, which isCounter would otherwise
+// take from the whole window at every reading.
+func (s *series) pushDelta(d float64) {
+	r := &s.deltas
+	if r.len() == int(r.size) {
+		s.countDelta(r.buf[r.next], -1)
+	}
+	r.push(d)
+	s.countDelta(narrow(d), 1)
+}
+
+func (s *series) countDelta(d float32, by int32) {
+	switch {
+	case d < 0:
+		s.negDeltas += by
+	case d > 0:
+		s.posDeltas += by
+	}
 }
 
 // outcome is what one observation produced.
@@ -187,8 +238,14 @@ type outcome struct {
 	warm      bool
 }
 
-func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]float64) outcome {
-	h := at.In(loc).Hour()
+// observe scores reading x taken at time at, in hour slot h.
+func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome {
+	if h != int(s.hour) {
+		if s.hour >= 0 {
+			s.leave(int(s.hour), sc)
+		}
+		s.hour = int8(h)
+	}
 	warm := s.batches > WarmupBatches
 	base, n, ok := s.baseline(h, sc)
 	counter := s.isCounter()
@@ -231,7 +288,7 @@ func (s *series) observe(x float64, at time.Time, loc *time.Location, sc *[]floa
 		s.level += levelAlpha * (x - s.level)
 	}
 	if s.hasPrev {
-		s.deltas.push(x - s.prev)
+		s.pushDelta(x - s.prev)
 		// A flagged change is not evidence of the resolution: the first
 		// step of a constant register would otherwise hide the next one.
 		if d := math.Abs(x - s.prev); !flagged && d > 0 && (s.resolution == 0 || d < s.resolution) {
@@ -290,10 +347,17 @@ func scoreOf(sigma float64) float64 {
 // push adds reading x, as its residual from the level, to the slot of
 // hour h and to the recent window.
 func (s *series) push(x float64, h int, at time.Time) {
-	sl := &s.slots[h]
+	sl := s.slotFor(h)
+	if sl.win == nil {
+		sl.win = &ring{size: int32(s.tune.window)}
+	}
 	sl.win.push(x - s.level)
 	sl.levelAt += (s.level - sl.levelAt) / float64(sl.win.len())
 	sl.count++
+	if sl.win.len() >= s.minSamples() {
+		// The window is the baseline from here on.
+		sl.kept, sl.restored = summary{}, nil
+	}
 	if at.After(sl.at) {
 		sl.at = at
 	}

@@ -2,19 +2,22 @@ package detect
 
 import "math"
 
-// ring is a fixed-capacity window of the most recent samples. Its buffer
-// grows by append up to the capacity, so a slot that is never visited costs
-// nothing. It caches its summary (see stats).
+// ring is a fixed-capacity window of the most recent samples, stored as
+// float32: half the memory, and a residual's rounding (6e-8 of it) is far
+// below the sampling error of any statistic of the window. Its buffer
+// grows by doubling up to exactly the capacity, so a slot that is never
+// visited costs nothing and a full one carries no slack. It caches its
+// summary (see stats).
 type ring struct {
-	buf  []float64
-	next int
-	size int
-
-	stats summary
+	buf  []float32
+	next int32
+	size int32
 	// stale counts the pushes since stats was computed; valid is false
 	// until it is computed once and after a reset.
-	stale int
+	stale int32
 	valid bool
+
+	stats summary
 }
 
 // refreshDivisor sets how stale a window's cached statistics may be: they
@@ -26,22 +29,47 @@ const refreshDivisor = 8
 
 func (r *ring) push(x float64) {
 	r.stale++
-	if len(r.buf) < r.size {
-		r.buf = append(r.buf, x)
+	v := narrow(x)
+	if n := len(r.buf); n < int(r.size) {
+		if n == cap(r.buf) {
+			grown := make([]float32, n, min(int(r.size), max(8, 2*n)))
+			copy(grown, r.buf)
+			r.buf = grown
+		}
+		r.buf = append(r.buf, v)
 		return
 	}
-	r.buf[r.next] = x
+	r.buf[r.next] = v
 	r.next = (r.next + 1) % r.size
 }
 
-func (r *ring) len() int { return len(r.buf) }
+// narrow stores x as a float32, clamped to its range: a residual beyond
+// ±3.4e38 (readings near MaxMagnitude) keeps its sign and stays finite.
+func narrow(x float64) float32 {
+	return float32(max(-math.MaxFloat32, min(math.MaxFloat32, x)))
+}
 
-func (r *ring) reset() { r.buf, r.next, r.valid = r.buf[:0], 0, false }
+// len is the number of samples; a nil ring (a slot's released window)
+// has none.
+func (r *ring) len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.buf)
+}
+
+// samples is the window's samples in no particular order.
+func (r *ring) samples() []float32 {
+	if r == nil {
+		return nil
+	}
+	return r.buf
+}
 
 // summary returns the window's statistics, recomputed when missing or
 // when refreshDivisor-th of the window arrived since.
 func (r *ring) summary(scratch *[]float64) summary {
-	if !r.valid || r.stale >= max(1, len(r.buf)/refreshDivisor) {
+	if !r.valid || int(r.stale) >= max(1, len(r.buf)/refreshDivisor) {
 		r.stats = summarize(r.buf, scratch)
 		r.stale, r.valid = 0, true
 	}
@@ -78,29 +106,32 @@ func biweightDOF(n int) float64 { return float64(max(n-biweightDOFLoss, 1)) }
 // summarize computes mean, sample standard deviation, median, MAD and the
 // biweight scale of vals. scratch is reused so that a steady state
 // allocates nothing.
-func summarize(vals []float64, scratch *[]float64) summary {
+func summarize[T float32 | float64](vals []T, scratch *[]float64) summary {
 	n := len(vals)
 	if n == 0 {
 		return summary{}
 	}
 	var sum float64
 	for _, v := range vals {
-		sum += v
+		sum += float64(v)
 	}
 	mean := sum / float64(n)
 	var ss float64
 	for _, v := range vals {
-		d := v - mean
+		d := float64(v) - mean
 		ss += d * d
 	}
 	var std float64
 	if n > 1 {
 		std = math.Sqrt(ss / float64(n-1))
 	}
-	s := append((*scratch)[:0], vals...)
+	s := (*scratch)[:0]
+	for _, v := range vals {
+		s = append(s, float64(v))
+	}
 	med := median(s)
 	for i, v := range vals {
-		s[i] = math.Abs(v - med)
+		s[i] = math.Abs(float64(v) - med)
 	}
 	mad := median(s)
 	*scratch = s
@@ -114,13 +145,13 @@ func summarize(vals []float64, scratch *[]float64) summary {
 // numbers; samples beyond biweightC MADs (spikes, bursts) get no weight.
 // A MAD of zero (the series sits on one value more than half the time)
 // leaves only the standard deviation.
-func biweightScale(vals []float64, med, mad, std float64) float64 {
+func biweightScale[T float32 | float64](vals []T, med, mad, std float64) float64 {
 	if mad <= 0 {
 		return std
 	}
 	var num, den float64
 	for _, v := range vals {
-		d := v - med
+		d := float64(v) - med
 		u := d / (biweightC * mad)
 		if u2 := u * u; u2 < 1 {
 			w := 1 - u2

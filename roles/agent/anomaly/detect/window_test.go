@@ -116,7 +116,28 @@ func TestRing(t *testing.T) {
 		r.push(float64(i))
 	}
 	got := slices.Sorted(slices.Values(r.buf))
-	if !slices.Equal(got, []float64{2, 3, 4}) {
+	if !slices.Equal(got, []float32{2, 3, 4}) {
 		t.Fatalf("ring holds %v, want the last three", got)
+	}
+	if cap(r.buf) != 3 {
+		t.Errorf("a full ring of 3 has capacity %d, want exactly 3", cap(r.buf))
+	}
+}
+
+func TestNarrow(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want float32
+	}{
+		{1.5, 1.5},
+		{-2, -2},
+		{1e100, math.MaxFloat32},
+		{-1e100, -math.MaxFloat32},
+		{5e-324, 0},
+	}
+	for _, tt := range tests {
+		if got := narrow(tt.in); got != tt.want {
+			t.Errorf("narrow(%g) = %g, want %g", tt.in, got, tt.want)
+		}
 	}
 }

@@ -111,6 +111,31 @@ func (x *Anomaly) Observe(tenantKey string, msgs []telemetry.Message) {
 	x.eval.Observe(tenantKey, msgs)
 }
 
+// CreateRule validates and stores a rule of tenant (a tenant UUID), as POST
+// /anomaly/rules does, for callers without a request (the ingest bench).
+func (x *Anomaly) CreateRule(ctx context.Context, tenant string, in RuleInput) (Rule, error) {
+	if in.Type == TypeCorrelation && x.d.Feature != nil {
+		if err := x.d.Feature(licence.FeatureCorrelationRules); err != nil {
+			return Rule{}, err
+		}
+	}
+	r, err := in.normalize()
+	if err == nil {
+		err = x.s.checkScope(ctx, tenant, r.Scope)
+	}
+	if err == nil {
+		r, err = x.s.createRule(ctx, tenant, r)
+	}
+	if err != nil {
+		return Rule{}, err
+	}
+	x.eval.Changed()
+	return r, nil
+}
+
+// Backlog is the number of batches waiting for the evaluator.
+func (x *Anomaly) Backlog() int { return len(x.eval.in) }
+
 type handler struct {
 	*Deps
 	x *Anomaly

@@ -306,7 +306,7 @@ func (e *Evaluator) sweep() {
 }
 
 func (e *Evaluator) process(ctx context.Context, b batch) {
-	e.m.batches.WithLabelValues("evaluated").Inc()
+	defer e.m.batches.WithLabelValues("evaluated").Inc()
 	tenant, ok := e.tenantOf[b.tenantKey]
 	if !ok {
 		u, err := codec.DecodeID(b.tenantKey)

@@ -3,6 +3,7 @@ package anomaly
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -36,6 +37,10 @@ type Event struct {
 	Data       json.RawMessage `json:"data"`
 }
 
+// ErrBadEvent marks an event payload that can never be stored; the
+// subscriber acknowledges it rather than have it redelivered.
+var ErrBadEvent = errors.New("unusable agent event")
+
 // StoreEvent keeps an event an agent published on i/{tenant}/a/{agent}/events.
 // payload is the message as received: JSON, or any codec layering of it.
 // It reports whether the event is new; a redelivery (same tenant, agent,
@@ -46,17 +51,17 @@ func (x *Anomaly) StoreEvent(ctx context.Context, tenantKey, agentUUID string, p
 	ev, err := DecodeEventPayload(payload)
 	if err != nil {
 		x.m.events.WithLabelValues("invalid").Inc()
-		return false, err
+		return false, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
 	tu, err := codec.DecodeID(tenantKey)
 	if err != nil {
 		x.m.events.WithLabelValues("invalid").Inc()
-		return false, fmt.Errorf("tenant %q: %w", tenantKey, err)
+		return false, fmt.Errorf("%w: tenant %q: %v", ErrBadEvent, tenantKey, err)
 	}
 	data, err := db.StorableJSON(ev.Data)
 	if err != nil {
 		x.m.events.WithLabelValues("invalid").Inc()
-		return false, fmt.Errorf("event data: %w", err)
+		return false, fmt.Errorf("%w: data: %v", ErrBadEvent, err)
 	}
 	tenant := tu.String()
 	stored := Event{ID: ev.ID, AgentUUID: agentUUID, Kind: ev.Kind, Severity: ev.Severity,

@@ -25,6 +25,7 @@ const (
 	Telemetry Kind = iota + 1 // i/{tenant}/a/{agent}/endpoints/{topic...}
 	State                     // i/{tenant}/a/{agent}/state
 	Metrics                   // i/{tenant}/a/{agent}/metrics
+	Events                    // i/{tenant}/a/{agent}/events
 )
 
 // Topic is a parsed agent topic.
@@ -65,6 +66,8 @@ func ParseTopic(topic string) (Topic, error) {
 		t.Kind = State
 	case parts[4] == "metrics" && len(parts) == 5:
 		t.Kind = Metrics
+	case parts[4] == "events" && len(parts) == 5:
+		t.Kind = Events
 	default:
 		return Topic{}, fmt.Errorf("%w: unknown kind in %q", ErrTopic, truncate(topic))
 	}

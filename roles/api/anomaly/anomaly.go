@@ -381,6 +381,7 @@ type metrics struct {
 	events        *prometheus.CounterVec
 	rules         prometheus.Gauge
 	series        prometheus.Gauge
+	samples       prometheus.Gauge
 	seriesDropped prometheus.Counter
 }
 
@@ -398,11 +399,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Anomaly rules the evaluator runs."}),
 		series: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgeplat_api_anomaly_series",
 			Help: "Series (rule, agent and metric) the evaluator keeps a window or state for."}),
+		samples: prometheus.NewGauge(prometheus.GaugeOpts{Name: "edgeplat_api_anomaly_window_samples",
+			Help: "Samples the evaluator's windows hold together, at most 8 Mi (16 bytes each)."}),
 		seriesDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_api_anomaly_series_dropped_total",
 			Help: "Readings not evaluated because the evaluator tracks as many series as it may."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.batches, m.incidents, m.deliveries, m.events, m.rules, m.series, m.seriesDropped)
+		reg.MustRegister(m.batches, m.incidents, m.deliveries, m.events, m.rules, m.series, m.samples, m.seriesDropped)
 	}
 	return m
 }

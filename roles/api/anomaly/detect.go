@@ -42,7 +42,9 @@ func compile(c Condition) detector {
 // values less the first sample's, which keeps them small, so subtracting
 // a leaving sample loses no precision that matters.
 type series struct {
-	times  []time.Time
+	// times are Unix nanoseconds: 8 bytes a sample rather than
+	// time.Time's 24.
+	times  []int64
 	values []float64
 	head   int // index of the oldest sample in the ring
 	n      int
@@ -53,24 +55,27 @@ type series struct {
 
 func (s *series) at(i int) (time.Time, float64) {
 	j := (s.head + i) % len(s.values)
-	return s.times[j], s.values[j]
+	return time.Unix(0, s.times[j]), s.values[j]
 }
 
-func (s *series) push(t time.Time, v float64) {
+// push adds a sample. A full window grows up to MaxWindowSamples when
+// grow allows (the evaluator's sample budget has room), else drops its
+// oldest sample.
+func (s *series) push(t time.Time, v float64, grow bool) {
 	if s.values == nil {
-		s.times = make([]time.Time, 8)
+		s.times = make([]int64, 8)
 		s.values = make([]float64, 8)
 		s.shift = v
 	}
 	if s.n == len(s.values) {
-		if s.n < MaxWindowSamples {
+		if s.n < MaxWindowSamples && grow {
 			s.grow()
 		} else {
 			s.pop()
 		}
 	}
 	j := (s.head + s.n) % len(s.values)
-	s.times[j], s.values[j] = t, v
+	s.times[j], s.values[j] = t.UnixNano(), v
 	s.n++
 	x := v - s.shift
 	s.sum += x
@@ -79,9 +84,10 @@ func (s *series) push(t time.Time, v float64) {
 
 func (s *series) grow() {
 	size := min(2*len(s.values), MaxWindowSamples)
-	times, values := make([]time.Time, size), make([]float64, size)
+	times, values := make([]int64, size), make([]float64, size)
 	for i := range s.n {
-		times[i], values[i] = s.at(i)
+		j := (s.head + i) % len(s.values)
+		times[i], values[i] = s.times[j], s.values[j]
 	}
 	s.times, s.values, s.head = times, values, 0
 }
@@ -121,7 +127,7 @@ func (s *series) stats() (mean, std float64) {
 // distance past a threshold, |z|, or |rate| per second). A sample older
 // than the newest one kept is judged without entering the window, so a
 // replayed reading cannot reorder it.
-func (d *detector) observe(s *series, t time.Time, v float64) (bool, float64) {
+func (d *detector) observe(s *series, t time.Time, v float64, grow bool) (bool, float64) {
 	switch d.typ {
 	case TypeThreshold:
 		if d.op == "above" {
@@ -141,7 +147,7 @@ func (d *detector) observe(s *series, t time.Time, v float64) (bool, float64) {
 			}
 		}
 		if s.n == 0 || !t.Before(s.newest()) {
-			s.push(t, v)
+			s.push(t, v, grow)
 		}
 		return fired, score
 	case TypeRate:
@@ -149,7 +155,7 @@ func (d *detector) observe(s *series, t time.Time, v float64) (bool, float64) {
 			return false, 0
 		}
 		s.trim(t.Add(-d.window))
-		s.push(t, v)
+		s.push(t, v, grow)
 		if s.n < 2 {
 			return false, 0
 		}

@@ -113,7 +113,7 @@ func TestDetectors(t *testing.T) {
 			d := compile(tt.c)
 			var s series
 			for i, sm := range tt.samples {
-				fired, score := d.observe(&s, t0.Add(sm.at*time.Second), sm.v)
+				fired, score := d.observe(&s, t0.Add(sm.at*time.Second), sm.v, true)
 				if fired != sm.fired {
 					t.Errorf("sample %d (%g): fired %v (score %g), want %v", i, sm.v, fired, score, sm.fired)
 				}
@@ -131,7 +131,7 @@ func TestSeriesBounded(t *testing.T) {
 	var s series
 	t0 := time.Unix(0, 0)
 	for i := range 3 * MaxWindowSamples {
-		s.push(t0.Add(time.Duration(i)*time.Millisecond), 1000+float64(i%7))
+		s.push(t0.Add(time.Duration(i)*time.Millisecond), 1000+float64(i%7), true)
 	}
 	if s.n != MaxWindowSamples || len(s.values) != MaxWindowSamples {
 		t.Fatalf("kept %d samples in %d slots, want %d", s.n, len(s.values), MaxWindowSamples)
@@ -149,6 +149,17 @@ func TestSeriesBounded(t *testing.T) {
 	gotMean, gotStd := s.stats()
 	if math.Abs(gotMean-mean) > 1e-9 || math.Abs(gotStd-math.Sqrt(sq/float64(s.n))) > 1e-9 {
 		t.Errorf("stats %g±%g, want %g±%g", gotMean, gotStd, mean, math.Sqrt(sq/float64(s.n)))
+	}
+	// Without room to grow, a full window keeps its length.
+	var small series
+	for i := range 100 {
+		small.push(t0.Add(time.Duration(i)*time.Millisecond), float64(i), i < 8)
+	}
+	if small.n != 8 || len(small.values) != 8 {
+		t.Errorf("a window denied growth holds %d samples in %d slots, want 8", small.n, len(small.values))
+	}
+	if first, _ := small.at(0); !first.Equal(t0.Add(92 * time.Millisecond)) {
+		t.Errorf("oldest sample kept %s, want the 92nd", first)
 	}
 }
 

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/coretest"
@@ -109,12 +113,22 @@ func TestAgentEventsOverMQTTIntegration(t *testing.T) {
 }
 
 // TestPipelineFeedsAnomalyEvaluatorIntegration: telemetry the pipeline
-// appends reaches the anomaly evaluator the role runs, and a z-score rule
-// made over REST opens an incident on it.
+// appends reaches the anomaly evaluator the role runs, a z-score rule made
+// over REST opens an incident on it, and an e-mail alert rule's mail
+// leaves through the role's SMTP mailer.
 func TestPipelineFeedsAnomalyEvaluatorIntegration(t *testing.T) {
 	d := dbtest.Migrated(t, "sqlite")
-	h, r, pipe, services := roleServices(t, d, testLicence(t, 0), nil)
+	smtp := newSMTPServer(t)
+	smtpHost, smtpPort, _ := net.SplitHostPort(smtp.ln.Addr().String())
+	h, r, pipe, services := roleServices(t, d, testLicence(t, 0), func(cfg *config.Config) {
+		cfg.Auth.SMTPHost, cfg.Auth.SMTPFrom = smtpHost, "alerts@example.com"
+		cfg.Auth.SMTPPort, _ = strconv.Atoi(smtpPort)
+	})
 	tok := admin(t, h)
+	if r := call(t, h, "POST", "/api/v1/anomaly/alerts", tok, map[string]any{"name": "mail ops",
+		"target": map[string]any{"type": "email", "to": "ops@example.com"}}); r.status != http.StatusCreated {
+		t.Fatalf("create alert rule: %d %s", r.status, r.raw)
+	}
 	agent := call(t, h, "POST", "/api/v1/agents", tok, map[string]any{"name": "plc-gateway"}).str("uuid")
 	tenant := call(t, h, "GET", "/api/v1/auth/me", tok, nil).str("tenantId")
 	if r := call(t, h, "POST", "/api/v1/anomaly/rules", tok, map[string]any{"name": "spikes", "type": "zscore", "metric": "temp",
@@ -162,6 +176,11 @@ func TestPipelineFeedsAnomalyEvaluatorIntegration(t *testing.T) {
 	if sensor := inc["sensor"].(map[string]any); len(list) != 1 || sensor["agentUuid"] != agent || sensor["metric"] != "plc1.temp" || inc["value"] != 95.0 {
 		t.Fatalf("incidents %v", list)
 	}
+	coretest.Eventually(t, 10*time.Second, "the alert mail", func() bool {
+		smtp.mu.Lock()
+		defer smtp.mu.Unlock()
+		return strings.Contains(smtp.data, "Subject: [edgeplat] warning incident.opened: spikes on plc1.temp")
+	})
 }
 
 // gauge is the value of the gauge name in r's registry.

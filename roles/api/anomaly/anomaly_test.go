@@ -328,12 +328,15 @@ func TestWebhookIntegration(t *testing.T) {
 	})
 }
 
-// TestEmailAndLiveIntegration: e-mail goes through the mailer; an alert
-// rule's minimum score filters.
+// TestEmailAndLiveIntegration: e-mail goes through the mailer, a live
+// target publishes on the tenant's anomaly channel; an alert rule's
+// minimum score filters.
 func TestEmailAndLiveIntegration(t *testing.T) {
 	h := newHarness(t, "sqlite")
 	h.runDispatcher()
 	h.call("POST", "/anomaly/rules", "admin-a", zscoreRule(nil)).Expect(t, "rule", http.StatusCreated)
+	h.call("POST", "/anomaly/alerts", "admin-a", map[string]any{"name": "board", "target": map[string]any{"type": "live"}}).
+		Expect(t, "live rule", http.StatusCreated)
 	h.call("POST", "/anomaly/alerts", "admin-a", map[string]any{"name": "mail", "target": map[string]any{"type": "email", "to": "ops@example.com"}}).
 		Expect(t, "mail rule", http.StatusCreated)
 	h.call("POST", "/anomaly/alerts", "admin-a", map[string]any{"name": "picky", "condition": map[string]any{"minScore": 1e6},
@@ -342,11 +345,25 @@ func TestEmailAndLiveIntegration(t *testing.T) {
 		ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
 	h.reload()
 	h.feed(tenantA, agentA1, "plc1", "temperature", h.now, time.Second, 20, 21, 20, 21, 20, 80)
-	waitFor(t, "the mail", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.mails) > 0 })
+	tu, _ := codec.ParseUUID(tenantA)
+	channel := Channel(codec.EncodeID(tu))
+	waitFor(t, "the mail and the live event", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return len(h.mails) > 0 && len(h.live[channel]) > 0
+	})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.mails) != 1 || !strings.HasPrefix(h.mails[0], "ops@example.com: ") {
 		t.Fatalf("mails %q", h.mails)
+	}
+	var n Notification
+	if err := json.Unmarshal([]byte(h.live[channel][0]), &n); err != nil || n.Event != "incident.opened" || n.Incident == nil ||
+		n.Incident.Sensor.Metric != "plc1.temperature" {
+		t.Fatalf("live event %s (%v)", h.live[channel][0], err)
+	}
+	if len(h.live) != 1 {
+		t.Errorf("published on %d channels, want the tenant's one", len(h.live))
 	}
 }
 

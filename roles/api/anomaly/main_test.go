@@ -54,7 +54,17 @@ type harness struct {
 	mu    sync.Mutex
 	now   time.Time
 	mails []string
+	live  map[string][]string
 	check func(string) error
+}
+
+type recordingPublisher struct{ h *harness }
+
+func (p recordingPublisher) Publish(_ context.Context, channel string, payload []byte) error {
+	p.h.mu.Lock()
+	defer p.h.mu.Unlock()
+	p.h.live[channel] = append(p.h.live[channel], string(payload))
+	return nil
 }
 
 type recordingMailer struct{ h *harness }
@@ -69,7 +79,7 @@ func (m recordingMailer) Send(_ context.Context, to, subject, _ string) error {
 func newHarness(t *testing.T, engine string) *harness {
 	t.Helper()
 	d := dbtest.Migrated(t, engine)
-	h := &harness{t: t, d: d, now: time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)}
+	h := &harness{t: t, d: d, now: time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC), live: map[string][]string{}}
 	ta := d.Dialect().TimeArg(h.now)
 	for _, tenant := range []string{tenantA, tenantB} {
 		h.exec(`INSERT INTO tenants (uuid, name, created_at) VALUES ($1, $2, $3)`, tenant, "tenant "+tenant[:4], ta)
@@ -98,9 +108,10 @@ func newHarness(t *testing.T, engine string) *harness {
 			}
 			return check(name)
 		},
-		Mailer: recordingMailer{h},
-		Now:    h.clock,
-		Log:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Mailer:  recordingMailer{h},
+		Streams: recordingPublisher{h},
+		Now:     h.clock,
+		Log:     slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	h.x.Register(h.e.Group("/api/v1"))
 	if err := h.x.eval.reload(t.Context()); err != nil {

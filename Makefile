@@ -82,6 +82,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzMergeConfig$$' -fuzztime=$(FUZZEXECS) ./roles/agent/anomaly
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api/agentlogs
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeLayout$$' -fuzztime=$(FUZZEXECS) ./roles/api/dashboards
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeEventPayload$$' -fuzztime=$(FUZZEXECS) ./roles/api/anomaly
+	$(GO) test -run='^$$' -fuzz='^FuzzRuleInput$$' -fuzztime=$(FUZZEXECS) ./roles/api/anomaly
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=$(FUZZEXECS) ./core/spool
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=$(FUZZEXECS) ./core/telemetry

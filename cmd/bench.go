@@ -96,6 +96,8 @@ docs/benchmarks.md.`,
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up on a profile whose ingest has not finished after this long")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of each ingest run to this file (FILE.<profile> with several profiles)")
+	f.IntVar(&o.AnomalyRules, "anomaly-rules", 0, "also run each profile with this many z-score rules judged by the cloud anomaly evaluator in this process, and report readings/s with and without")
+	f.BoolVar(&o.AnomalyScores, "anomaly-scores", false, "give every reading an edge anomaly score (stored in readings.anomaly_score)")
 	return c
 }
 

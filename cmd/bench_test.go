@@ -50,6 +50,24 @@ func TestBenchIngestIntegration(t *testing.T) {
 	benchEnv(t, dbc, redisAddr)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
+	t.Run("json, anomaly rules and scores", func(t *testing.T) {
+		code, out, errOut := run(t, "bench", "ingest", "--messages", "40", "--readings", "10", "--anomaly-rules", "5", "--anomaly-scores", "--json")
+		if code != 0 {
+			t.Fatalf("exit %d\nstderr:\n%s", code, errOut)
+		}
+		var rep bench.IngestReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("output is not the JSON report: %v\n%s", err, out)
+		}
+		if len(rep.Results) != 2 || rep.Results[0].AnomalyRules != 0 || rep.Results[1].AnomalyRules != 5 {
+			t.Fatalf("results = %+v, want a run without and one with 5 rules", rep.Results)
+		}
+		with := rep.Results[1]
+		if with.Rows != 400 || with.AnomalyEvalSeconds <= 0 || with.AnomalyDroppedBatches != 0 || with.AnomalyThroughputRatio <= 0 {
+			t.Errorf("run with rules = %+v", with)
+		}
+	})
+
 	t.Run("json, two profiles", func(t *testing.T) {
 		code, out, errOut := run(t, "bench", "ingest", "--messages", "50", "--readings", "10", "--profiles", "balanced,streaming", "--json")
 		if code != 0 {
@@ -171,6 +189,7 @@ func TestBenchIngestBadInput(t *testing.T) {
 		{name: "unknown profile", args: []string{"--profiles", "balanced,turbo"}, code: exitUsage, want: `--profiles: unknown profile "turbo"`},
 		{name: "both profile flags", args: []string{"--profile", "hp", "--profiles", "all"}, code: exitUsage, want: "give --profile or --profiles, not both"},
 		{name: "unknown --profile", args: []string{"--profile", "turbo"}, code: exitUsage, want: "ingest.profile (INGESTION_PROFILE) must be one of"},
+		{name: "too many anomaly rules", args: []string{"--anomaly-rules", "501"}, code: exitUsage, want: "--anomaly-rules must be 0..500, got 501"},
 		{name: "postgres unreachable", env: map[string]string{"DB_HOST": "127.0.0.1", "DB_PORT": strconv.Itoa(closed)}, code: exitFailure,
 			want: fmt.Sprintf("edgeplat: cannot reach PostgreSQL at 127.0.0.1:%d (DB_HOST, DB_PORT): ", closed)},
 	}

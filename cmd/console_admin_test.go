@@ -165,6 +165,16 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	goTo(b, "/licence")
 	b.WaitFor("the licence", `document.querySelector('#licence-state .value')?.textContent === 'valid'`)
 	b.Screenshot("admin-licence")
+	// The anomalies page: no incident yet; the example rule created
+	// through its form shows in the rules table and in the API.
+	goTo(b, "/anomalies")
+	b.WaitFor("the anomalies page", `document.querySelector('#anomaly-incidents .empty') !== null && document.querySelector('#anomaly-rules .empty') !== null`)
+	b.Eval("create the example rule", `document.getElementById('anomaly-rule-submit').click()`, nil)
+	b.WaitFor("the rule in the table", `[...document.querySelectorAll('#anomaly-rules td')].some(td => td.textContent === 'temperature spikes')`)
+	if rules, _ := api("GET", "/anomaly/rules", "", http.StatusOK)["rules"].([]any); len(rules) != 1 || rules[0].(map[string]any)["type"] != "zscore" {
+		t.Errorf("rules after the page's create: %v", rules)
+	}
+	b.Screenshot("admin-anomalies")
 
 	// 6. The CSP header on the page and on every file the pages loaded.
 	checkConsoleCSP(t, b, r.consoleURL)
@@ -181,7 +191,8 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 	}
 	b2 := browsertest.New(t)
 	loginConsole(b2, r.consoleURL, emailB, passwordB)
-	secretsOfA := []string{r.agent, agentName, fleetName, state.Job, state.Job[:8], "ci-export-key", "line-3-gateways", "nightly sync", r.email, "Munich plant"}
+	secretsOfA := []string{r.agent, agentName, fleetName, state.Job, state.Job[:8], "ci-export-key", "line-3-gateways", "nightly sync", r.email, "Munich plant",
+		"temperature spikes"}
 	for _, p := range []struct{ hash, ready string }{
 		{"/agents", `document.querySelector('main .empty') !== null`},
 		{"/fleets", `document.querySelector('main .empty') !== null`},
@@ -189,6 +200,7 @@ func TestConsoleAdminPagesIntegration(t *testing.T) {
 		{"/audit", `document.querySelector('#audit-events table, #audit-events .empty') !== null`},
 		{"/api-keys", `document.querySelector('#api-keys .empty') !== null`},
 		{"/provisioning", `document.querySelector('#provisioning-keys .empty') !== null`},
+		{"/anomalies", `document.querySelector('#anomaly-incidents .empty') !== null && document.querySelector('#anomaly-rules .empty') !== null`},
 	} {
 		goTo(b2, p.hash)
 		b2.WaitFor("tenant B's "+p.hash, p.ready)
@@ -301,7 +313,7 @@ func checkConsoleCSP(t *testing.T, b *browsertest.Browser, consoleURL string) {
 	}
 	// Each administration page's module is among them: the check covered
 	// the pages themselves, not only the shell.
-	for _, m := range []string{"pages/fleets.js", "pages/fleet.js", "pages/jobs.js", "pages/job.js", "pages/users.js", "pages/apikeys.js",
+	for _, m := range []string{"pages/fleets.js", "pages/fleet.js", "pages/jobs.js", "pages/job.js", "pages/anomaly.js", "pages/users.js", "pages/apikeys.js",
 		"pages/provisioning.js", "pages/audit.js", "pages/licence.js", "pages/map.js", "admin.css"} {
 		found := false
 		for u := range seen {

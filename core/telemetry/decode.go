@@ -497,6 +497,8 @@ func (d *decoder) readings(dst *[]Reading) error {
 				return d.internedField("quality", &r.Quality)
 			case "TIMESTAMP":
 				return d.timestampField(&r.Timestamp)
+			case "ANOMALYSCORE":
+				return d.floatField("anomalyScore", &r.AnomalyScore)
 			}
 			return d.skip()
 		})

@@ -101,6 +101,13 @@ func (r *Reading) appendJSON(dst []byte, withTime bool) ([]byte, error) {
 		dst = append(dst, `,"timestamp":`...)
 		dst = r.Timestamp.appendJSON(dst)
 	}
+	if r.AnomalyScore != nil {
+		dst = append(dst, `,"anomalyScore":`...)
+		var err error
+		if dst, err = appendJSONFloat(dst, *r.AnomalyScore); err != nil {
+			return nil, fmt.Errorf("reading %q: anomaly score: %w", r.Name, err)
+		}
+	}
 	return append(dst, '}'), nil
 }
 

@@ -34,12 +34,15 @@ type Message struct {
 }
 
 // Reading is one value of a device. Value is nil for a failed (BAD) read.
+// AnomalyScore is the agent's anomaly score of the value (0..1), present
+// once its detector has warmed up (docs/stream-contract.md).
 type Reading struct {
-	Name      string     `json:"name"`
-	Value     *float64   `json:"value"`
-	Unit      string     `json:"unit,omitempty"`
-	Quality   string     `json:"quality,omitempty"`
-	Timestamp *Timestamp `json:"timestamp,omitempty"`
+	Name         string     `json:"name"`
+	Value        *float64   `json:"value"`
+	Unit         string     `json:"unit,omitempty"`
+	Quality      string     `json:"quality,omitempty"`
+	Timestamp    *Timestamp `json:"timestamp,omitempty"`
+	AnomalyScore *float64   `json:"anomalyScore,omitempty"`
 }
 
 // Timestamp accepts ISO 8601 (RFC 3339) strings and Unix milliseconds, the
@@ -143,6 +146,9 @@ func (m *Message) Validate() error {
 		}
 		if r.Value != nil && (math.IsNaN(*r.Value) || math.IsInf(*r.Value, 0)) {
 			return fmt.Errorf("%w: reading %q is not a finite number", ErrInvalid, r.Name)
+		}
+		if r.AnomalyScore != nil && (math.IsNaN(*r.AnomalyScore) || math.IsInf(*r.AnomalyScore, 0)) {
+			return fmt.Errorf("%w: reading %q has an anomaly score that is not a finite number", ErrInvalid, r.Name)
 		}
 	}
 	return nil

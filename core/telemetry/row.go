@@ -21,6 +21,9 @@ type Row struct {
 	Quality    string
 	DeviceName string
 	TenantID   string
+	// AnomalyScore is the agent's score of the value, nil when it sent
+	// none.
+	AnomalyScore *float64
 }
 
 // Rows turns a validated message into rows. metric_name is
@@ -40,15 +43,16 @@ func (m *Message) Rows(tenantID string, fallback time.Time, dst []Row) []Row {
 			t = r.Timestamp.Time
 		}
 		dst = append(dst, Row{
-			Time:       t.UTC().Truncate(time.Microsecond),
-			AgentUUID:  agent,
-			MetricName: m.DeviceName + "." + r.Name,
-			Value:      r.Value,
-			Protocol:   m.Protocol,
-			Unit:       r.Unit,
-			Quality:    r.Quality,
-			DeviceName: m.DeviceName,
-			TenantID:   tenantID,
+			Time:         t.UTC().Truncate(time.Microsecond),
+			AgentUUID:    agent,
+			MetricName:   m.DeviceName + "." + r.Name,
+			Value:        r.Value,
+			Protocol:     m.Protocol,
+			Unit:         r.Unit,
+			Quality:      r.Quality,
+			DeviceName:   m.DeviceName,
+			TenantID:     tenantID,
+			AnomalyScore: r.AnomalyScore,
 		})
 	}
 	return dst

@@ -203,6 +203,7 @@ func FuzzDecodeMatchesStdlib(f *testing.F) {
 		`{"readings":[{"name":"a","value":1},{"name":"b"},{"name":"c"}],"readings":[{"value":2}],"readings":[{},{},{}]}`,
 		`{"deviceName":"\ud83d\ude00\ud83d x\udc00\\u0041\"","protocol":null,"msgId":"v2_a_1","timestamp":"2026-11-22T10:00:00.5+01:00"}`,
 		`null`, ` {} `, `[]`, `{"readings":{}}`, `{"readings":[{"value":"1"}]}`, `{"readings":[{"value":1e400}]}`,
+		`{"readings":[{"name":"t","value":1,"anomalyScore":0.25},{"anomalyscore":null},{"anomalyScore":"x"}]}`,
 		`{"timestamp":{"a":1}}`, `{"\u212aey":1,"deviceName":5}`, "{\"deviceName\":\"\xff\xfe\"}", `{"a":tru}`, `{"a":01}`,
 	} {
 		f.Add([]byte(s))
@@ -304,6 +305,10 @@ func FuzzAppendJSONMatchesStdlib(f *testing.F) {
 			if i%2 == 0 {
 				v := value * float64(i+1)
 				r.Value = &v
+			}
+			if i%4 == 3 {
+				score := value / float64(i)
+				r.AnomalyScore = &score
 			}
 			switch i % 3 {
 			case 1:

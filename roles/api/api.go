@@ -25,6 +25,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/webui"
 	"github.com/edgeplat/edgeplat/roles/api/agentlogs"
+	"github.com/edgeplat/edgeplat/roles/api/anomaly"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/console"
@@ -168,6 +169,15 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	v1.GET("/agents/:uuid/metrics", agent, rep.systemMetrics)
 	v1.GET("/agents/:uuid/device-health", agent, rep.deviceHealth)
 	v1.GET("/agents/:uuid/protocol-adapters/:protocol/:deviceName/history", agent, rep.deviceHistory)
+	// The pipeline hands the anomaly evaluator each batch it appends; the
+	// agents' events come on their own topic.
+	an := anomaly.New(acc.anomalyDeps(agent))
+	pipe.observe = an.Observe
+	events := &agentEvents{x: an, log: r.Component("api-events"), received: pipe.m.received, seen: seen}
+	if err := client.Subscribe(eventsFilter, byte(cfg.MQTT.QoS), events.handle); err != nil {
+		return nil, err
+	}
+	an.Register(v1)
 	jd := acc.jobsDeps(cmds)
 	jobs.Register(v1, engine.Group("/api/v1"), jd)
 	dashboards.Register(v1, dashboards.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Audit: acc.audit,
@@ -207,8 +217,12 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// stops first and never hands a command to a client that is gone.
 	// The job scheduler comes after the publisher, so it stops first and
 	// never hands a dispatch to a publisher that is gone.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, pipe, client, cmds,
-		jobs.NewScheduler(jd, 0)}
+	// The anomaly evaluator and its dispatcher start before the pipeline,
+	// so the rules are loaded when the first message comes, and stop after
+	// it, so nothing is handed to an evaluator that is gone.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen}
+	svcs = append(svcs, an.Services()...)
+	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/anomaly"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,7 +122,8 @@ func (l *live) tenantEvents(c *gin.Context) {
 		WriteError(c, http.StatusUnauthorized, "unauthorized", "no tenant in the credential")
 		return
 	}
-	l.relay(c, map[string]string{tenantStatusChannel(tenant): "status", jobs.Channel(tenant): "job", fleetChannel(tenant): "fleet"})
+	l.relay(c, map[string]string{tenantStatusChannel(tenant): "status", jobs.Channel(tenant): "job", fleetChannel(tenant): "fleet",
+		anomaly.Channel(tenant): "anomaly"})
 }
 
 // relay streams what is published on channels as Server-Sent Events, each

@@ -61,6 +61,9 @@ type pipeline struct {
 	// (appended or a repeat), for the agent's delivery receipts
 	// (roles/api/receipts).
 	receipts receiptRecorder
+	// observe, when set, is handed each batch appended for the first time
+	// (anomaly.Evaluator.Observe); it must not block.
+	observe func(tenantKey string, msgs []telemetry.Message)
 }
 
 // receiptRecorder is the receipt tracker as the pipeline uses it
@@ -371,6 +374,9 @@ func (p *pipeline) settle(ctx context.Context, source string, t envelope.Topic, 
 		return nil
 	}
 	p.m.appended.Add(float64(len(res.IDs)))
+	if p.observe != nil {
+		p.observe(t.Tenant, b.Messages)
+	}
 	return nil
 }
 
@@ -516,6 +522,8 @@ func kindLabel(k envelope.Kind) string {
 		return "state"
 	case envelope.Metrics:
 		return "metrics"
+	case envelope.Events:
+		return "events"
 	}
 	return "telemetry"
 }
@@ -549,7 +557,7 @@ type pipelineMetrics struct {
 func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 	m := &pipelineMetrics{
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_mqtt_messages_received_total",
-			Help: "Agent MQTT messages received, by kind (telemetry, state, metrics)."}, []string{"kind"}),
+			Help: "Agent MQTT messages received, by kind (telemetry, state, metrics, events)."}, []string{"kind"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "edgeplat_api_mqtt_messages_dropped_total",
 			Help: "Messages dropped because they can never be processed, by reason."}, []string{"reason"}),
 		decoded: prometheus.NewCounter(prometheus.CounterOpts{Name: "edgeplat_api_telemetry_decoded_total",

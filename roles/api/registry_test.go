@@ -404,7 +404,28 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		templateB := call(t, e, "POST", "/api/v1/jobs/templates", tokB, map[string]any{"name": "b-sync", "handler": "sync"})
 		jobB := call(t, e, "POST", "/api/v1/agents/"+uuidB+"/jobs", tokB, map[string]any{"handler": "sync"})
 		layoutB := call(t, e, "POST", "/api/v1/dashboard-layouts/"+uuidB, tokB, map[string]any{"name": "b-board", "layout": map[string]any{"schemaVersion": 1}})
-		for what, r := range map[string]reply{"fleet": fleetB, "job template": templateB, "job": jobB, "dashboard layout": layoutB} {
+		ruleB := call(t, e, "POST", "/api/v1/anomaly/rules", tokB, map[string]any{"name": "b-hot", "type": "threshold", "metric": "temp*",
+			"op": "above", "threshold": 80})
+		alertB := call(t, e, "POST", "/api/v1/anomaly/alerts", tokB, map[string]any{"name": "b-live", "target": map[string]any{"type": "live"}})
+		// The evaluator opens incidents and the MQTT subscriber stores
+		// events; here tenant B's are written as they would.
+		var tenantB string
+		if err := d.SQL().QueryRowContext(t.Context(), `SELECT tenant_uuid FROM agents WHERE uuid = $1`, uuidB).Scan(&tenantB); err != nil {
+			t.Fatal(err)
+		}
+		incidentB := "c1000000-0000-4000-8000-00000000000b"
+		at := d.Dialect().TimeArg(time.Now())
+		if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO anomaly_incidents (id, tenant_uuid, rule_id, rule_key, rule_name, rule_type, severity,
+agent_uuid, device_name, metric, value, score, peak_score, opened_at) VALUES ($1, $2, $3, $3, 'b-hot', 'threshold', 'warning', $4, 'plc', 'plc.temp', 90, 10, 10, $5)`,
+			incidentB, tenantB, ruleB.str("id"), uuidB, at); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO agent_events (tenant_uuid, agent_uuid, kind, event_id, severity, occurred_at, received_at, data)
+VALUES ($1, $2, 'anomaly_alert', 'b-event', 'critical', $3, $3, '{}')`, tenantB, uuidB, at); err != nil {
+			t.Fatal(err)
+		}
+		for what, r := range map[string]reply{"fleet": fleetB, "job template": templateB, "job": jobB, "dashboard layout": layoutB,
+			"anomaly rule": ruleB, "anomaly alert rule": alertB} {
 			if r.status != http.StatusCreated {
 				t.Fatalf("create tenant B's %s: %d %s", what, r.status, r.raw)
 			}
@@ -416,6 +437,12 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 				return fleetB.str("id")
 			case strings.HasPrefix(path, "/api/v1/jobs/templates/"):
 				return templateB.str("id")
+			case strings.HasPrefix(path, "/api/v1/anomaly/rules/"):
+				return ruleB.str("id")
+			case strings.HasPrefix(path, "/api/v1/anomaly/incidents/"):
+				return incidentB
+			case strings.HasPrefix(path, "/api/v1/anomaly/alerts/"):
+				return alertB.str("id")
 			}
 			return ""
 		}
@@ -445,6 +472,9 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			"POST /api/v1/agents/:uuid/jobs":             map[string]any{"handler": "sync"},
 			"POST /api/v1/dashboard-layouts/:deviceUuid": map[string]any{"name": "stolen", "layout": map[string]any{"schemaVersion": 1}},
 			"PUT /api/v1/dashboard-layouts/:layoutId":    map[string]any{"name": "stolen"},
+			"PUT /api/v1/anomaly/rules/:id": map[string]any{"name": "stolen", "type": "threshold", "metric": "t", "op": "above",
+				"threshold": 1},
+			"PUT /api/v1/anomaly/alerts/:id": map[string]any{"name": "stolen", "target": map[string]any{"type": "live"}},
 		}
 		covered := 0
 		routes := e.(*gin.Engine).Routes()
@@ -459,7 +489,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			name := rt.Method + " " + rt.Path
 			path := strings.NewReplacer(":uuid", uuidB, ":agent_uuid", uuidB, ":kid", devKeyB.str("kid"), ":username", "scada-b",
 				":protocol", "modbus", ":deviceName", "plc", ":name", "plc1",
-				":jobId", jobB.str("jobId"), ":version", "1", ":deviceUuid", uuidB, ":layoutId", layoutB.str("id"),
+				":jobId", jobB.str("jobId"), ":version", "1", ":deviceUuid", uuidB, ":layoutId", layoutB.str("id"), ":incidentId", incidentB,
 				":id", byPath[rt.Path]+idOf(rt.Path)).Replace(rt.Path)
 			if strings.Contains(path, "/:") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 				t.Errorf("%s: no record of tenant B to try it with; add one to this test", name)
@@ -495,7 +525,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 		// B's own requests still work, so the 404s above are about tenants.
 		for _, path := range []string{"/api/v1/agents/" + uuidB, "/api/v1/readings/" + uuidB + "/latest", "/api/v1/agents/" + uuidB + "/tags",
 			"/api/v1/agents/" + uuidB + "/target-state/history/1",
-			"/api/v1/dashboard-layouts/" + uuidB, "/api/v1/dashboard-layouts/" + uuidB + "/all"} {
+			"/api/v1/dashboard-layouts/" + uuidB, "/api/v1/dashboard-layouts/" + uuidB + "/all",
+			"/api/v1/anomaly/incidents/" + incidentB, "/api/v1/agents/" + uuidB + "/events"} {
 			if r := call(t, e, "GET", path, tokB, nil); r.status != http.StatusOK {
 				t.Errorf("GET %s as tenant B: %d %s", path, r.status, r.raw)
 			}
@@ -506,6 +537,8 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			{"GET", "/api/v1/provisioning/keys"}, {"GET", "/api/v1/users"}, {"GET", "/api/v1/api-keys"},
 			{"GET", "/api/v1/readings/latest"}, {"GET", "/api/v1/broker-auth/user"}, {"GET", "/api/v1/broker-auth/acl"},
 			{"GET", "/api/v1/dashboard-layouts"}, {"GET", "/api/v1/dashboard-layouts?deviceUuid=" + uuidB},
+			{"GET", "/api/v1/anomaly/rules"}, {"GET", "/api/v1/anomaly/alerts"}, {"GET", "/api/v1/anomaly/incidents"},
+			{"GET", "/api/v1/anomaly-incidents"}, {"GET", "/api/v1/anomaly-alerts"}, {"GET", "/api/v1/anomaly/top-metrics"},
 		} {
 			var body any
 			if tt.method == "POST" {
@@ -513,6 +546,7 @@ func TestTenantScopedRoutesIntegration(t *testing.T) {
 			}
 			r := call(t, e, tt.method, tt.path, tokA, body)
 			if r.status != http.StatusOK || strings.Contains(r.raw, uuidB) || strings.Contains(r.raw, pk.str("id")) ||
+				strings.Contains(r.raw, ruleB.str("id")) || strings.Contains(r.raw, alertB.str("id")) || strings.Contains(r.raw, incidentB) ||
 				strings.Contains(r.raw, "admin@example.com") || strings.Contains(r.raw, "scada-b") {
 				t.Errorf("%s %s as tenant A: %d %s", tt.method, tt.path, r.status, r.raw)
 			}

@@ -16,7 +16,7 @@ import (
 
 // copyBinary writes rows with COPY ... FROM STDIN (FORMAT binary), encoding
 // the tuples itself. pgx's CopyFrom builds a []any per row and plans every
-// value; encoding our fixed nine columns directly cost 0.55 µs of client
+// value; encoding our fixed ten columns directly cost 0.55 µs of client
 // CPU per row against 1.9 µs, which on a 2-core host is the difference
 // between the workers and PostgreSQL competing for CPU and PostgreSQL
 // having it. The format is PostgreSQL's documented binary COPY format.
@@ -97,6 +97,12 @@ func encodeCopy(buf *bytes.Buffer, rows []telemetry.Row) {
 		text(r.Quality)
 		text(r.DeviceName)
 		text(r.TenantID)
+		if r.AnomalyScore == nil {
+			u32(null)
+		} else {
+			u32(8)
+			u64(math.Float64bits(*r.AnomalyScore))
+		}
 	}
 	u16(0xffff)
 }

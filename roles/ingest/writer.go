@@ -29,13 +29,22 @@ type writer interface {
 // probeQuery touches the readings table without reading a row.
 const probeQuery = `SELECT 1 FROM readings WHERE false`
 
-var readingColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id"}
+var readingColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id",
+	"anomaly_score"}
 
 func nullable(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
+}
+
+// nullableFloat is f's value, or NULL when f is nil.
+func nullableFloat(f *float64) any {
+	if f == nil {
+		return nil
+	}
+	return *f
 }
 
 // pgWriter writes to PostgreSQL. In copy mode a batch of at least copyMin
@@ -89,7 +98,8 @@ func copySource(rows []telemetry.Row) pgx.CopyFromSource {
 		if r.Value != nil {
 			v = *r.Value
 		}
-		return []any{r.Time, [16]byte(r.AgentUUID), r.MetricName, v, nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID)}, nil
+		return []any{r.Time, [16]byte(r.AgentUUID), r.MetricName, v, nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID),
+			nullableFloat(r.AnomalyScore)}, nil
 	})
 }
 
@@ -132,7 +142,8 @@ func (w *pgWriter) insert(ctx context.Context, rows []telemetry.Row) (int64, err
 			if r.Value != nil {
 				v = *r.Value
 			}
-			args = append(args, r.Time, [16]byte(r.AgentUUID), r.MetricName, v, nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID))
+			args = append(args, r.Time, [16]byte(r.AgentUUID), r.MetricName, v, nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID),
+				nullableFloat(r.AnomalyScore))
 		}
 		batch.Queue(w.statement(len(chunk)), args...)
 	}
@@ -202,7 +213,7 @@ func (w *sqliteWriter) Write(ctx context.Context, rows []telemetry.Row) (int64, 
 	}
 	defer func() { _ = tx.Rollback() }()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO readings (`+strings.Join(readingColumns, ", ")+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING`)
 	if err != nil {
 		return 0, fmt.Errorf("prepare insert: %w", err)
 	}
@@ -215,7 +226,7 @@ func (w *sqliteWriter) Write(ctx context.Context, rows []telemetry.Row) (int64, 
 			v = *r.Value
 		}
 		res, err := stmt.ExecContext(ctx, w.dialect.TimeArg(r.Time), r.AgentUUID.String(), r.MetricName, v,
-			nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID))
+			nullable(r.Protocol), nullable(r.Unit), nullable(r.Quality), nullable(r.DeviceName), nullable(r.TenantID), nullableFloat(r.AnomalyScore))
 		if err != nil {
 			return 0, fmt.Errorf("insert reading: %w", err)
 		}

@@ -39,6 +39,7 @@ import (
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/edgeplat/edgeplat/profiles"
+	"github.com/edgeplat/edgeplat/roles/api/anomaly"
 	"github.com/edgeplat/edgeplat/roles/ingest"
 )
 
@@ -58,6 +59,13 @@ type IngestOptions struct {
 	Vacuum             bool
 	Timeout            time.Duration
 	CPUProfile         string
+	// AnomalyRules, when positive, measures each profile twice: without
+	// and with that many z-score rules on the bench tenant, the cloud
+	// anomaly evaluator judging every message while the ingest runs.
+	AnomalyRules int
+	// AnomalyScores gives every reading an edge anomaly score, stored in
+	// readings.anomaly_score.
+	AnomalyScores bool
 }
 
 func (o IngestOptions) validate() error {
@@ -72,6 +80,8 @@ func (o IngestOptions) validate() error {
 		return fmt.Errorf("--devices must be at least 1, got %d", o.Devices)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout must be positive, got %s", o.Timeout)
+	case o.AnomalyRules < 0 || o.AnomalyRules > anomaly.MaxRulesPerTenant:
+		return fmt.Errorf("--anomaly-rules must be 0..%d, got %d", anomaly.MaxRulesPerTenant, o.AnomalyRules)
 	}
 	return nil
 }
@@ -181,6 +191,15 @@ type ProfileResult struct {
 	// ServiceCPUSeconds is the CPU of the local PostgreSQL, Redis and
 	// Mosquitto processes over the same time, by command name.
 	ServiceCPUSeconds map[string]float64 `json:"serviceCpuSeconds,omitempty"`
+	// The anomaly run (--anomaly-rules): the rules, how long the evaluator
+	// took to judge every message from the ingest's start, the batches it
+	// dropped, the incidents it opened, and this run's readings/s over
+	// the same profile's run without rules.
+	AnomalyRules           int     `json:"anomalyRules,omitempty"`
+	AnomalyEvalSeconds     float64 `json:"anomalyEvalSeconds,omitempty"`
+	AnomalyDroppedBatches  float64 `json:"anomalyDroppedBatches,omitempty"`
+	AnomalyIncidents       float64 `json:"anomalyIncidents,omitempty"`
+	AnomalyThroughputRatio float64 `json:"anomalyThroughputRatio,omitempty"`
 }
 
 // RunIngest runs `edgeplat bench ingest`.
@@ -240,15 +259,27 @@ func RunIngest(ctx context.Context, o IngestOptions, env Env) error {
 				return err
 			}
 		}
-		res, err := b.runProfile(ctx, cfg, o.profileFile(name, len(names)))
-		if err != nil {
-			return fmt.Errorf("profile %s: %w", name, err)
+		runs := []int{0}
+		if o.AnomalyRules > 0 {
+			runs = append(runs, o.AnomalyRules)
 		}
-		res.CeilingRowsPerSec = rep.Ceiling.RowsPerSec
-		if res.CeilingRowsPerSec > 0 {
-			res.Ratio = res.ReadingsPerSec / res.CeilingRowsPerSec
+		var without float64
+		for _, rules := range runs {
+			res, err := b.runProfile(ctx, cfg, o.profileFile(name, len(names)), rules)
+			if err != nil {
+				return fmt.Errorf("profile %s: %w", name, err)
+			}
+			res.CeilingRowsPerSec = rep.Ceiling.RowsPerSec
+			if res.CeilingRowsPerSec > 0 {
+				res.Ratio = res.ReadingsPerSec / res.CeilingRowsPerSec
+			}
+			if rules == 0 {
+				without = res.ReadingsPerSec
+			} else if without > 0 {
+				res.AnomalyThroughputRatio = res.ReadingsPerSec / without
+			}
+			rep.Results = append(rep.Results, res)
 		}
-		rep.Results = append(rep.Results, res)
 	}
 	if o.JSON {
 		enc := json.NewEncoder(env.Stdout)
@@ -409,7 +440,8 @@ func (b *bench) ceiling(ctx context.Context) (ceilingResult, error) {
 }
 
 // benchColumns and benchCopySource mirror the ingest writer's COPY.
-var benchColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id"}
+var benchColumns = []string{"time", "agent_uuid", "metric_name", "value", "protocol", "unit", "quality", "device_name", "tenant_id",
+	"anomaly_score"}
 
 func benchCopySource(rows []telemetry.Row) pgx.CopyFromSource {
 	return pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
@@ -418,7 +450,12 @@ func benchCopySource(rows []telemetry.Row) pgx.CopyFromSource {
 		if r.Value != nil {
 			v = *r.Value
 		}
-		return []any{r.Time, [16]byte(r.AgentUUID), r.MetricName, v, benchNullable(r.Protocol), benchNullable(r.Unit), benchNullable(r.Quality), benchNullable(r.DeviceName), benchNullable(r.TenantID)}, nil
+		var score any
+		if r.AnomalyScore != nil {
+			score = *r.AnomalyScore
+		}
+		return []any{r.Time, [16]byte(r.AgentUUID), r.MetricName, v, benchNullable(r.Protocol), benchNullable(r.Unit), benchNullable(r.Quality), benchNullable(r.DeviceName), benchNullable(r.TenantID),
+			score}, nil
 	})
 }
 
@@ -430,7 +467,7 @@ func benchNullable(s string) any {
 }
 
 // runProfile measures one profile on a fresh tenant.
-func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile string) (res ProfileResult, err error) {
+func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile string, rules int) (res ProfileResult, err error) {
 	g := newBenchGen(newTenantID(), b.o)
 	profile := cfg.Ingest.Profile
 	res = ProfileResult{Profile: profile, Tenant: g.tenant, WorkersStart: cfg.Ingest.WorkerCount, WorkersMax: cfg.Ingest.WorkerCount,
@@ -481,6 +518,15 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 	if err != nil {
 		return res, err
 	}
+	var an *anomaly.Anomaly
+	if rules > 0 {
+		res.AnomalyRules = rules
+		if an, err = b.anomalyRules(ctx, g, rdb, r, rules); err != nil {
+			return res, err
+		}
+		defer b.dropAnomalyTenant(ctx, g)
+		svcs = append(svcs, an.Services()...)
+	}
 
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -504,7 +550,16 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 	go func() {
 		done <- lifecycle.Run(runCtx, lifecycle.Options{Logger: b.log, GracePeriod: cfg.Lifecycle.ShutdownGrace}, svcs...)
 	}()
+	evalDone := make(chan time.Duration, 1)
+	if an != nil {
+		go func() { evalDone <- b.feedAnomaly(runCtx, an, g, r, t0) }()
+	}
 	elapsed, err := b.waitDrained(ctx, r, stream, group, lastID, t0, done, &res)
+	if an != nil && err == nil {
+		res.AnomalyEvalSeconds = (<-evalDone).Seconds()
+		res.AnomalyDroppedBatches = pipelineMetricLabel(r, "edgeplat_api_anomaly_batches_total", "outcome", "dropped")
+		res.AnomalyIncidents = pipelineMetricLabel(r, "edgeplat_api_anomaly_incidents_total", "event", "opened")
+	}
 	if err == nil {
 		res.CPUSeconds = (cpuTime() - cpu0).Seconds()
 		res.ServiceCPUSeconds = sampleProcs(benchServices).cpuSecondsSince(procs0)
@@ -697,6 +752,8 @@ type benchGen struct {
 	base    time.Time
 	names   []string
 	units   []string
+	// scores gives readings an anomaly score (--anomaly-scores).
+	scores bool
 }
 
 var benchKinds = []struct{ name, unit string }{
@@ -705,7 +762,7 @@ var benchKinds = []struct{ name, unit string }{
 }
 
 func newBenchGen(tenant string, o IngestOptions) *benchGen {
-	g := &benchGen{tenant: tenant, devices: o.Devices}
+	g := &benchGen{tenant: tenant, devices: o.Devices, scores: o.AnomalyScores}
 	for range o.Agents {
 		g.agents = append(g.agents, codec.NewUUID())
 	}
@@ -735,6 +792,10 @@ func (g *benchGen) message(i int) telemetry.Message {
 	for r := range g.names {
 		values[r] = float64((i*7919+r*104729)%100_000) / 100
 		m.Readings[r] = telemetry.Reading{Name: g.names[r], Value: &values[r], Unit: g.units[r], Quality: "GOOD", Timestamp: ts}
+		if g.scores {
+			score := float64((i*31+r)%1000) / 1000
+			m.Readings[r].AnomalyScore = &score
+		}
 	}
 	return m
 }
@@ -832,6 +893,15 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// label names a result in the table: its profile, and its anomaly rules
+// when it ran with some.
+func (r ProfileResult) label() string {
+	if r.AnomalyRules > 0 {
+		return fmt.Sprintf("%s+%d-rules", r.Profile, r.AnomalyRules)
+	}
+	return r.Profile
+}
+
 func (rep IngestReport) writeTable(w io.Writer) error {
 	h := rep.Host
 	ts := "plain table"
@@ -854,14 +924,21 @@ func (rep IngestReport) writeTable(w io.Writer) error {
 			mode = fmt.Sprintf("copy≥%d", r.CopyMinRows)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%.2fs\t%.0f\t%.0f\t%.2f\t%.0f\n",
-			r.Profile, workers, r.BatchSize, mode, r.Messages, r.Rows, r.ElapsedSeconds, r.ReadingsPerSec, r.CeilingRowsPerSec, r.Ratio, r.PeakRSSMB)
+			r.label(), workers, r.BatchSize, mode, r.Messages, r.Rows, r.ElapsedSeconds, r.ReadingsPerSec, r.CeilingRowsPerSec, r.Ratio, r.PeakRSSMB)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, r := range rep.Results {
 		if r.Messages > 0 && r.ElapsedSeconds > 0 {
-			fmt.Fprintf(w, "cpu/message %s: %s\n", r.Profile, formatCPUPerMessage(r.CPUSeconds, r.ServiceCPUSeconds, float64(r.Messages)))
+			fmt.Fprintf(w, "cpu/message %s: %s\n", r.label(), formatCPUPerMessage(r.CPUSeconds, r.ServiceCPUSeconds, float64(r.Messages)))
+		}
+	}
+	for _, r := range rep.Results {
+		if r.AnomalyRules > 0 {
+			fmt.Fprintf(w, "anomaly %s: %d rules, every message judged %.2fs after the start (%.0f readings/s), %.0f batches dropped, %.0f incidents; readings/s %.2f of the run without rules\n",
+				r.Profile, r.AnomalyRules, r.AnomalyEvalSeconds, float64(r.Messages*rep.ReadingsPerMessage)/max(r.AnomalyEvalSeconds, 1e-9),
+				r.AnomalyDroppedBatches, r.AnomalyIncidents, r.AnomalyThroughputRatio)
 		}
 	}
 	return nil

@@ -178,7 +178,7 @@ func RunPipeline(ctx context.Context, o PipelineOptions, env Env) error {
 			if err != nil {
 				return err
 			}
-			res, err := b.runProfile(ctx, icfg, "")
+			res, err := b.runProfile(ctx, icfg, "", 0)
 			if err != nil {
 				return fmt.Errorf("ingestion-only: %w", err)
 			}

@@ -25,6 +25,7 @@ const (
 	Telemetry Kind = iota + 1 // i/{tenant}/a/{agent}/endpoints/{topic...}
 	State                     // i/{tenant}/a/{agent}/state
 	Metrics                   // i/{tenant}/a/{agent}/metrics
+	Events                    // i/{tenant}/a/{agent}/events
 )
 
 // Topic is a parsed agent topic.
@@ -65,6 +66,8 @@ func ParseTopic(topic string) (Topic, error) {
 		t.Kind = State
 	case parts[4] == "metrics" && len(parts) == 5:
 		t.Kind = Metrics
+	case parts[4] == "events" && len(parts) == 5:
+		t.Kind = Events
 	default:
 		return Topic{}, fmt.Errorf("%w: unknown kind in %q", ErrTopic, truncate(topic))
 	}
@@ -242,6 +245,12 @@ type fields struct {
 	hasTS  bool
 	tsText string
 	tsRaw  any
+
+	// hasScore is an anomaly_score that is a number (the enrichment of
+	// docs/agent-payloads.md); a score of another type is left out, not
+	// an error, as the reading stands without it.
+	hasScore bool
+	score    float64
 }
 
 func fieldsOf(r map[string]any) fields {
@@ -270,6 +279,16 @@ func fieldsOf(r map[string]any) fields {
 		f.value, f.str = valueString, v
 	default:
 		f.value, f.other = valueInvalid, v
+	}
+	switch v := r["anomaly_score"].(type) {
+	case float64:
+		f.hasScore, f.score = true, v
+	case int64:
+		f.hasScore, f.score = true, float64(v)
+	case int:
+		f.hasScore, f.score = true, float64(v)
+	case uint64:
+		f.hasScore, f.score = true, float64(v)
 	}
 	if raw, ok := r["timestamp"]; ok && raw != nil {
 		f.hasTS = true
@@ -361,6 +380,9 @@ func (m *readingMapper) build(f *fields) (string, telemetry.Reading, error) {
 	}
 	if out.Value == nil && out.Quality == "" {
 		out.Quality = "BAD"
+	}
+	if f.hasScore && isFinite(f.score) {
+		out.AnomalyScore = m.value(f.score)
 	}
 	if f.hasTS {
 		ts, err := m.timestamp(f)

@@ -3,6 +3,7 @@ package envelope
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -273,3 +274,41 @@ func TestMapSkipsTextValues(t *testing.T) {
 		t.Fatalf("MapMsgpack = %+v, %v", fast, ok)
 	}
 }
+
+// TestMapAnomalyScore: a reading's anomaly_score enrichment is kept when it
+// is a finite number and left out otherwise, the reading standing either
+// way.
+func TestMapAnomalyScore(t *testing.T) {
+	tn, ag := ids(t)
+	tp, err := ParseTopic("i/" + tn + "/a/" + ag + "/endpoints/modbus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		score any
+		want  *float64
+	}{
+		{0.75, ptrFloat(0.75)},
+		{int64(1), ptrFloat(1)},
+		{nil, nil},
+		{"0.9", nil},
+		{math.NaN(), nil},
+		{map[string]any{"x": 1.0}, nil},
+	}
+	for _, tt := range tests {
+		r := map[string]any{"deviceName": "plc1", "metric": "t", "value": 20.5}
+		if tt.score != nil {
+			r["anomaly_score"] = tt.score
+		}
+		b, err := Map(tp, map[string]any{"messages": []any{map[string]any{"readings": []any{r}}}})
+		if err != nil {
+			t.Fatalf("score %v: %v", tt.score, err)
+		}
+		got := b.Messages[0].Readings[0].AnomalyScore
+		if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+			t.Errorf("score %v: got %v, want %v", tt.score, got, tt.want)
+		}
+	}
+}
+
+func ptrFloat(f float64) *float64 { return &f }

@@ -496,6 +496,7 @@ const (
 	rdQuality
 	rdValue
 	rdTimestamp
+	rdAnomalyScore
 )
 
 func (s *scanner) readings(g *grouper) bool {
@@ -553,6 +554,25 @@ func (s *scanner) reading(f *fields) bool {
 			bit = rdValue
 			if !s.value(f) {
 				return false
+			}
+		case "anomaly_score":
+			bit = rdAnomalyScore
+			sc, ok := s.scalar()
+			if !ok {
+				return false
+			}
+			switch sc.kind {
+			case scalarInt:
+				f.hasScore, f.score = true, float64(sc.i)
+			case scalarUint:
+				f.hasScore, f.score = true, float64(sc.u)
+			case scalarFloat:
+				f.hasScore, f.score = true, sc.f
+			case scalarString:
+				// Consumed only: a text score is left out, as fieldsOf does.
+				if _, ok = s.text(sc); !ok {
+					return false
+				}
 			}
 		case "timestamp":
 			bit = rdTimestamp

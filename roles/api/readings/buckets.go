@@ -251,18 +251,19 @@ func (h *handler) queryRaw(ctx context.Context, d *db.DB, tenant, agent, metric 
 	out := []rawPoint{}
 	for rows.Next() {
 		var (
-			ts   db.Timestamp
-			v    sql.NullFloat64
-			qual sql.NullString
+			ts       db.Timestamp
+			v, score sql.NullFloat64
+			qual     sql.NullString
 		)
-		if err := rows.Scan(&ts, &v, &qual); err != nil {
+		if err := rows.Scan(&ts, &v, &qual, &score); err != nil {
 			return nil, fmt.Errorf("scan raw reading: %w", err)
 		}
 		if len(out) == h.lim.MaxPointsPerSeries {
 			return nil, &limitError{msg: fmt.Sprintf("points more than %d exceeds the limit of %d (max_points_per_series): shorten the range, or use interval=1m, 1h or 1d",
 				h.lim.MaxPointsPerSeries, h.lim.MaxPointsPerSeries)}
 		}
-		out = append(out, rawPoint{Time: utcTime(ts.Time), Value: numberPtr(v.Float64, v.Valid), Quality: qual.String})
+		out = append(out, rawPoint{Time: utcTime(ts.Time), Value: numberPtr(v.Float64, v.Valid), Quality: qual.String,
+			AnomalyScore: numberPtr(score.Float64, score.Valid)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read raw readings: %w", err)

@@ -77,6 +77,17 @@ func insertFixture(t *testing.T, d *db.DB) {
 			t.Fatalf("insert %+v: %v", r, err)
 		}
 	}
+	// Two of A1's temperatures carry the agent's anomaly score, as the
+	// ingest writes it; the others have none.
+	for _, sc := range []struct {
+		at    string
+		score float64
+	}{{"2024-03-10T10:00:00Z", 0.5}, {"2024-03-11T00:30:00Z", 0.875}} {
+		if _, err := tx.ExecContext(ctx, `UPDATE readings SET anomaly_score = $1 WHERE agent_uuid = $2 AND metric_name = 'boiler.temp' AND time = $3`,
+			sc.score, agentA1, dialect.TimeArg(mustTime(sc.at))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +115,7 @@ var setupCases = []apiCase{
 const (
 	latestA = `{"truncated": false, "readings": [
 		{"agentUuid": "$A1", "metricName": "boiler.pressure", "deviceName": "boiler", "protocol": "modbus", "unit": "bar", "quality": "bad", "time": "2024-03-10T10:45:00Z", "value": null},
-		{"agentUuid": "$A1", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "°C", "quality": "good", "time": "2024-03-11T00:30:00Z", "value": 80},
+		{"agentUuid": "$A1", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "°C", "quality": "good", "time": "2024-03-11T00:30:00Z", "value": 80, "anomalyScore": 0.875},
 		{"agentUuid": "$A2", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "K", "quality": "good", "time": "2024-03-09T12:00:00Z", "value": 278.5},
 		{"agentUuid": "$A2", "metricName": "pump.speed", "deviceName": "pump", "protocol": "opcua", "unit": "rpm", "quality": "good", "time": "2024-03-10T09:02:59.999999Z", "value": 300}]}`
 	latestA2 = `{"truncated": false, "readings": [
@@ -146,7 +157,7 @@ var readCases = []apiCase{
 	{name: "latest by agent", path: "/api/v1/readings/latest?agent_uuid=$A2", tenant: tenantA, status: 200, want: latestA2},
 	{name: "latest by another tenant's agent", path: "/api/v1/readings/latest?agent_uuid=$B1", tenant: tenantA, status: 200, want: noReadings},
 	{name: "latest by metric", path: "/api/v1/readings/latest?metric=boiler.temp", tenant: tenantA, status: 200, want: `{"truncated": false, "readings": [
-		{"agentUuid": "$A1", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "°C", "quality": "good", "time": "2024-03-11T00:30:00Z", "value": 80},
+		{"agentUuid": "$A1", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "°C", "quality": "good", "time": "2024-03-11T00:30:00Z", "value": 80, "anomalyScore": 0.875},
 		{"agentUuid": "$A2", "metricName": "boiler.temp", "deviceName": "boiler", "protocol": "modbus", "unit": "K", "quality": "good", "time": "2024-03-09T12:00:00Z", "value": 278.5}]}`},
 	{name: "latest by agent and metric", path: "/api/v1/readings/latest?agent_uuid=$A1&metric=boiler.pressure", tenant: tenantA, status: 200, want: `{"truncated": false, "readings": [
 		{"agentUuid": "$A1", "metricName": "boiler.pressure", "deviceName": "boiler", "protocol": "modbus", "unit": "bar", "quality": "bad", "time": "2024-03-10T10:45:00Z", "value": null}]}`},
@@ -233,14 +244,14 @@ var readCases = []apiCase{
 		want: `{"agentUuid": ` + tempA1 + `, "start": "2024-03-10T09:00:00Z", "end": "2024-03-10T11:00:00Z", "points": [
 			{"time": "2024-03-10T09:00:00Z", "value": 10, "quality": "good"},
 			{"time": "2024-03-10T09:30:00Z", "value": 20, "quality": "good"},
-			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good"},
+			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good", "anomalyScore": 0.5},
 			{"time": "2024-03-10T10:59:59.999999Z", "value": 40, "quality": "good"},
 			{"time": "2024-03-10T11:00:00Z", "value": 50, "quality": "good"}]}`},
 	{name: "raw time series in Unix milliseconds", path: "/api/v1/readings/$A1/timeseries?metric=boiler.temp&start=1710061200000&end=1710064800000", tenant: tenantA, status: 200,
 		want: `{"agentUuid": ` + tempA1 + `, "start": "2024-03-10T09:00:00Z", "end": "2024-03-10T10:00:00Z", "points": [
 			{"time": "2024-03-10T09:00:00Z", "value": 10, "quality": "good"},
 			{"time": "2024-03-10T09:30:00Z", "value": 20, "quality": "good"},
-			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good"}]}`},
+			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good", "anomalyScore": 0.5}]}`},
 	{name: "raw time series with a failed read", path: "/api/v1/readings/$A1/timeseries?metric=boiler.pressure&start=2024-03-10T10:00:00%2B00:00&end=2024-03-10T12:00:00%2B01:00", tenant: tenantA, status: 200,
 		want: `{"agentUuid": "$A1", "metricName": "boiler.pressure", "start": "2024-03-10T10:00:00Z", "end": "2024-03-10T11:00:00Z", "points": [
 			{"time": "2024-03-10T10:15:00Z", "value": 2.5, "quality": "good"},
@@ -249,7 +260,7 @@ var readCases = []apiCase{
 		want: `{"agentUuid": ` + tempA1 + `, "start": "2024-03-09T23:00:00Z", "end": "2024-03-10T23:00:00Z", "points": [
 			{"time": "2024-03-10T09:00:00Z", "value": 10, "quality": "good"},
 			{"time": "2024-03-10T09:30:00Z", "value": 20, "quality": "good"},
-			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good"},
+			{"time": "2024-03-10T10:00:00Z", "value": 30, "quality": "good", "anomalyScore": 0.5},
 			{"time": "2024-03-10T10:59:59.999999Z", "value": 40, "quality": "good"},
 			{"time": "2024-03-10T11:00:00Z", "value": 50, "quality": "good"}]}`},
 	{name: "hourly time series", path: "/api/v1/readings/$A1/timeseries?metric=boiler.temp&interval=1h&start=2024-03-10T09:00:00Z&end=2024-03-10T11:00:00Z", tenant: tenantA, status: 200,

@@ -37,16 +37,18 @@ func (t utcTime) MarshalJSON() ([]byte, error) {
 
 // reading is one stored reading, as /readings/latest answers it. Absent
 // text attributes (NULL) are empty strings; Value is null for a reading
-// stored without one (a failed read, with its quality).
+// stored without one (a failed read, with its quality). AnomalyScore is
+// the agent's anomaly score, left out when it sent none.
 type reading struct {
-	AgentUUID  string  `json:"agentUuid"`
-	MetricName string  `json:"metricName"`
-	DeviceName string  `json:"deviceName"`
-	Protocol   string  `json:"protocol"`
-	Unit       string  `json:"unit"`
-	Quality    string  `json:"quality"`
-	Time       utcTime `json:"time"`
-	Value      *number `json:"value"`
+	AgentUUID    string  `json:"agentUuid"`
+	MetricName   string  `json:"metricName"`
+	DeviceName   string  `json:"deviceName"`
+	Protocol     string  `json:"protocol"`
+	Unit         string  `json:"unit"`
+	Quality      string  `json:"quality"`
+	Time         utcTime `json:"time"`
+	Value        *number `json:"value"`
+	AnomalyScore *number `json:"anomalyScore,omitempty"`
 }
 
 // bucket summarises the values of one series in one time bucket. Time is
@@ -68,9 +70,10 @@ type bucketSeries struct {
 
 // rawPoint is one stored reading of a raw time series.
 type rawPoint struct {
-	Time    utcTime `json:"time"`
-	Value   *number `json:"value"`
-	Quality string  `json:"quality"`
+	Time         utcTime `json:"time"`
+	Value        *number `json:"value"`
+	Quality      string  `json:"quality"`
+	AnomalyScore *number `json:"anomalyScore,omitempty"`
 }
 
 func numberPtr(v float64, valid bool) *number {

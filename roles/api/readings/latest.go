@@ -46,17 +46,17 @@ func queryLatest(ctx context.Context, d *db.DB, tenant string, f seriesFilter, w
 		var (
 			r                         latestRow
 			ts                        db.Timestamp
-			v                         sql.NullFloat64
+			v, score                  sql.NullFloat64
 			device, proto, unit, qual sql.NullString
 		)
-		dest := []any{&r.AgentUUID, &r.MetricName, &ts, &v, &device, &proto, &unit, &qual}
+		dest := []any{&r.AgentUUID, &r.MetricName, &ts, &v, &device, &proto, &unit, &qual, &score}
 		if withStats {
 			dest = append(dest, &r.first, &r.count)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, false, fmt.Errorf("scan latest reading: %w", err)
 		}
-		r.Time, r.Value = utcTime(ts.Time), numberPtr(v.Float64, v.Valid)
+		r.Time, r.Value, r.AnomalyScore = utcTime(ts.Time), numberPtr(v.Float64, v.Valid), numberPtr(score.Float64, score.Valid)
 		r.DeviceName, r.Protocol, r.Unit, r.Quality = device.String, proto.String, unit.String, qual.String
 		out = append(out, r)
 	}

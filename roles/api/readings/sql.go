@@ -96,7 +96,7 @@ func latestSQL(d db.Dialect, tenant string, f seriesFilter, withStats bool, limi
 	s.Arg(tenant)
 	s.walkSeries(tenant, f)
 	s.walkLatest()
-	s.Write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality")
+	s.Write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality, r.anomaly_score")
 	if withStats {
 		// No tenant condition: the series is the tenant's (an agent's
 		// readings all are), and without it both read the key alone, an
@@ -155,7 +155,7 @@ func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, h
 // limit. A single series needs no walk: the primary key leads with it.
 func rawSQL(tenant, agent, metric string, lo, hi any, limit int64) (string, []any) {
 	s := &sqlBuilder{}
-	s.Write("SELECT time, value, quality FROM readings",
+	s.Write("SELECT time, value, quality, anomaly_score FROM readings",
 		"\nWHERE agent_uuid = ", s.Arg(agent), " AND metric_name = ", s.Arg(metric),
 		"\n  AND time >= ", s.Arg(lo), " AND time <= ", s.Arg(hi),
 		"\n  AND tenant_id = ", s.Arg(tenant),

@@ -14,6 +14,7 @@ import apikeys from './pages/apikeys.js';
 import provisioning from './pages/provisioning.js';
 import audit from './pages/audit.js';
 import licence from './pages/licence.js';
+import anomaly from './pages/anomaly.js';
 
 export default [
   agents,
@@ -21,5 +22,5 @@ export default [
   device,
   readings,
   ...dashboards,
-  fleets, fleet, jobs, job, users, apikeys, provisioning, audit, licence,
+  fleets, fleet, jobs, job, anomaly, users, apikeys, provisioning, audit, licence,
 ];

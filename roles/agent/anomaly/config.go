@@ -10,8 +10,8 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
 )
 
-// Config is the spec's anomaly configuration object: the settings group
-// anomalyDetection, GET and PATCH /v1/anomaly/config.
+// Config is the anomaly configuration object (docs/anomaly-agent.md):
+// the settings group anomalyDetection, GET and PATCH /v1/anomaly/config.
 type Config struct {
 	Enabled bool                  `json:"enabled"`
 	Metrics []detect.MetricConfig `json:"metrics"`

@@ -70,7 +70,7 @@ func newAnomaly(p *parts, reg prometheus.Registerer) (*anomaly.Service, error) {
 			if err != nil {
 				return nil, err
 			}
-			return st, nil
+			return st.Baselines(), nil
 		},
 		Events: p.pub,
 		System: func(ctx context.Context) (map[string]float64, error) {

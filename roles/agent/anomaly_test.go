@@ -223,7 +223,7 @@ func TestFactoryResetDeletesBaselines(t *testing.T) {
 		code, body := r.do("GET", "/v1/anomaly/baselines?metric=probe", "", nil)
 		return code == 200 && body == `{"baselines":[],"total":0}`
 	})
-	bs, err := r.agent.p.st.Load().AnomalyBaselines(t.Context())
+	bs, err := r.agent.p.st.Load().Baselines().AnomalyBaselines(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,22 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/roles/agent/anomaly/detect"
 )
 
-// AnomalyBaselines returns the anomaly detector's saved baselines
-// (docs/anomaly-agent.md, section Persistence).
-func (s *Store) AnomalyBaselines(ctx context.Context) (_ []detect.Baseline, err error) {
+// Baselines is the anomaly_baselines table: the anomaly detector's
+// baselines (docs/anomaly-agent.md, section Persistence).
+type Baselines struct {
+	db   *db.DB
+	cond *condition
+}
+
+// Baselines is the anomaly detector's saved baselines.
+func (s *Store) Baselines() *Baselines { return &Baselines{db: s.db, cond: s.cond} }
+
+// AnomalyBaselines returns the saved baselines.
+func (s *Baselines) AnomalyBaselines(ctx context.Context) (_ []detect.Baseline, err error) {
 	defer s.cond.observe(&err)
 	rows, err := s.db.SQL().QueryContext(ctx, `SELECT metric, device_id, time_slot, mean, std_dev, median, mad,
 		sample_count, calculated_at FROM anomaly_baselines ORDER BY metric, device_id, time_slot`)
@@ -37,7 +47,7 @@ func (s *Store) AnomalyBaselines(ctx context.Context) (_ []detect.Baseline, err 
 
 // SaveAnomalyBaselines replaces the saved baselines with bs in one
 // transaction: a series the detector evicted is gone from the store too.
-func (s *Store) SaveAnomalyBaselines(ctx context.Context, bs []detect.Baseline) (err error) {
+func (s *Baselines) SaveAnomalyBaselines(ctx context.Context, bs []detect.Baseline) (err error) {
 	defer s.cond.observe(&err)
 	tx, err := s.db.SQL().BeginTx(ctx, nil)
 	if err != nil {

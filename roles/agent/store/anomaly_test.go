@@ -30,11 +30,11 @@ func TestAnomalyBaselines(t *testing.T) {
 		{"replaced by one", second, second},
 	} {
 		if tc.save != nil {
-			if err := s.SaveAnomalyBaselines(ctx, tc.save); err != nil {
+			if err := s.Baselines().SaveAnomalyBaselines(ctx, tc.save); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 		}
-		got, err := s.AnomalyBaselines(ctx)
+		got, err := s.Baselines().AnomalyBaselines(ctx)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -45,7 +45,7 @@ func TestAnomalyBaselines(t *testing.T) {
 	if err := s.FactoryReset(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.AnomalyBaselines(ctx); err != nil || len(got) != 0 {
+	if got, err := s.Baselines().AnomalyBaselines(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("after a factory reset: %+v, %v", got, err)
 	}
 }

@@ -79,6 +79,12 @@ func (h *healthCheck) check(ctx context.Context, state string, phases []PhaseRes
 	return out
 }
 
+// selfCheckClient closes its connection after the answer: a kept-alive
+// connection to the agent's own server, or one the transport dialed and
+// parked unused, would be counted by the server's shutdown as busy for
+// 5 s, the whole grace period.
+var selfCheckClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // selfCheck asks the API for /ping on its own address.
 func selfCheck(ctx context.Context, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
@@ -94,7 +100,7 @@ func selfCheck(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("api self-check: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := selfCheckClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("api self-check: %w", err)
 	}

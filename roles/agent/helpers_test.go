@@ -138,12 +138,20 @@ func (r *running) raw(method, path, body string, hdr map[string]string) *http.Re
 		}
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	return resp
 }
+
+// testClient dials a connection per request and closes it after the
+// answer. With a shared keep-alive pool, a dial that lost the race to an
+// idle connection lands in the pool unused after the test is done with
+// it; the server counts such a new connection as busy for 5 s, the
+// whole shutdown grace period, and a loaded machine turned that into
+// "agent-http stop: still running after the 5s grace period".
+var testClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // decode parses a JSON body into a map.
 func decode(t *testing.T, body string) map[string]any {

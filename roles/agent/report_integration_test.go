@@ -201,7 +201,7 @@ func TestStateReportsIntegration(t *testing.T) {
 	before, _ := w.counts()
 	restarted := time.Now()
 	broker.start()
-	eventually(t, 15*time.Second, "reports again after the outage", func() bool { s, _ := w.counts(); return s >= before+2 })
+	eventually(t, 30*time.Second, "reports again after the outage", func() bool { s, _ := w.counts(); return s >= before+2 })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := before; i < len(w.state); i++ {

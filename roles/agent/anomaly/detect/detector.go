@@ -328,7 +328,8 @@ func (d *Detector) Baselines() []Baseline {
 	defer d.mu.Unlock()
 	var out []Baseline
 	for _, s := range d.series {
-		for h, sl := range s.slots {
+		for h := range hoursPerDay {
+			sl := s.slotAt(h)
 			if sl == nil || sl.count == 0 {
 				continue
 			}
@@ -341,7 +342,7 @@ func (d *Detector) Baselines() []Baseline {
 				sum.mean += sl.levelAt
 				sum.median += sl.levelAt
 			case sl.kept.n > 0:
-				sum = sl.kept
+				sum = sl.kept.unpack()
 				sum.mean += sl.keptLevel
 				sum.median += sl.keptLevel
 			default:
@@ -350,7 +351,7 @@ func (d *Detector) Baselines() []Baseline {
 			out = append(out, Baseline{
 				Metric: s.metric, DeviceID: s.device, TimeSlot: h,
 				Mean: sum.mean, StdDev: sum.std, Median: sum.median, MAD: sum.mad,
-				SampleCount: sl.count, CalculatedAt: sl.at,
+				SampleCount: sl.count, CalculatedAt: sl.calculatedAt(),
 			})
 		}
 	}
@@ -384,10 +385,11 @@ func (d *Detector) Restore(bs []Baseline) error {
 			order = append(order, s)
 		}
 		sl := s.slotFor(b.TimeSlot)
-		sl.win, sl.kept = nil, summary{}
+		sl.win, sl.kept = nil, packedSummary{}
 		sl.restored = restoredSummary(b.Mean, b.StdDev, b.Median, b.MAD, b.SampleCount, s.tune.window)
 		sl.count = b.SampleCount
-		sl.at = b.CalculatedAt
+		sl.atMS = b.CalculatedAt.UnixMilli()
+		s.standInOK = false
 	}
 	for _, s := range order {
 		s.poolRestored()
@@ -426,8 +428,9 @@ func (b Baseline) validate() error {
 func (s *series) poolRestored() {
 	var w, mean, med float64
 	var count int64
-	for _, sl := range s.slots {
-		if sl == nil || sl.restored == nil || sl.count == 0 {
+	for i := range s.slotv {
+		sl := &s.slotv[i]
+		if sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)
@@ -442,8 +445,9 @@ func (s *series) poolRestored() {
 	mean /= w
 	med /= w
 	var v, m float64
-	for _, sl := range s.slots {
-		if sl == nil || sl.restored == nil || sl.count == 0 {
+	for i := range s.slotv {
+		sl := &s.slotv[i]
+		if sl.restored == nil || sl.count == 0 {
 			continue
 		}
 		c := float64(sl.count)
@@ -452,7 +456,7 @@ func (s *series) poolRestored() {
 		dmed := (sl.restored.median - med) / madToSigma
 		m += c * (sl.restored.mad*sl.restored.mad + dmed*dmed)
 	}
-	s.recentRestored = restoredSummary(mean, math.Sqrt(v/w), med, math.Sqrt(m/w), count, s.tune.window)
+	s.pooledRestored = restoredSummary(mean, math.Sqrt(v/w), med, math.Sqrt(m/w), count, s.tune.window)
 	s.restoredCount = count
 	s.batches = max(s.batches, count)
 }

@@ -21,9 +21,9 @@ func TestMemoryPerSeries(t *testing.T) {
 		perHour int
 		budget  int // bytes per series
 	}{
-		{"dense, 1 hour", 1, 121, 2800},
-		{"dense, 24 hours", 24, 121, 5500},
-		{"once a minute, 24 hours", 24, 60, 14000},
+		{"dense, 1 hour", 1, 121, 2000},
+		{"dense, 24 hours", 24, 121, 4000},
+		{"once a minute, 24 hours", 24, 60, 12500},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,7 +19,7 @@ const (
 	// that much less certain than a mean.
 	medianInflate = math.Pi / 2
 	// minSlotSamples is the number of samples an hour slot needs before it
-	// is the baseline; until then the series' recent window stands in.
+	// is the baseline; until then the series' stand-in does (standInFor).
 	minSlotSamples = 20
 	// adoptAfter is the length of a run of level-flagged readings on one
 	// side of the baseline after which the run is taken as the new normal.
@@ -84,10 +84,13 @@ type slot struct {
 	// kept (when kept.n > 0) is the summary of the slot's last full
 	// window, whose samples were released when the series moved on to the
 	// next hour, and keptLevel the level it was taken at. It stands in, at
-	// the current level, until the window refills.
-	kept      summary
+	// the current level, until the window refills. It is kept in float32,
+	// as the samples it summarises were.
+	kept      packedSummary
 	keptLevel float64
-	at        time.Time
+	// atMS is the time of the newest sample, in Unix milliseconds (the
+	// precision baselines are stored with).
+	atMS int64
 }
 
 type pendingSample struct {
@@ -100,8 +103,12 @@ type pendingSample struct {
 type series struct {
 	metric, device string
 	tune           tuning
-	// slots are allocated when their hour first comes.
-	slots [24]*slot
+	// slotv holds the slots, one per hour that has come, in the order
+	// they came; slotIdx[h] is 1 + the index of hour h's slot in it, 0
+	// before its hour first comes. A series read for an hour holds one
+	// slot, not 24 pointers.
+	slotv   []slot
+	slotIdx [hoursPerDay]uint8
 	// hour is the slot of the last observation, -1 before the first.
 	hour int8
 	// level is the series' smoothed level; a slot's baseline is the level
@@ -111,10 +118,16 @@ type series struct {
 	// evicted is set when the series leaves the detector, so that a plan
 	// still holding it looks the reading's series up again.
 	evicted bool
-	// recent is the last window of residuals of any slot: the baseline of a
-	// slot that has too few samples of its own.
-	recent         ring
-	recentRestored *summary
+	// standIn caches the baseline of a slot that has too few samples of
+	// its own (standInFor): computed for hour standInHour, standInStale
+	// pushes ago, valid while standInOK.
+	standIn      summary
+	standInStale int32
+	standInHour  int8
+	standInOK    bool
+	// pooledRestored pools the restored slots (poolRestored); it stands in
+	// until the series has samples enough of its own.
+	pooledRestored *summary
 	restoredCount  int64
 	deltas         ring
 	// negDeltas and posDeltas count the changes in deltas below and above
@@ -147,17 +160,47 @@ type series struct {
 
 func newSeries(metric, device string, t tuning) *series {
 	s := &series{metric: metric, device: device, tune: t, hour: -1}
-	s.recent.size = int32(t.window)
 	s.deltas.size = deltaWindow
 	return s
 }
 
-// slotFor returns the slot of hour h, allocating it on first use.
-func (s *series) slotFor(h int) *slot {
-	if s.slots[h] == nil {
-		s.slots[h] = &slot{}
+// hoursPerDay is the number of hour-of-day slots.
+const hoursPerDay = 24
+
+// slotAt returns the slot of hour h, nil before its hour first came. The
+// pointer is valid until the next slotFor.
+func (s *series) slotAt(h int) *slot {
+	i := s.slotIdx[h]
+	if i == 0 {
+		return nil
 	}
-	return s.slots[h]
+	return &s.slotv[i-1]
+}
+
+// slotFor returns the slot of hour h, adding it on first use. slotv grows
+// by exactly one slot, at most 24 times, so it carries no spare capacity.
+func (s *series) slotFor(h int) *slot {
+	if sl := s.slotAt(h); sl != nil {
+		return sl
+	}
+	grown := make([]slot, len(s.slotv)+1)
+	copy(grown, s.slotv)
+	s.slotv = grown
+	s.slotIdx[h] = uint8(len(grown))
+	sl := &grown[len(grown)-1]
+	sl.atMS = noTime
+	return sl
+}
+
+// noTime is a slot's atMS before it has a sample.
+const noTime = math.MinInt64
+
+// calculatedAt is the time of the slot's newest sample, zero when none.
+func (sl *slot) calculatedAt() time.Time {
+	if sl.atMS == noTime {
+		return time.Time{}
+	}
+	return time.UnixMilli(sl.atMS).UTC()
 }
 
 // leave is called when the series moves on from hour h. A window that
@@ -166,11 +209,11 @@ func (s *series) slotFor(h int) *slot {
 // it within the hour as well: only its summary is kept until then, so a
 // series holds one full window of samples instead of 24.
 func (s *series) leave(h int, sc *[]float64) {
-	sl := s.slots[h]
+	sl := s.slotAt(h)
 	if sl == nil || sl.win.len() < s.tune.window {
 		return
 	}
-	sl.kept, sl.keptLevel = summarize(sl.win.buf, sc), sl.levelAt
+	sl.kept, sl.keptLevel = pack(summarize(sl.win.buf, sc)), sl.levelAt
 	sl.win = nil
 }
 
@@ -179,22 +222,64 @@ func (s *series) minSamples() int { return min(minSlotSamples, s.tune.window) }
 // baseline returns the summary, in the metric's unit, the reading of hour
 // h is scored against and the number of samples behind it.
 func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
-	sl := s.slots[h]
+	sl := s.slotAt(h)
 	switch {
 	case sl != nil && sl.win.len() >= s.minSamples():
 		return s.atLevel(sl.win.summary(sc)), sl.count, true
 	case sl != nil && sl.kept.n > 0:
-		return s.atLevel(sl.kept), sl.count, true
+		return s.atLevel(sl.kept.unpack()), sl.count, true
 	case sl != nil && sl.restored != nil:
 		return *sl.restored, sl.count, true
-	case s.recent.len() >= s.minSamples() || (s.recentRestored == nil && s.recent.len() >= 2):
-		return s.atLevel(s.recent.summary(sc)), int64(s.recent.len()), true
-	case s.recentRestored != nil:
+	}
+	st := s.standInFor(h, sc)
+	switch {
+	case st.n >= s.minSamples() || (s.pooledRestored == nil && st.n >= 2):
+		return s.atLevel(st), int64(st.n), true
+	case s.pooledRestored != nil:
 		// A restored series is warm at once: its persisted summary beats
 		// the handful of samples taken since.
-		return *s.recentRestored, s.restoredCount, true
+		return *s.pooledRestored, s.restoredCount, true
 	}
 	return summary{}, 0, false
+}
+
+// standInFor returns the residual summary that stands in for the
+// baseline of hour h while its slot has too few samples: that of the
+// last windowSize residuals, taken from slot h and the slots before it
+// (h-1, h-2, ...), or, when a slot before it had its full window
+// summarised (a series read at least windowSize times an hour, see
+// leave), that summary. Keeping no separate window of recent residuals
+// saves a window per series; the walk runs only in the first minutes of
+// an hour the slot has not learned yet, and its result is cached like a
+// window's statistics (refreshDivisor).
+func (s *series) standInFor(h int, sc *[]float64) summary {
+	if s.standInOK && int(s.standInHour) == h && int(s.standInStale) < max(1, s.standIn.n/refreshDivisor) {
+		return s.standIn
+	}
+	buf := (*sc)[:0]
+	var st summary
+	found := false
+	for i := 0; i < hoursPerDay && len(buf) < s.tune.window; i++ {
+		sl := s.slotAt((h - i + hoursPerDay) % hoursPerDay)
+		switch {
+		case sl == nil:
+		case sl.win.len() > 0:
+			for _, v := range sl.win.buf {
+				buf = append(buf, float64(v))
+			}
+		case sl.kept.n > 0 && len(buf) < s.minSamples():
+			st, found = sl.kept.unpack(), true
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		st = summarizeOwned(buf)
+	}
+	*sc = buf
+	s.standIn, s.standInHour, s.standInStale, s.standInOK = st, int8(h), 0, true
+	return st
 }
 
 // isCounter reports whether the recent changes are those of a counter: at
@@ -345,7 +430,7 @@ func scoreOf(sigma float64) float64 {
 }
 
 // push adds reading x, as its residual from the level, to the slot of
-// hour h and to the recent window.
+// hour h.
 func (s *series) push(x float64, h int, at time.Time) {
 	sl := s.slotFor(h)
 	if sl.win == nil {
@@ -356,12 +441,12 @@ func (s *series) push(x float64, h int, at time.Time) {
 	sl.count++
 	if sl.win.len() >= s.minSamples() {
 		// The window is the baseline from here on.
-		sl.kept, sl.restored = summary{}, nil
+		sl.kept, sl.restored = packedSummary{}, nil
 	}
-	if at.After(sl.at) {
-		sl.at = at
+	if ms := at.UnixMilli(); ms > sl.atMS {
+		sl.atMS = ms
 	}
-	s.recent.push(x - s.level)
+	s.standInStale++
 }
 
 // atLevel turns a summary of residuals into one in the metric's unit at

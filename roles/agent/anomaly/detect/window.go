@@ -84,6 +84,21 @@ type summary struct {
 	n                              int
 }
 
+// packedSummary is a summary kept in float32: 24 bytes instead of 48 for
+// each hour slot whose samples were released.
+type packedSummary struct {
+	mean, std, median, mad, robust float32
+	n                              int32
+}
+
+func pack(s summary) packedSummary {
+	return packedSummary{narrow(s.mean), narrow(s.std), narrow(s.median), narrow(s.mad), narrow(s.robust), int32(s.n)}
+}
+
+func (p packedSummary) unpack() summary {
+	return summary{mean: float64(p.mean), std: float64(p.std), median: float64(p.median), mad: float64(p.mad), robust: float64(p.robust), n: int(p.n)}
+}
+
 // Constants of the robust scale (docs/anomaly.md, "Methods").
 const (
 	// madToSigma turns a MAD into a standard deviation for Gaussian data.
@@ -107,35 +122,42 @@ func biweightDOF(n int) float64 { return float64(max(n-biweightDOFLoss, 1)) }
 // biweight scale of vals. scratch is reused so that a steady state
 // allocates nothing.
 func summarize[T float32 | float64](vals []T, scratch *[]float64) summary {
-	n := len(vals)
+	s := (*scratch)[:0]
+	for _, v := range vals {
+		s = append(s, float64(v))
+	}
+	*scratch = s
+	return summarizeOwned(s)
+}
+
+// summarizeOwned is summarize of samples it may reorder and overwrite.
+func summarizeOwned(s []float64) summary {
+	n := len(s)
 	if n == 0 {
 		return summary{}
 	}
 	var sum float64
-	for _, v := range vals {
-		sum += float64(v)
+	for _, v := range s {
+		sum += v
 	}
 	mean := sum / float64(n)
 	var ss float64
-	for _, v := range vals {
-		d := float64(v) - mean
+	for _, v := range s {
+		d := v - mean
 		ss += d * d
 	}
 	var std float64
 	if n > 1 {
 		std = math.Sqrt(ss / float64(n-1))
 	}
-	s := (*scratch)[:0]
-	for _, v := range vals {
-		s = append(s, float64(v))
-	}
 	med := median(s)
-	for i, v := range vals {
-		s[i] = math.Abs(float64(v) - med)
+	for i, v := range s {
+		s[i] = math.Abs(v - med)
 	}
 	mad := median(s)
-	*scratch = s
-	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(vals, med, mad, std), n: n}
+	// The biweight depends on each sample's distance from the median
+	// only, which s now holds.
+	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(s, 0, mad, std), n: n}
 }
 
 // biweightScale is Tukey's biweight midvariance, as a standard deviation.

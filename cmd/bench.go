@@ -192,7 +192,10 @@ resident memory and CPU time from /proc. At the end it reads each device's
 diagnostics for the Modbus requests it really sent per poll and compares
 them with the contiguous blocks and with the register count. Anomaly
 detection runs as the agent's default has it (on); --anomaly=false
-switches it off, so two runs give its cost.
+switches it off. --compare-anomaly runs two agents side by side, one
+without detection and one with it, polling the same devices in the same
+seconds, and reports the CPU of one over the other: on a machine shared
+with other work, two runs one after the other see different loads.
 
 The Modbus server is the operator's; "make bench-agent" starts the
 pymodbus test server with 10 units of 100 registers and runs this. Progress
@@ -214,6 +217,7 @@ goes to stderr, results to stdout. See docs/benchmarks.md.`,
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	f.BoolVar(&o.KeepDir, "keep", false, "keep the agent's data directory")
 	f.BoolVar(&o.Anomaly, "anomaly", true, "run with anomaly detection on (the agent's default); --anomaly=false measures the agent without it")
+	f.BoolVar(&o.CompareAnomaly, "compare-anomaly", false, "run an agent without anomaly detection and one with it side by side and compare their CPU (target: on <= 1.10 x off) and RSS")
 	return c
 }
 

@@ -24,10 +24,12 @@ import (
 // Footprint targets of the agent (issue: 10 Modbus devices x 100
 // registers polled every second).
 const (
-	agentRSSTargetMB    = 30
-	agentCPUTargetPct   = 5
-	benchAgentWarmup    = 10 * time.Second
-	benchAgentSampleGap = time.Second
+	agentRSSTargetMB  = 30
+	agentCPUTargetPct = 5
+	benchAgentWarmup  = 10 * time.Second
+	// anomalyCPURatioTarget: detection adds at most 10 % to the agent's CPU.
+	anomalyCPURatioTarget = 1.10
+	benchAgentSampleGap   = time.Second
 )
 
 type AgentOptions struct {
@@ -42,6 +44,9 @@ type AgentOptions struct {
 	// Anomaly runs the agent with anomaly detection on (its default) or
 	// off, to measure what detection costs.
 	Anomaly bool
+	// CompareAnomaly runs two agents at once, one without detection and
+	// one with it, and compares them (Anomaly is then ignored).
+	CompareAnomaly bool
 }
 
 func (o AgentOptions) validate() error {
@@ -100,105 +105,212 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 		return fmt.Errorf("--modbus %s is not reachable: %w", o.Modbus, err)
 	}
 	_ = conn.Close()
-	host, port, _ := net.SplitHostPort(o.Modbus)
 
-	child, err := startBenchAgent(ctx, o.KeepDir, progress)
-	if err != nil {
-		return err
+	// --compare-anomaly runs an agent without detection and one with it
+	// side by side: both see the same machine load in the same seconds,
+	// which two runs one after the other on a shared machine do not.
+	modes := []bool{o.Anomaly}
+	if o.CompareAnomaly {
+		modes = []bool{false, true}
 	}
-	defer child.stop()
-
-	if err := child.call(ctx, "PATCH", "/v1/anomaly/config", map[string]any{"enabled": o.Anomaly}, nil, http.StatusOK); err != nil {
-		return fmt.Errorf("set anomaly detection: %w", err)
+	runs := make([]*agentRun, len(modes))
+	for i, on := range modes {
+		child, err := startBenchAgent(ctx, o.KeepDir, progress)
+		if err != nil {
+			return err
+		}
+		defer child.stop()
+		if err := child.configure(ctx, o, on); err != nil {
+			return err
+		}
+		runs[i] = &agentRun{child: child, anomaly: on}
 	}
-	for i := range o.Devices {
-		dps := make([]map[string]any, o.Registers)
-		for r := range o.Registers {
-			dps[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "register": fmt.Sprintf("holding:%d", r), "type": "uint16"}
-		}
-		portN, _ := strconv.Atoi(port)
-		ep := map[string]any{
-			"name": fmt.Sprintf("bench-%d", i+1), "protocol": "modbus", "poll_interval": o.Interval.Milliseconds(),
-			"connection":  map[string]any{"host": host, "port": portN, "unitId": o.FirstUnit + i},
-			"data_points": dps,
-		}
-		if err := child.call(ctx, "POST", "/v1/endpoints", ep, nil, http.StatusCreated); err != nil {
-			return fmt.Errorf("create endpoint %d: %w", i+1, err)
-		}
-	}
-	fmt.Fprintf(progress, "%d endpoints created; warming up for %s\n", o.Devices, benchAgentWarmup)
+	fmt.Fprintf(progress, "%d endpoints created per agent; warming up for %s\n", o.Devices, benchAgentWarmup)
 	if !lifecycle.Sleep(ctx, benchAgentWarmup) {
 		return ctx.Err()
 	}
 
-	start, err := sysinfo.ReadProcess("/proc", child.pid())
-	if err != nil {
-		return fmt.Errorf("read the agent's /proc figures: %w", err)
-	}
-	before, err := child.totals(ctx, o.Devices)
-	if err != nil {
-		return err
-	}
-	pointsBefore, err := child.anomalyPoints(ctx)
-	if err != nil {
-		return err
+	for _, r := range runs {
+		if err := r.begin(ctx, o.Devices); err != nil {
+			return err
+		}
 	}
 	t0 := time.Now()
-	var rssMax, rssSum uint64
-	samples := 0
 	nextProgress := t0.Add(30 * time.Second)
 	for time.Since(t0) < o.Duration {
 		if !lifecycle.Sleep(ctx, benchAgentSampleGap) {
 			return ctx.Err()
 		}
-		ps, err := sysinfo.ReadProcess("/proc", child.pid())
-		if err != nil {
-			return fmt.Errorf("the agent exited during the run: %w", err)
+		for _, r := range runs {
+			ps, err := r.sample()
+			if err != nil {
+				return err
+			}
+			if time.Now().After(nextProgress) {
+				fmt.Fprintf(progress, "%s/%s: anomaly %s: rss %.1f MB, cpu %.2f%% of one core\n", time.Since(t0).Round(time.Second), o.Duration,
+					onOff[r.anomaly], mb(ps.RSSBytes), (ps.CPUSeconds-r.start.CPUSeconds)/time.Since(t0).Seconds()*100)
+			}
 		}
-		rssMax = max(rssMax, ps.RSSBytes)
-		rssSum += ps.RSSBytes
-		samples++
 		if time.Now().After(nextProgress) {
-			fmt.Fprintf(progress, "%s/%s: rss %.1f MB, cpu %.2f%% of one core\n", time.Since(t0).Round(time.Second), o.Duration,
-				mb(ps.RSSBytes), (ps.CPUSeconds-start.CPUSeconds)/time.Since(t0).Seconds()*100)
 			nextProgress = nextProgress.Add(30 * time.Second)
 		}
 	}
 	wall := time.Since(t0).Seconds()
-	end, err := sysinfo.ReadProcess("/proc", child.pid())
-	if err != nil {
-		return fmt.Errorf("the agent exited during the run: %w", err)
+	reps := make([]agentReport, len(runs))
+	for i, r := range runs {
+		if reps[i], err = r.finish(ctx, o, wall); err != nil {
+			return err
+		}
 	}
-	after, err := child.totals(ctx, o.Devices)
-	if err != nil {
+	if !o.CompareAnomaly {
+		return printAgentReport(env.Stdout, reps[0], o.JSON)
+	}
+	return printAnomalyComparison(env.Stdout, compareAnomaly(reps[0], reps[1]), o.JSON)
+}
+
+// configure sets the child's anomaly detection and creates the endpoints.
+func (b *benchAgent) configure(ctx context.Context, o AgentOptions, anomaly bool) error {
+	if err := b.call(ctx, "PATCH", "/v1/anomaly/config", map[string]any{"enabled": anomaly}, nil, http.StatusOK); err != nil {
+		return fmt.Errorf("set anomaly detection: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(o.Modbus)
+	portN, _ := strconv.Atoi(port)
+	for i := range o.Devices {
+		dps := make([]map[string]any, o.Registers)
+		for r := range o.Registers {
+			dps[r] = map[string]any{"name": fmt.Sprintf("r%d", r), "register": fmt.Sprintf("holding:%d", r), "type": "uint16"}
+		}
+		ep := map[string]any{
+			"name": fmt.Sprintf("bench-%d", i+1), "protocol": "modbus", "poll_interval": o.Interval.Milliseconds(),
+			"connection":  map[string]any{"host": host, "port": portN, "unitId": o.FirstUnit + i},
+			"data_points": dps,
+		}
+		if err := b.call(ctx, "POST", "/v1/endpoints", ep, nil, http.StatusCreated); err != nil {
+			return fmt.Errorf("create endpoint %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+// agentRun is one agent's measurement: its figures at the start and its
+// resident set sampled since.
+type agentRun struct {
+	child          *benchAgent
+	anomaly        bool
+	start          sysinfo.ProcessStat
+	before         agentTotals
+	pointsBefore   int64
+	rssMax, rssSum uint64
+	samples        int
+}
+
+func (r *agentRun) begin(ctx context.Context, devices int) error {
+	var err error
+	if r.start, err = sysinfo.ReadProcess("/proc", r.child.pid()); err != nil {
+		return fmt.Errorf("read the agent's /proc figures: %w", err)
+	}
+	if r.before, err = r.child.totals(ctx, devices); err != nil {
 		return err
 	}
-	pointsAfter, err := child.anomalyPoints(ctx)
+	r.pointsBefore, err = r.child.anomalyPoints(ctx)
+	return err
+}
+
+func (r *agentRun) sample() (sysinfo.ProcessStat, error) {
+	ps, err := sysinfo.ReadProcess("/proc", r.child.pid())
 	if err != nil {
-		return err
+		return ps, fmt.Errorf("the agent exited during the run: %w", err)
+	}
+	r.rssMax = max(r.rssMax, ps.RSSBytes)
+	r.rssSum += ps.RSSBytes
+	r.samples++
+	return ps, nil
+}
+
+func (r *agentRun) finish(ctx context.Context, o AgentOptions, wall float64) (agentReport, error) {
+	end, err := sysinfo.ReadProcess("/proc", r.child.pid())
+	if err != nil {
+		return agentReport{}, fmt.Errorf("the agent exited during the run: %w", err)
+	}
+	after, err := r.child.totals(ctx, o.Devices)
+	if err != nil {
+		return agentReport{}, err
+	}
+	pointsAfter, err := r.child.anomalyPoints(ctx)
+	if err != nil {
+		return agentReport{}, err
 	}
 	rep := agentReport{
-		AnomalyDetection: o.Anomaly, AnomalyPoints: pointsAfter - pointsBefore,
+		AnomalyDetection: r.anomaly, AnomalyPoints: pointsAfter - r.pointsBefore,
 		Devices: o.Devices, Registers: o.Registers, IntervalMS: o.Interval.Milliseconds(), DurationS: wall,
-		Polls: after.polls - before.polls, ReadingsGood: after.good - before.good, ReadingsBad: after.bad - before.bad,
+		Polls: after.polls - r.before.polls, ReadingsGood: after.good - r.before.good, ReadingsBad: after.bad - r.before.bad,
 		BlocksPerPoll: after.blocks, RegistersPerPoll: o.Devices * o.Registers,
-		RSSMaxMB: mb(rssMax), CPUPercent: (end.CPUSeconds - start.CPUSeconds) / wall * 100,
+		RSSMaxMB: mb(r.rssMax), CPUPercent: (end.CPUSeconds - r.start.CPUSeconds) / wall * 100,
 		RSSTargetMB: agentRSSTargetMB, CPUTargetPercent: agentCPUTargetPct,
 	}
-	if samples > 0 {
-		rep.RSSAvgMB = mb(rssSum / uint64(samples))
+	if r.samples > 0 {
+		rep.RSSAvgMB = mb(r.rssSum / uint64(r.samples))
 	}
 	if polls := rep.Polls; polls > 0 {
 		// Requests per poll of all devices together: one poll round is one
 		// poll of every device.
-		rep.RequestsPerPoll = float64(after.requests-before.requests) / float64(polls) * float64(o.Devices)
+		rep.RequestsPerPoll = float64(after.requests-r.before.requests) / float64(polls) * float64(o.Devices)
 	}
 	rep.Pass = rep.RSSMaxMB <= agentRSSTargetMB && rep.CPUPercent <= agentCPUTargetPct &&
 		rep.RequestsPerPoll <= float64(rep.BlocksPerPoll)+0.01 && rep.ReadingsBad == 0 && rep.Polls > 0 &&
 		// Detection on scores every reading (the two counts are read a
 		// moment apart, hence the 1 %); off, none.
-		(rep.AnomalyPoints*100 >= rep.ReadingsGood*99) == o.Anomaly
-	return printAgentReport(env.Stdout, rep, o.JSON)
+		(rep.AnomalyPoints*100 >= rep.ReadingsGood*99) == r.anomaly
+	return rep, nil
+}
+
+// anomalyComparison is the outcome of --compare-anomaly.
+type anomalyComparison struct {
+	Off agentReport `json:"off"`
+	On  agentReport `json:"on"`
+	// CPURatio is the CPU of the agent with detection over the one
+	// without, measured over the same seconds.
+	CPURatio       float64 `json:"cpuRatio"`
+	CPURatioTarget float64 `json:"cpuRatioTarget"`
+	RSSMaxDeltaMB  float64 `json:"rssMaxDeltaMb"`
+	Pass           bool    `json:"pass"`
+}
+
+func compareAnomaly(off, on agentReport) anomalyComparison {
+	c := anomalyComparison{Off: off, On: on, CPURatioTarget: anomalyCPURatioTarget, RSSMaxDeltaMB: on.RSSMaxMB - off.RSSMaxMB}
+	if off.CPUPercent > 0 {
+		c.CPURatio = on.CPUPercent / off.CPUPercent
+	}
+	c.Pass = off.Pass && on.Pass && c.CPURatio > 0 && c.CPURatio <= anomalyCPURatioTarget
+	return c
+}
+
+func printAnomalyComparison(w io.Writer, c anomalyComparison, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(c)
+	}
+	for _, r := range []agentReport{c.Off, c.On} {
+		if err := printAgentReport(w, r, false); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "anomaly detection, CPU on / off\t%.3f (%.2f%% / %.2f%%, target <= %.2f)\t%s\n", c.CPURatio, c.On.CPUPercent, c.Off.CPUPercent,
+		c.CPURatioTarget, verdict(c.CPURatio > 0 && c.CPURatio <= c.CPURatioTarget))
+	fmt.Fprintf(tw, "anomaly detection, RSS max on - off\t%+.1f MB\n", c.RSSMaxDeltaMB)
+	return tw.Flush()
+}
+
+var onOff = map[bool]string{true: "on", false: "off"}
+
+func verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "OVER TARGET"
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
@@ -210,18 +322,11 @@ func printAgentReport(w io.Writer, r agentReport, asJSON bool) error {
 		return enc.Encode(r)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	verdict := func(ok bool) string {
-		if ok {
-			return "ok"
-		}
-		return "OVER TARGET"
-	}
 	fmt.Fprintf(tw, "devices x registers\t%d x %d every %dms, %.0fs measured\n", r.Devices, r.Registers, r.IntervalMS, r.DurationS)
 	fmt.Fprintf(tw, "polls\t%d (%d readings GOOD, %d BAD)\n", r.Polls, r.ReadingsGood, r.ReadingsBad)
 	fmt.Fprintf(tw, "Modbus requests per poll round\t%.2f (contiguous blocks %d, registers %d)\t%s\n", r.RequestsPerPoll, r.BlocksPerPoll, r.RegistersPerPoll,
 		verdict(r.RequestsPerPoll <= float64(r.BlocksPerPoll)+0.01))
 	fmt.Fprintf(tw, "RSS max / avg\t%.1f / %.1f MB (target <= %.0f MB)\t%s\n", r.RSSMaxMB, r.RSSAvgMB, r.RSSTargetMB, verdict(r.RSSMaxMB <= r.RSSTargetMB))
-	onOff := map[bool]string{true: "on", false: "off"}
 	fmt.Fprintf(tw, "anomaly detection\t%s (%d points scored)\n", onOff[r.AnomalyDetection], r.AnomalyPoints)
 	fmt.Fprintf(tw, "CPU\t%.2f%% of one core (target <= %.0f%%)\t%s\n", r.CPUPercent, r.CPUTargetPercent, verdict(r.CPUPercent <= r.CPUTargetPercent))
 	return tw.Flush()

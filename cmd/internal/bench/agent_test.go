@@ -39,3 +39,29 @@ func TestBenchAgentOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCompareAnomaly(t *testing.T) {
+	good := agentReport{Pass: true, CPUPercent: 1.0, RSSMaxMB: 28}
+	tests := []struct {
+		name      string
+		off, on   agentReport
+		wantRatio float64
+		wantPass  bool
+	}{
+		{"within 10 %", good, agentReport{Pass: true, CPUPercent: 1.08, RSSMaxMB: 29.5}, 1.08, true},
+		{"over 10 %", good, agentReport{Pass: true, CPUPercent: 1.2, RSSMaxMB: 29}, 1.2, false},
+		{"the agent with detection over its own targets", good, agentReport{Pass: false, CPUPercent: 1.0, RSSMaxMB: 31}, 1, false},
+		{"no CPU measured without detection", agentReport{Pass: true}, good, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := compareAnomaly(tt.off, tt.on)
+			if diff := c.CPURatio - tt.wantRatio; diff > 1e-9 || diff < -1e-9 || c.Pass != tt.wantPass {
+				t.Fatalf("ratio %v pass %v, want %v %v", c.CPURatio, c.Pass, tt.wantRatio, tt.wantPass)
+			}
+			if c.RSSMaxDeltaMB != tt.on.RSSMaxMB-tt.off.RSSMaxMB {
+				t.Fatalf("RSS delta %v", c.RSSMaxDeltaMB)
+			}
+		})
+	}
+}

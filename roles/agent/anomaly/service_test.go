@@ -107,7 +107,7 @@ func TestObserveBatch(t *testing.T) {
 	for i++; i < 200; i++ {
 		b := poll(i, 20+noise())
 		s.ObserveBatch("press", &b)
-		if len(b.Anomaly) != 1 || b.Anomaly[0].Index != 2 || b.Anomaly[0].Metric != "temp" {
+		if len(b.Anomaly) != 1 || b.Anomaly[0].Index != 2 || b.Messages[0].Readings[2].Metric != "temp" {
 			t.Fatalf("batch %d after the warm-up: %+v", i, b.Anomaly)
 		}
 	}

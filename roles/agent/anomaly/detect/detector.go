@@ -27,10 +27,11 @@ type TimeToThreshold struct {
 
 // Result is the enrichment of one observation after the warm-up.
 type Result struct {
-	// Index is the observation's position in the batch given to Observe.
-	Index  int    `json:"-"`
-	Metric string `json:"-"`
-	Device string `json:"-"`
+	// Index is the observation's position in the batch given to Observe,
+	// which names its metric and device: a batch's results are copied for
+	// every poll (the agent keeps them with the batch it publishes), so
+	// they carry no strings of their own.
+	Index int `json:"-"`
 
 	AnomalyScore     float64 `json:"anomaly_score"`
 	AnomalyThreshold float64 `json:"anomaly_threshold"`

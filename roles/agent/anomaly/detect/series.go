@@ -398,8 +398,6 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 		return outcome{}
 	}
 	r := Result{
-		Metric:           s.metric,
-		Device:           s.device,
 		AnomalyScore:     scoreOf(strongest),
 		AnomalyThreshold: scoreOf(T),
 		BaselineSamples:  n,

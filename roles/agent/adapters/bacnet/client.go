@@ -30,6 +30,8 @@ type client struct {
 	next    uint8
 	onIAm   func(from netip.AddrPort, iam wire.IAm)
 	bbmd    netip.AddrPort // valid while registered as a foreign device
+	// broadcast is where a broadcast Who-Is goes without a BBMD.
+	broadcast netip.AddrPort
 
 	results chan bvlcResult // BVLC-Results, for the registration in progress
 	// badFrames counts datagrams that did not decode.
@@ -243,11 +245,14 @@ func (c *client) whoIs(dst netip.AddrPort, low, high int) error {
 	fn := uint8(wire.BVLCOriginalUnicastNPDU)
 	if !dst.IsValid() {
 		c.mu.Lock()
-		bbmd := c.bbmd
+		bbmd, bcast := c.bbmd, c.broadcast
 		c.mu.Unlock()
-		if bbmd.IsValid() {
+		switch {
+		case bbmd.IsValid():
 			fn, dst = wire.BVLCDistributeBroadcastToNetwork, bbmd
-		} else {
+		case bcast.IsValid():
+			fn, dst = wire.BVLCOriginalBroadcastNPDU, bcast
+		default:
 			fn, dst = wire.BVLCOriginalBroadcastNPDU, netip.AddrPortFrom(netip.AddrFrom4([4]byte{255, 255, 255, 255}), DefaultPort)
 		}
 	}
@@ -255,6 +260,14 @@ func (c *client) whoIs(dst netip.AddrPort, low, high int) error {
 		return fmt.Errorf("bacnet: send who-is to %s: %w", dst, err)
 	}
 	return nil
+}
+
+// broadcastTo sets where broadcasts go. The net package already allows
+// broadcasts on every UDP socket (SO_BROADCAST), on every platform.
+func (c *client) broadcastTo(dst netip.AddrPort) {
+	c.mu.Lock()
+	c.broadcast = dst
+	c.mu.Unlock()
 }
 
 // register registers as a foreign device with bbmd for ttl and waits for

@@ -28,6 +28,8 @@ type session struct {
 	noReliability map[wire.ObjectID]bool
 	// rpm and rp count the requests sent, for diagnostics.
 	rpm, rp int
+	// limit, when set, paces the requests (WhoIs's rate limit).
+	limit *limiter
 }
 
 type propKey struct {
@@ -89,6 +91,9 @@ func (s *session) readMultiple(ctx context.Context, group []objectRead, out map[
 		}
 		specs[i] = wire.ReadAccessSpec{Object: o.obj, Props: refs}
 	}
+	if err := s.limit.wait(ctx); err != nil {
+		return err
+	}
 	s.rpm++
 	a, err := s.c.request(ctx, s.peer, wire.ServiceReadPropertyMultiple, wire.AppendReadPropertyMultiple(nil, specs), s.timeout)
 	if err != nil {
@@ -144,6 +149,9 @@ func (s *session) readSingles(ctx context.Context, objs []objectRead, out map[pr
 
 // readProperty reads one property with ReadProperty.
 func (s *session) readProperty(ctx context.Context, obj wire.ObjectID, ref wire.PropertyRef) ([]any, error) {
+	if err := s.limit.wait(ctx); err != nil {
+		return nil, err
+	}
 	s.rp++
 	a, err := s.c.request(ctx, s.peer, wire.ServiceReadProperty, wire.AppendReadProperty(nil, obj, ref), s.timeout)
 	if err != nil {
@@ -153,7 +161,7 @@ func (s *session) readProperty(ctx context.Context, obj wire.ObjectID, ref wire.
 	if err != nil {
 		return nil, adapters.WithCode(adapters.CodeBadData, err)
 	}
-	if pv.Object != obj || pv.Ref.ID != ref.ID {
+	if pv.Object != obj || pv.Ref != ref {
 		return nil, adapters.WithCode(adapters.CodeBadData, fmt.Errorf("answer for %s %s to a read of %s %s", pv.Object, pv.Ref.ID, obj, ref.ID))
 	}
 	return pv.Values, nil

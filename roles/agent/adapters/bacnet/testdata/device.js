@@ -2,23 +2,27 @@
 // third-party stack @bacnet-js/client (found through NODE_PATH).
 //
 //   node device.js --port 47808 [--address 127.0.0.1] [--device 1234]
-//                  [--rpm ok|reject|error] [--bbmd]
+//                  [--rpm ok|reject|error] [--bbmd] [--segment-object-list]
 //
 // It answers Who-Is (with a unicast I-Am to the asker), ReadProperty,
 // ReadPropertyMultiple and WriteProperty for the objects below. --rpm
 // reject answers ReadPropertyMultiple with a Reject unrecognized-service,
 // --rpm error with an Error services/reject-unrecognized-service, as
 // devices without RPM do. --bbmd also acts as a BBMD towards foreign
-// devices: it accepts Register-Foreign-Device. Every request is printed
+// devices: it accepts Register-Foreign-Device. --segment-object-list
+// answers a read of the whole object-list with an Abort
+// segmentation-not-supported, as a device with a list too long for one
+// unsegmented answer does; its elements are still readable by array
+// index. Every request is printed
 // as one line "REQ <service> ..." so a test can count what arrived.
 'use strict';
 
 const Bacnet = require('@bacnet-js/client').default;
 
-const args = { port: 47808, address: '127.0.0.1', device: 1234, rpm: 'ok', bbmd: false };
+const args = { port: 47808, address: '127.0.0.1', device: 1234, rpm: 'ok', bbmd: false, 'segment-object-list': false };
 for (let i = 2; i < process.argv.length; i++) {
   const k = process.argv[i].replace(/^--/, '');
-  if (k === 'bbmd') { args.bbmd = true; continue; }
+  if (k === 'bbmd' || k === 'segment-object-list') { args[k] = true; continue; }
   args[k] = process.argv[++i];
 }
 args.port = Number(args.port);
@@ -36,8 +40,9 @@ const OT = { AI: 0, AO: 1, AV: 2, BI: 3, BO: 4, BV: 5, DEVICE: 8, MSV: 19 };
 const EC = { OBJECT: 1, PROPERTY: 2, SERVICES: 5 };
 const ERR = {
   UNKNOWN_OBJECT: 31, UNKNOWN_PROPERTY: 32, WRITE_ACCESS_DENIED: 40, INVALID_DATA_TYPE: 9,
-  VALUE_OUT_OF_RANGE: 37, REJECT_UNRECOGNIZED_SERVICE: 67,
+  VALUE_OUT_OF_RANGE: 37, REJECT_UNRECOGNIZED_SERVICE: 67, INVALID_ARRAY_INDEX: 42, NOT_AN_ARRAY: 50,
 };
+const ARRAY_ALL = 0xFFFFFFFF;
 const SERVICE = { READ_PROPERTY: 12, READ_PROPERTY_MULTIPLE: 14, WRITE_PROPERTY: 15 };
 
 // Objects: name, present value, units (engineering units enumeration),
@@ -160,14 +165,26 @@ function write(objectId, prop, values, priority) {
 const client = new Bacnet({ port: args.port, interface: args.address, broadcastAddress: args.address, apduTimeout: 3000 });
 const log = (line) => process.stdout.write(line + '\n');
 
-function reject(receiver, invokeId, reason) {
+// answer sends a three-byte Reject (0x60) or server Abort (0x71) PDU,
+// which the stack has no call for.
+function answer(receiver, pduType, invokeId, reason) {
   const buffer = client._getApduBuffer(receiver);
   buffer.buffer[buffer.offset++] = 0x01; // NPDU version
   buffer.buffer[buffer.offset++] = 0x00; // control: no addresses, normal priority
-  buffer.buffer[buffer.offset++] = 0x60; // Reject PDU
+  buffer.buffer[buffer.offset++] = pduType;
   buffer.buffer[buffer.offset++] = invokeId;
   buffer.buffer[buffer.offset++] = reason;
   client.sendBvlc(receiver, buffer);
+}
+
+// element applies a ReadProperty's array index: 0 is the length, i the
+// i-th element.
+function element(values, prop, index) {
+  if (index === undefined || index === ARRAY_ALL) return values;
+  if (prop !== P.OBJECT_LIST && prop !== P.PRIORITY_ARRAY) throw fail(EC.PROPERTY, ERR.NOT_AN_ARRAY);
+  if (index === 0) return [{ type: T.UNSIGNED, value: values.length }];
+  if (index > values.length) throw fail(EC.PROPERTY, ERR.INVALID_ARRAY_INDEX);
+  return [values[index - 1]];
 }
 
 client.on('whoIs', (msg) => {
@@ -179,9 +196,14 @@ client.on('whoIs', (msg) => {
 
 client.on('readProperty', (msg) => {
   const { objectId, property } = msg.payload;
-  log(`REQ rp ${objectId.type}:${objectId.instance} ${property.id}`);
+  const index = property.index === ARRAY_ALL ? '' : `[${property.index}]`;
+  log(`REQ rp ${objectId.type}:${objectId.instance} ${property.id}${index}`);
+  if (args['segment-object-list'] && property.id === P.OBJECT_LIST && index === '') {
+    return answer(msg.header.sender, 0x71, msg.invokeId, 4); // segmentation-not-supported
+  }
   try {
-    client.readPropertyResponse(msg.header.sender, msg.invokeId, objectId, property, read(objectId, property.id));
+    client.readPropertyResponse(msg.header.sender, msg.invokeId, objectId, property,
+      element(read(objectId, property.id), property.id, property.index));
   } catch (e) {
     if (!e.bacnet) throw e;
     client.errorResponse(msg.header.sender, SERVICE.READ_PROPERTY, msg.invokeId, e.bacnet.errorClass, e.bacnet.errorCode);
@@ -191,7 +213,7 @@ client.on('readProperty', (msg) => {
 client.on('readPropertyMultiple', (msg) => {
   const specs = msg.payload.properties;
   log(`REQ rpm ${specs.length} ${specs.map((s) => `${s.objectId.type}:${s.objectId.instance}`).join(',')}`);
-  if (args.rpm === 'reject') return reject(msg.header.sender, msg.invokeId, 9); // unrecognized-service
+  if (args.rpm === 'reject') return answer(msg.header.sender, 0x60, msg.invokeId, 9); // unrecognized-service
   if (args.rpm === 'error') {
     return client.errorResponse(msg.header.sender, SERVICE.READ_PROPERTY_MULTIPLE, msg.invokeId, EC.SERVICES, ERR.REJECT_UNRECOGNIZED_SERVICE);
   }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/bacnet/wire"
 )
 
@@ -365,16 +366,8 @@ func (l *limiter) wait(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	d := l.reserve(time.Now())
-	if d <= 0 {
+	if !lifecycle.Sleep(ctx, l.reserve(time.Now())) {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }

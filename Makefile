@@ -114,6 +114,10 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/modbus
 	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/opcua
 	$(GO) test -run='^$$' -fuzz='^FuzzFrameReadings$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/mqtt
+	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet/wire
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeServices$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet/wire
+	$(GO) test -run='^$$' -fuzz='^FuzzAppRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet/wire
 	$(GO) test -run='^$$' -fuzz='^FuzzBuffer$$' -fuzztime=$(FUZZEXECS) ./roles/agent/framing
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeStrictNUL$$' -fuzztime=$(FUZZEXECS) ./core/httpx

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
+	"github.com/edgeplat/edgeplat/roles/agent/adapters/bacnet"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/modbus"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/opcua"
@@ -56,7 +57,7 @@ type Options struct {
 
 // DefaultDrivers are the protocols the agent speaks.
 func DefaultDrivers() []adapters.Driver {
-	return []adapters.Driver{modbus.Driver{}, opcua.Driver{}, mqtt.Driver{}}
+	return []adapters.Driver{modbus.Driver{}, opcua.Driver{}, mqtt.Driver{}, bacnet.Driver{}}
 }
 
 // logRingCapacity bounds the log lines GET /v1/logs can return.

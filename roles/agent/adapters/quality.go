@@ -19,6 +19,12 @@ const (
 	CodeDeviceBusy        = "DEVICE_BUSY"
 	CodeBadData           = "BAD_DATA"
 	CodeReadError         = "READ_ERROR"
+	// CodeDeviceFault and CodeOutOfService are values the device itself
+	// marks as untrustworthy: a BACnet object whose status-flags has
+	// fault set or whose reliability is not no-fault-detected, and one
+	// that is out of service (its value is not the process's).
+	CodeDeviceFault  = "DEVICE_FAULT"
+	CodeOutOfService = "OUT_OF_SERVICE"
 )
 
 // QualityError carries a quality code an adapter knows better than

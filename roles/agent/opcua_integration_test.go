@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,19 +21,7 @@ import (
 // start spends seconds making certificates.
 func startNodeOPCUA(t *testing.T, port int) *coretest.Process {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		coretest.Unavailable(t, "node-opcua", "node on PATH", err)
-	}
-	cache := os.Getenv("EDGEPLAT_NPM_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "edgeplat-npm")
-	}
-	mods := filepath.Join(cache, "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, "node-opcua", "package.json")); err != nil {
-		coretest.Unavailable(t, "node-opcua", mods, err)
-	}
+	node, mods := coretest.NodePackage(t, "node-opcua")
 	// coretest.Process passes the test's environment on to the child.
 	if prev := os.Getenv("NODE_PATH"); prev != "" {
 		mods += string(os.PathListSeparator) + prev

@@ -36,19 +36,8 @@ func aedesModule(t *testing.T) (node, module string) {
 	if testing.Short() {
 		t.Skip("integration test: runs the aedes broker, skipped in -short mode")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		coretest.Unavailable(t, "node (runs the aedes broker)", "PATH", err)
-	}
-	dir := os.Getenv("EDGEPLAT_NPM_CACHE")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			coretest.Unavailable(t, "aedes@"+aedesVersion, "~/.cache/edgeplat-npm", err)
-		}
-		dir = filepath.Join(home, ".cache", "edgeplat-npm")
-	}
-	module = filepath.Join(dir, "node_modules", "aedes")
+	node, mods := coretest.NodePackage(t, "aedes")
+	module = filepath.Join(mods, "aedes")
 	raw, err := os.ReadFile(filepath.Join(module, "package.json"))
 	if err != nil {
 		coretest.Unavailable(t, "aedes@"+aedesVersion, module, err)

@@ -3,9 +3,6 @@ package bacnet
 import (
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,20 +21,7 @@ func nodeModules(t *testing.T) (node, mods string) {
 	if testing.Short() {
 		t.Skip("integration test; skipped with -short")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		coretest.Unavailable(t, npmPackage, "node on PATH", err)
-	}
-	cache := os.Getenv("EDGEPLAT_NPM_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "edgeplat-npm")
-	}
-	mods = filepath.Join(cache, "node_modules")
-	if _, err := os.Stat(filepath.Join(mods, npmPackage, "package.json")); err != nil {
-		coretest.Unavailable(t, npmPackage, mods, err)
-	}
-	return node, mods
+	return coretest.NodePackage(t, npmPackage)
 }
 
 // device is testdata/device.js running as a child process.

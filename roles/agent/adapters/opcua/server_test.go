@@ -25,18 +25,7 @@ type opcServer struct {
 // nodeModules finds node-opcua the way the build machines install it.
 func nodeModules(t *testing.T) string {
 	t.Helper()
-	cache := os.Getenv("EDGEPLAT_NPM_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "edgeplat-npm")
-	}
-	mods := filepath.Join(cache, "node_modules")
-	if _, err := exec.LookPath("node"); err != nil {
-		coretest.Unavailable(t, "node-opcua", "node on PATH", err)
-	}
-	if _, err := os.Stat(filepath.Join(mods, "node-opcua", "package.json")); err != nil {
-		coretest.Unavailable(t, "node-opcua", mods, err)
-	}
+	_, mods := coretest.NodePackage(t, "node-opcua")
 	return mods
 }
 

@@ -111,7 +111,7 @@ func TestSimulationModeSetting(t *testing.T) {
 	if code, body := on.do("POST", "/v1/simulation/scenarios/steady/start", `{"seed":9}`, nil); code != 200 {
 		t.Fatalf("start steady = %d %s", code, body)
 	}
-	// The fault device's second poll has a BAD reading; the runner shows
+	// The fault device's first poll has a BAD reading; the runner shows
 	// it in the device's last values.
 	eventually(t, 10*time.Second, "a BAD reading of sim-fault-1", func() bool {
 		_, body := on.do("GET", "/v1/adapters/simulated/devices/sim-fault-1", "", nil)

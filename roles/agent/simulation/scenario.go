@@ -79,7 +79,7 @@ const (
 	// rampPerPoll is the drift scenario's temperature rise per poll.
 	rampPerPoll = 0.02
 	// faultStepEvery is how many polls a fault level lasts; every
-	// faultBadEvery-th poll (from the second) has a BAD reading.
+	// faultBadEvery-th poll, the first included, has a BAD reading.
 	faultStepEvery = 15
 	faultBadEvery  = 4
 	// outageUp bounds the polls an outage device answers before it goes
@@ -210,7 +210,7 @@ func (g *drift) Next() Frame {
 }
 
 // fault steps the temperature between faultLevels and makes one signal
-// BAD every faultBadEvery polls, starting with the second, so a fault
+// BAD every faultBadEvery polls, starting with the first, so a fault
 // shows at once.
 type fault struct {
 	steady
@@ -226,7 +226,7 @@ func (g *fault) Next() Frame {
 		{Signal: sigTemperature.Name, Value: round3(temp + g.level)},
 		{Signal: sigPressure.Name, Value: round3(press)},
 	}}
-	if g.tick%faultBadEvery == 1 {
+	if g.tick%faultBadEvery == 0 {
 		bad := &f.Samples[g.rng.IntN(len(f.Samples))]
 		bad.Value, bad.Code = 0, faultCodes[g.rng.IntN(len(faultCodes))]
 	}

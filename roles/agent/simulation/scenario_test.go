@@ -92,8 +92,8 @@ func TestScenarioGenerators(t *testing.T) {
 			}
 		}},
 		{"fault", func(t *testing.T, fs []Frame) {
-			if c := fs[1].Samples; !slices.ContainsFunc(c, func(s Sample) bool { return s.Code != "" }) {
-				t.Errorf("poll 2 has no BAD sample: %+v", c)
+			if c := fs[0].Samples; !slices.ContainsFunc(c, func(s Sample) bool { return s.Code != "" }) {
+				t.Errorf("the first poll has no BAD sample: %+v", c)
 			}
 			bad, codes := countBad(fs)
 			if bad != n/faultBadEvery {

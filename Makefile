@@ -112,6 +112,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzRecord$$' -fuzztime=$(FUZZEXECS) ./roles/api/receipts
 	$(GO) test -run='^$$' -fuzz='^FuzzBrokerUserFilter$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/modbus
+	$(GO) test -run='^$$' -fuzz='^FuzzParseConfig$$' -fuzztime=$(FUZZEXECS) ./roles/agent/simulation
 	$(GO) test -run='^$$' -fuzz='^FuzzValidate$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/opcua
 	$(GO) test -run='^$$' -fuzz='^FuzzFrameReadings$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/mqtt
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRegister$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet

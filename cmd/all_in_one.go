@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/edgeplat/edgeplat/cmd/internal/autoprovision"
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/agent"
+	"github.com/edgeplat/edgeplat/roles/agent/simulation"
 	"github.com/edgeplat/edgeplat/roles/api"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/broker"
@@ -34,7 +36,14 @@ func newAllInOneCmd() *cobra.Command {
 			"auto-provision": "all_in_one.auto_provision",
 		},
 		build: func(cfg *config.Config, r *rt.Runtime) ([]lifecycle.Service, error) {
-			return buildAllInOne(cfg, r, c.OutOrStdout())
+			scenario, err := simulateFlag(c.Flags())
+			if err != nil {
+				return nil, err
+			}
+			if scenario != "" {
+				cfg.Agent.SimulationMode = true
+			}
+			return buildAllInOneWith(cfg, r, c.OutOrStdout(), scenario)
 		},
 	}
 	c = roleCommand("all-in-one", "Run every role in one process with an embedded MQTT broker",
@@ -49,7 +58,11 @@ admin (EDGEPLAT_ADMIN_EMAIL, EDGEPLAT_ADMIN_PASSWORD; without a password a
 random one is printed once), logs in, creates a provisioning key and hands it
 to the agent. The two variables only create the first admin: on a data
 directory that has one, it is kept and a warning says so; start fresh with
-an empty --data-dir.`,
+an empty --data-dir.
+
+--simulate[=scenario] turns the agent's simulation mode on and starts a
+scenario (default steady) once the agent runs, so its simulated devices'
+readings reach the cloud without a Modbus server (docs/simulation.md).`,
 		spec, func(fs *pflag.FlagSet) {
 			role := config.RoleAllInOne
 			addKeyFlag(fs, "data-dir", "all_in_one.data_dir", role, "directory for SQLite files and agent state")
@@ -58,6 +71,8 @@ an empty --data-dir.`,
 			addKeyFlag(fs, "agent-port", "agent.port", role, "agent API port")
 			addKeyFlag(fs, "mqtt-port", "all_in_one.mqtt_port", role, "embedded MQTT broker port")
 			addKeyFlag(fs, "auto-provision", "all_in_one.auto_provision", role, "provision the built-in agent against the built-in Cloud API at start")
+			fs.String("simulate", "", "turn simulation mode on (SIMULATION_MODE) and start this scenario: "+strings.Join(simulation.Names(), ", "))
+			fs.Lookup("simulate").NoOptDefVal = "steady"
 		})
 	return c
 }
@@ -69,6 +84,25 @@ an empty --data-dir.`,
 // auto-provisioning, which talks to the roles. They stop in reverse order.
 // A generated admin password is shown on out.
 func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycle.Service, error) {
+	return buildAllInOneWith(cfg, r, out, "")
+}
+
+// simulateFlag is --simulate's scenario, empty when the flag is not
+// given; an unknown scenario is an error naming the flag.
+func simulateFlag(fs *pflag.FlagSet) (string, error) {
+	name, err := fs.GetString("simulate")
+	if err != nil || !fs.Changed("simulate") {
+		return "", err
+	}
+	if _, ok := simulation.Lookup(name); !ok {
+		return "", fmt.Errorf("--simulate: unknown scenario %q (one of %s)", name, strings.Join(simulation.Names(), ", "))
+	}
+	return name, nil
+}
+
+// buildAllInOneWith is buildAllInOne whose agent starts scenario (none
+// when empty) once it runs.
+func buildAllInOneWith(cfg *config.Config, r *rt.Runtime, out io.Writer, scenario string) ([]lifecycle.Service, error) {
 	dataDir := &lifecycle.Funcs{
 		ServiceName: "data-dir",
 		StartFunc: func(context.Context) error {
@@ -121,7 +155,7 @@ func buildAllInOne(cfg *config.Config, r *rt.Runtime, out io.Writer) ([]lifecycl
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	agentSvcs, err := agent.New(cfg, r, agent.Options{PortHint: "--agent-port"})
+	agentSvcs, err := agent.New(cfg, r, agent.Options{PortHint: "--agent-port", Simulate: scenario})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

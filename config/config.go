@@ -245,6 +245,9 @@ type Agent struct {
 	// Development enables the test routes (POST /v1/test/anomaly) that
 	// inject data a device never produced; off in production.
 	Development bool `mapstructure:"development"`
+	// SimulationMode enables the simulated protocol and the
+	// /v1/simulation routes (docs/simulation.md); off, neither exists.
+	SimulationMode bool `mapstructure:"simulation_mode"`
 }
 
 // VolumeRoots are the allowed roots of apps' host-path volumes.

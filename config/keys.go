@@ -201,6 +201,7 @@ var Keys = []Key{
 	{Name: "agent.apps_volume_roots", Kind: String, Default: "", Doc: "Comma-separated directories under which an app's host-path volumes must lie (docs/apps.md); empty: <agent.data_dir>/volumes."},
 	{Name: "agent.docker_host", Kind: String, Default: "", Doc: "Container runtime address used until one is saved through /v1/docker/config (unix:///path or tcp://host:port); empty: unix:///var/run/docker.sock."},
 	{Name: "agent.jobs_shell", Kind: Bool, Default: false, Doc: "Lets the cloud's shell jobs run commands (sh -c) on the device as the agent's user; local configuration only, never set by the cloud."},
+	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Kind: Bool, Default: false, Doc: "Simulation mode: enables the /v1/simulation routes and the \"simulated\" protocol, whose scenarios feed generated readings through the real pipeline (docs/simulation.md); off, both answer as absent."},
 	{Name: "agent.development", Kind: Bool, Default: false, Doc: "Development mode: enables POST /v1/test/anomaly, which injects test points into the anomaly detector (docs/anomaly-agent.md); off in production."},
 
 	// all_in_one
@@ -231,7 +232,6 @@ type RetiredKey struct {
 // because refusing to start over a setting that never did anything would
 // turn a clean-up into an outage.
 var Retired = []RetiredKey{
-	{Name: "agent.simulation_mode", Env: "SIMULATION_MODE", Reason: "the agent has no simulation endpoints"},
 	{Name: "mqtt.persist_to_db", Env: "MQTT_PERSIST_TO_DB", Reason: "state and metrics reports are always stored"},
 	{Name: "streamstore.pipeline_flush_interval_ms", Env: "STREAMSTORE_PIPELINE_FLUSH_INTERVAL_MS",
 		Reason: "stream writes are never held back to share a round trip; the API sends what its subscriber has received as one batch"},

@@ -53,6 +53,9 @@ type Options struct {
 	// agent alone on a device wants it; all-in-one's other roles would
 	// fault them back.
 	ReleaseStartupPages bool
+	// Simulate is a scenario to start once the agent runs (all-in-one
+	// --simulate); it needs agent.simulation_mode.
+	Simulate string
 }
 
 // DefaultDrivers are the protocols the agent speaks.
@@ -91,8 +94,14 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 	ds := driftStore{st: p.st, log: log.With("component", "drift")}
 	p.drift = drift.NewService(drift.ServiceOptions{Options: &ds, Store: &ds, Cloud: p.pub, Log: ds.log})
 	ds.svc, p.out.drift = p.drift, p.drift
+	drivers, simDriver := withSimulation(cfg.Agent.SimulationMode, drivers)
 	run := runner.New(drivers, p.out, log.With("component", "endpoints"), r.Metrics)
 	p.endpoints = &endpointService{st: p.st, runner: run, log: log}
+	sim, err := newSimulation(simDriver, run, p.endpoints, opts.Simulate, log)
+	if err != nil {
+		return nil, err
+	}
+	p.simulation = sim
 	p.lc.health = &healthCheck{st: p.st, memory: p.memory, endpoints: p.endpoints, parts: p}
 	p.settings = newSettingsService(p.st, p.id, p.memory, level, log)
 	anom, err := newAnomaly(p, r.Metrics)
@@ -141,8 +150,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		Publishing: pc,
 		Cloud:      p.cloud, Settings: p.settings,
 		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps, Drift: ds,
-		Anomaly: anomalyAPI{s: anom, settings: p.settings, development: cfg.Agent.Development},
-		UI:      ui,
+		Anomaly:    anomalyAPI{s: anom, settings: p.settings, development: cfg.Agent.Development},
+		Simulation: simulationRoutes(sim),
+		UI:         ui,
 	})
 	bind := "127.0.0.1"
 	if cfg.Agent.KeyMode() {

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
+	"github.com/edgeplat/edgeplat/roles/agent/simulation"
 )
 
 // output is the runner's Output: one batcher per running endpoint, built
@@ -96,7 +97,8 @@ func (o *output) endpoint(ep adapters.Endpoint) *endpointOut {
 
 // Readings implements runner.Output.
 func (o *output) Readings(ctx context.Context, ep adapters.Endpoint, rs []adapters.Reading) {
-	if ep.Protocol != mqtt.Protocol {
+	// MQTT and simulated endpoints hand their frames to Frame instead.
+	if ep.Protocol != mqtt.Protocol && ep.Protocol != simulation.Protocol {
 		o.drift.Readings(ep.Protocol, rs)
 	}
 	eo := o.endpoint(ep)

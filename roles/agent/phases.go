@@ -17,6 +17,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
 	"github.com/edgeplat/edgeplat/roles/agent/report"
+	"github.com/edgeplat/edgeplat/roles/agent/simulation"
 	"github.com/edgeplat/edgeplat/roles/agent/store"
 	"github.com/edgeplat/edgeplat/roles/agent/sysinfo"
 )
@@ -47,7 +48,9 @@ type parts struct {
 	apps      *appsService
 	drift     *drift.Service
 	anomaly   *anomaly.Service
-	lc        *Agent
+	// simulation is nil while simulation mode is off.
+	simulation *simulation.Orchestrator
+	lc         *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
 }
@@ -125,6 +128,10 @@ func (p *parts) services() []lifecycle.Service {
 			}
 			return selfCheck(ctx, p.server.Addr())
 		}},
+	}
+	if p.simulation != nil {
+		// After the adapters phase, whose runner its devices run in.
+		svcs = insertAfter(svcs, PhaseAdapters, p.simulation)
 	}
 	if p.lc.releasePages {
 		svcs = append(svcs, pageReleaser(p.log, p.lc.changes))

@@ -24,7 +24,8 @@ import (
 // MaxBody caps request bodies; endpoint definitions are the largest.
 const MaxBody = 1 << 20
 
-// Deps is what the routes act on. Every field is needed but UI.
+// Deps is what the routes act on. Every field is needed but UI and
+// Simulation.
 type Deps struct {
 	Log *slog.Logger
 	// KeyMode and APIKey are the security mode (docs/agent.md, section
@@ -53,6 +54,8 @@ type Deps struct {
 	Apps       Apps
 	Drift      Drift
 	Anomaly    Anomaly
+	// Simulation is nil while simulation mode is off.
+	Simulation Simulation
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -191,6 +194,7 @@ func New(d Deps) *gin.Engine {
 	RegisterApps(p, d)
 	RegisterDrift(p, d)
 	RegisterAnomaly(p, d)
+	RegisterSimulation(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

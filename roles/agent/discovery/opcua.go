@@ -193,41 +193,39 @@ func (p *opcuaPlan) Scan(ctx context.Context) ([]Device, error) {
 	return out, nil
 }
 
-// server asks target which servers it knows (itself, or those of a
-// discovery server) and lists the endpoints of each.
+// server lists the endpoints of target, then asks it which servers it
+// knows (those of a discovery server) and lists theirs. A server it
+// reports under its own application URI is the target itself (servers
+// advertise their host name): not a second device.
 func (p *opcuaPlan) server(ctx context.Context, target string) ([]Device, error) {
 	opts := []opcua.Option{opcua.DialTimeout(p.timeout), opcua.RequestTimeout(p.timeout)}
-	urls := []string{target}
+	self, err := p.endpoints(ctx, target, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := []Device{self}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	apps, err := opcua.FindServers(cctx, target, opts...)
 	cancel()
 	if err != nil {
-		// Some servers do not implement FindServers; GetEndpoints still
-		// tells whether one is there.
-		apps = nil
+		// Not every server implements FindServers; the target answered.
+		return out, nil
 	}
+	seen := map[string]bool{self.Identity: true}
 	for _, a := range apps {
-		if a == nil || a.ApplicationType == ua.ApplicationTypeClient {
+		if a == nil || a.ApplicationType == ua.ApplicationTypeClient || a.ApplicationURI == self.Details["applicationUri"] {
 			continue
 		}
 		for _, u := range a.DiscoveryURLs {
-			if _, err := opcuaURL(u); err == nil && opcuaIdentity(u) != opcuaIdentity(target) {
-				urls = append(urls, u)
+			if _, err := opcuaURL(u); err != nil || seen[opcuaIdentity(u)] {
+				continue
+			}
+			seen[opcuaIdentity(u)] = true
+			if d, err := p.endpoints(ctx, u, opts); err == nil {
+				out = append(out, d)
+				break
 			}
 		}
-	}
-	var out []Device
-	var firstErr error
-	for _, u := range uniq(urls) {
-		d, err := p.endpoints(ctx, u, opts)
-		if err != nil {
-			firstErr = cmp.Or(firstErr, err)
-			continue
-		}
-		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, firstErr
 	}
 	return out, nil
 }
@@ -247,13 +245,16 @@ func (p *opcuaPlan) endpoints(ctx context.Context, u string, opts []opcua.Option
 		return Device{}, fmt.Errorf("get endpoints of %s: the server lists none", u)
 	}
 	var modes, policies, advertised []string
-	name := ""
+	name, appURI := "", ""
 	for _, ep := range eps {
 		modes = append(modes, securityMode(ep.SecurityMode))
 		policies = append(policies, securityPolicy(ep.SecurityPolicyURI))
 		advertised = append(advertised, ep.EndpointURL)
-		if name == "" && ep.Server != nil && ep.Server.ApplicationName != nil {
-			name = ep.Server.ApplicationName.Text
+		if ep.Server != nil && appURI == "" {
+			appURI = ep.Server.ApplicationURI
+			if ep.Server.ApplicationName != nil {
+				name = ep.Server.ApplicationName.Text
+			}
 		}
 	}
 	modes, policies, advertised = sortUniq(modes), sortUniq(policies), sortUniq(advertised)
@@ -261,6 +262,9 @@ func (p *opcuaPlan) endpoints(ctx context.Context, u string, opts []opcua.Option
 	details := map[string]any{"securityModes": modes, "securityPolicies": policies, "endpointUrls": advertised}
 	if name != "" {
 		details["applicationName"] = name
+	}
+	if appURI != "" {
+		details["applicationUri"] = appURI
 	}
 	pu, _ := opcuaURL(u)
 	return Device{Protocol: opcuaProtocol, Name: "opcua-" + strings.ReplaceAll(pu.Host+pu.Path, "/", "-"),

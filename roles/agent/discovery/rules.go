@@ -148,7 +148,7 @@ func (s *Service) check(r Rule, known map[string][]json.RawMessage) error {
 		errs = append(errs, adapters.Fieldf("target_json", "must be at most %d bytes", maxTemplateSize))
 	default:
 		if err := s.endpoints.CheckTemplate(r.Target); err != nil {
-			errs = append(errs, prefixFields("target_json", err))
+			errs = append(errs, prefixFields("target_json", namedDecodeError(err)))
 		}
 	}
 	return errors.Join(errs...)

@@ -85,9 +85,15 @@ func decodeOptions(raw json.RawMessage, dst any) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	err := httpx.DecodeStrict(raw, dst)
-	if err == nil {
-		return nil
+	return namedDecodeError(httpx.DecodeStrict(raw, dst))
+}
+
+// namedDecodeError turns httpx.DecodeStrict's error into a field error
+// naming the key, when it names one.
+func namedDecodeError(err error) error {
+	var fe *adapters.FieldError
+	if err == nil || errors.As(err, &fe) {
+		return err
 	}
 	msg := strings.TrimPrefix(err.Error(), "body: ")
 	if rest, ok := strings.CutPrefix(msg, `unknown field "`); ok {

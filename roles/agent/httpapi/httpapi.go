@@ -53,6 +53,7 @@ type Deps struct {
 	Apps       Apps
 	Drift      Drift
 	Anomaly    Anomaly
+	Discovery  Discovery
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -191,6 +192,7 @@ func New(d Deps) *gin.Engine {
 	RegisterApps(p, d)
 	RegisterDrift(p, d)
 	RegisterAnomaly(p, d)
+	RegisterDiscovery(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

@@ -80,6 +80,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeEvent$$' -fuzztime=$(FUZZEXECS) ./core/control
 	$(GO) test -run='^$$' -fuzz='^FuzzDeliver$$' -fuzztime=$(FUZZEXECS) ./roles/agent/commands
 	$(GO) test -run='^$$' -fuzz='^FuzzMergeConfig$$' -fuzztime=$(FUZZEXECS) ./roles/agent/anomaly
+	$(GO) test -run='^$$' -fuzz='^FuzzSampleShape$$' -fuzztime=$(FUZZEXECS) ./roles/agent/discovery
 	$(GO) test -run='^$$' -fuzz='^FuzzParseQuery$$' -fuzztime=$(FUZZEXECS) ./roles/api/agentlogs
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeLayout$$' -fuzztime=$(FUZZEXECS) ./roles/api/dashboards
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeEventPayload$$' -fuzztime=$(FUZZEXECS) ./roles/api/anomaly

@@ -109,6 +109,9 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		return nil, err
 	}
 	p.anomaly, p.settings.anomaly, p.out.anomaly = anom, anom, anom
+	if p.discovery, err = newDiscovery(p); err != nil {
+		return nil, err
+	}
 	p.cloud = &cloudService{st: p.st, id: p.id, pub: p.pub, endpoints: p.endpoints, lc: p.lc, settings: p.settings,
 		m: newMetrics(r.Metrics, p.pub), log: log, kick: make(chan struct{}, 1)}
 	p.cloud.beforeReset = anom.Forget
@@ -152,6 +155,7 @@ func New(cfg *config.Config, r *rt.Runtime, opts Options) ([]lifecycle.Service, 
 		System: system, Jobs: jobsAPI{p.jobs}, Apps: p.apps, Drift: ds,
 		Anomaly:    anomalyAPI{s: anom, settings: p.settings, development: cfg.Agent.Development},
 		Simulation: simulationRoutes(sim),
+		Discovery:  discoveryAPI{p.discovery},
 		UI:         ui,
 	})
 	bind := "127.0.0.1"

@@ -23,6 +23,9 @@ import (
 // Configuration).
 type FeatureSettings struct {
 	AnomalyDetection bool `json:"anomalyDetection"`
+	// Discovery gates the discovery routes and the rules' scheduler
+	// (docs/discovery.md).
+	Discovery bool `json:"discovery"`
 }
 
 // syncAnomalySwitch keeps features.anomalyDetection and

@@ -12,6 +12,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/roles/agent/anomaly"
 	"github.com/edgeplat/edgeplat/roles/agent/commands"
+	"github.com/edgeplat/edgeplat/roles/agent/discovery"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/jobs"
 	"github.com/edgeplat/edgeplat/roles/agent/logship"
@@ -50,6 +51,7 @@ type parts struct {
 	anomaly   *anomaly.Service
 	// simulation is nil while simulation mode is off.
 	simulation *simulation.Orchestrator
+	discovery  *discovery.Service
 	lc         *Agent
 	// server is the HTTP server, for the api phase's self-check.
 	server interface{ Addr() string }
@@ -122,6 +124,9 @@ func (p *parts) services() []lifecycle.Service {
 			return nil
 		}},
 		p.jobs,
+		// Discovery rules run after the endpoints started, since a run
+		// may create one (docs/discovery.md).
+		p.discovery,
 		&lifecycle.Funcs{ServiceName: PhaseAPI, StartFunc: func(ctx context.Context) error {
 			if p.server == nil {
 				return nil

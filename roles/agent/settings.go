@@ -61,7 +61,7 @@ func defaultSettings() Settings {
 	return Settings{
 		Logging:   LoggingSettings{Level: "info"},
 		Intervals: IntervalSettings{StatePollMS: 60000, StateReportMS: 10000, JobPollMS: 30000},
-		Features:  FeatureSettings{AnomalyDetection: true}, AnomalyDetection: anomaly.DefaultConfig(),
+		Features:  FeatureSettings{AnomalyDetection: true, Discovery: true}, AnomalyDetection: anomaly.DefaultConfig(),
 	}
 }
 
@@ -74,9 +74,7 @@ var settingsGroups = []string{"logging", "intervals", "runtime", "features", "an
 // A PATCH naming one is refused, so a client does not believe it switched
 // something on; a stored document that still holds one (an older build
 // wrote it) loses it quietly.
-var unavailableSettings = map[string][]string{
-	"features": {"discovery"},
-}
+var unavailableSettings = map[string][]string{}
 
 func (s Settings) validate() error {
 	var errs []error

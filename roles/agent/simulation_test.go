@@ -135,7 +135,10 @@ func TestSimulationModeSetting(t *testing.T) {
 		st := on.simStatus(t)
 		f, _, _ := st.running("fault")
 		s, _, _ := st.running("steady")
-		return f == 1 && s == 2
+		// The devices run before the api phase makes the agent RUNNING
+		// again; the writes below need it.
+		code, _ := on.do("GET", "/v1/readiness", "", nil)
+		return f == 1 && s == 2 && code == 200
 	})
 
 	if code, body := on.do("POST", "/v1/simulation/scenarios/fault/stop", "", nil); code != 200 || !strings.Contains(body, `"running":false`) {

@@ -18,15 +18,11 @@ import (
 func TestUnavailableSettingsRefused(t *testing.T) {
 	r := startAgent(t, t.TempDir(), true, nil)
 	_, body := r.do("GET", "/v1/settings", "", nil)
-	if strings.Contains(body, "discovery") {
-		t.Errorf("GET /v1/settings shows discovery, which nothing acts on: %s", body)
-	}
-	if !strings.Contains(body, `"features":{"anomalyDetection":true}`) || !strings.Contains(body, `"anomalyDetection":{"enabled":true,"metrics":[]}`) {
+	if !strings.Contains(body, `"features":{"anomalyDetection":true,"discovery":true}`) || !strings.Contains(body, `"anomalyDetection":{"enabled":true,"metrics":[]}`) {
 		t.Errorf("GET /v1/settings without anomaly detection on by default: %s", body)
 	}
 	for _, bad := range []struct{ body, field string }{
-		{`{"features":{"discovery":true}}`, "features.discovery"},
-		{`{"features":{"anomalyDetection":true,"discovery":true}}`, "features.discovery"},
+		{`{"features":{"discovery":"yes"}}`, "discovery"},
 		{`{"anomalyDetection":{"metrics":[{"name":"t","sensitivity":"extreme"}]}}`, "anomalyDetection.metrics[0].sensitivity"},
 		{`{"features":{"anomalyDetection":false},"anomalyDetection":{"enabled":true}}`, "features.anomalyDetection"},
 	} {
@@ -35,7 +31,7 @@ func TestUnavailableSettingsRefused(t *testing.T) {
 			t.Errorf("PATCH %s = %d %s, want 400 naming %s", bad.body, code, body, bad.field)
 		}
 	}
-	if _, body := r.do("GET", "/v1/settings", "", nil); !strings.Contains(body, `"level":"info"`) || !strings.Contains(body, `"features":{"anomalyDetection":true}`) {
+	if _, body := r.do("GET", "/v1/settings", "", nil); !strings.Contains(body, `"level":"info"`) || !strings.Contains(body, `"features":{"anomalyDetection":true,"discovery":true}`) {
 		t.Fatalf("a refused PATCH changed the settings: %s", body)
 	}
 	// The settings still in force are those of statePollMs and the rest.

@@ -56,6 +56,7 @@ type Deps struct {
 	Anomaly    Anomaly
 	// Simulation is nil while simulation mode is off.
 	Simulation Simulation
+	Discovery  Discovery
 	// UI is the admin UI served at /admin (roles/agent/adminui); nil
 	// serves none.
 	UI UI
@@ -195,6 +196,7 @@ func New(d Deps) *gin.Engine {
 	RegisterDrift(p, d)
 	RegisterAnomaly(p, d)
 	RegisterSimulation(p, d)
+	RegisterDiscovery(p, d)
 	e.GET("/metrics", r.requireKeyOrSession(), gin.WrapH(metrics.Handler(d.Metrics)))
 	return e
 }

@@ -106,3 +106,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// FreeUDPPort is a FreePort that is free for UDP on 127.0.0.1 as well,
+// for a peer that listens on both or on UDP only (BACnet/IP).
+func FreeUDPPort(t testing.TB) int {
+	t.Helper()
+	for range 20 {
+		p := FreePort(t)
+		if c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p}); err == nil {
+			c.Close()
+			return p
+		}
+	}
+	t.Fatal("no free UDP port")
+	return 0
+}

@@ -54,10 +54,9 @@ type Plan interface {
 // Registry is the scanners by protocol.
 type Registry map[string]Scanner
 
-// DefaultScanners are the scanners this build has. BACnet's scanner
-// (Who-Is) is added with the BACnet adapter.
+// DefaultScanners are the scanners this build has.
 func DefaultScanners() Registry {
-	return NewRegistry(ModbusScanner{}, OPCUAScanner{}, MQTTScanner{})
+	return NewRegistry(ModbusScanner{}, OPCUAScanner{}, MQTTScanner{}, BACnetScanner{})
 }
 
 // NewRegistry indexes scanners by protocol.

@@ -2,7 +2,6 @@ package bacnet
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,27 +30,12 @@ type device struct {
 	instance int
 }
 
-// freeUDPPort is a coretest.FreePort that is also free for UDP.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		p := coretest.FreePort(t)
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: p})
-		if err == nil {
-			c.Close()
-			return p
-		}
-	}
-	t.Fatal("no free UDP port")
-	return 0
-}
-
 // startDevice runs device.js on a free UDP port of 127.0.0.1 with flags
 // (--rpm reject, --bbmd, ...) and waits for its READY line.
 func startDevice(t *testing.T, flags ...string) *device {
 	t.Helper()
 	node, mods := nodeModules(t)
-	d := &device{port: freeUDPPort(t), instance: 1234}
+	d := &device{port: coretest.FreeUDPPort(t), instance: 1234}
 	args := append([]string{"testdata/device.js", "--port", strconv.Itoa(d.port), "--device", strconv.Itoa(d.instance)}, flags...)
 	d.Process = coretest.NewProcess(t, node, args...)
 	d.Env = []string{"NODE_PATH=" + mods}

@@ -428,7 +428,7 @@ func TestConnectRefusedIntegration(t *testing.T) {
 	}
 	ep := adapters.Endpoint{
 		Name: "ghost", Protocol: Protocol,
-		Connection: []byte(`{"host":"127.0.0.1","port":` + itoa(freeUDPPort(t)) + `,"deviceInstance":1,"timeoutMs":200}`),
+		Connection: []byte(`{"host":"127.0.0.1","port":` + itoa(coretest.FreeUDPPort(t)) + `,"deviceInstance":1,"timeoutMs":200}`),
 		DataPoints: []adapters.DataPoint{{Name: "t", Register: "ai:1"}},
 	}
 	a := newAdapter(t, ep)

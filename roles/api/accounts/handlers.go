@@ -80,6 +80,10 @@ type handler struct {
 	Deps
 	// mailing bounds the mail sent in the background.
 	mailing chan struct{}
+	// caller returns the request's user, or answers 401.
+	caller    func(*gin.Context) (Caller, bool)
+	adminOnly gin.HandlerFunc
+	errs      *httpx.ErrorMap
 }
 
 // maxBackgroundMail is how many background mails may be in flight; more
@@ -106,7 +110,17 @@ func (h *handler) later(fn func(context.Context)) {
 // Register adds the account routes: those that create a session to public
 // (no credential needed), the others to protected.
 func Register(public, protected gin.IRoutes, deps Deps) {
-	h := &handler{Deps: deps, mailing: make(chan struct{}, maxBackgroundMail)}
+	h := &handler{Deps: deps, mailing: make(chan struct{}, maxBackgroundMail),
+		caller:    RequireUser(deps.Caller, deps.WriteError),
+		adminOnly: RequireAdmin(deps.Caller, deps.WriteError, deps.AdminGate),
+		errs: httpx.NewErrorMap(deps.WriteError, deps.Log, "account request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid, ErrWeakPassword),
+			httpx.Case(http.StatusUnauthorized, "invalid_credentials", ErrBadCredentials),
+			httpx.Case(http.StatusUnauthorized, "invalid_token", ErrTokenReuse, ErrRevoked),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "already_bootstrapped", ErrBootstrapped),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict, ErrLastAdmin)),
+	}
 	public.POST("/auth/register", h.register)
 	public.POST("/auth/login", h.login)
 	public.POST("/auth/refresh", h.refresh)
@@ -138,66 +152,10 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 
 // fail answers err with the status its kind calls for; unexpected errors
 // are logged and answered 500 without their detail.
-func (h *handler) fail(c *gin.Context, err error) {
-	var status int
-	var code string
-	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrWeakPassword):
-		status, code = http.StatusUnprocessableEntity, "validation_failed"
-	case errors.Is(err, ErrBadCredentials):
-		status, code = http.StatusUnauthorized, "invalid_credentials"
-	case errors.Is(err, ErrTokenReuse), errors.Is(err, ErrRevoked):
-		status, code = http.StatusUnauthorized, "invalid_token"
-	case errors.Is(err, ErrNotFound):
-		status, code = http.StatusNotFound, "not_found"
-	case errors.Is(err, ErrBootstrapped):
-		status, code = http.StatusConflict, "already_bootstrapped"
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrLastAdmin):
-		status, code = http.StatusConflict, "conflict"
-	case errors.Is(err, context.Canceled):
-		return // the client left
-	default:
-		h.Log.Error("account request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
-		return
-	}
-	h.WriteError(c, status, code, err.Error())
-}
+func (h *handler) fail(c *gin.Context, err error) { h.errs.Fail(c, err) }
 
 func (h *handler) bind(c *gin.Context, dst any) bool {
 	return httpx.BindStrict(c, maxBody, dst, h.WriteError)
-}
-
-func (h *handler) caller(c *gin.Context) (Caller, bool) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-	}
-	return who, ok
-}
-
-func (h *handler) adminOnly(c *gin.Context) { RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c) }
-
-// RequireAdmin returns the guard of admin-only routes: 401 without a
-// user, 403 for a member, then gate (the admin rate limit) when set. The
-// account, registry and broker-user routes share it.
-func RequireAdmin(caller func(*gin.Context) (Caller, bool), write httpx.ErrorWriter, gate gin.HandlerFunc) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		who, ok := caller(c)
-		if !ok {
-			write(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-			return
-		}
-		if who.Role != RoleAdmin {
-			write(c, http.StatusForbidden, "forbidden", "this route is for admins")
-			return
-		}
-		if gate != nil {
-			gate(c)
-			return
-		}
-		c.Next()
-	}
 }
 
 // audit records e with the request's address. An audit write that fails

@@ -2,11 +2,8 @@ package anomaly
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -140,24 +137,32 @@ type handler struct {
 	*Deps
 	x *Anomaly
 	s *store
+	// reader returns the request's user, or answers 401.
+	reader func(*gin.Context) (accounts.Caller, bool)
+	errs   *httpx.ErrorMap
 }
 
 // Register adds the anomaly routes to protected, the /api/v1 group behind
 // the credential check.
 func (x *Anomaly) Register(protected gin.IRoutes) {
-	h := &handler{Deps: x.d, x: x, s: x.s}
+	h := &handler{Deps: x.d, x: x, s: x.s, reader: accounts.RequireUser(x.d.Caller, x.d.WriteError),
+		errs: httpx.NewErrorMap(x.d.WriteError, x.d.Log, "anomaly request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict))}
 	admin := accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)
+	writer := accounts.RequireRole(h.Caller, h.WriteError, "anomaly rules and incidents", writerRoles...)
 	protected.GET("/anomaly/summary", h.summary)
 	protected.GET("/anomaly/hourly", h.hourly)
 	protected.GET("/anomaly/daily", h.daily)
 	protected.GET("/anomaly/top-metrics", h.topMetrics)
 	protected.GET("/anomaly-alerts", h.activeAlerts)
 	protected.GET("/anomaly-incidents", h.listIncidents)
-	protected.PATCH("/anomaly-incidents/:incidentId/resolve", h.writer, h.resolve)
+	protected.PATCH("/anomaly-incidents/:incidentId/resolve", writer, h.resolve)
 	protected.GET("/anomaly/rules", h.listRules)
-	protected.POST("/anomaly/rules", h.writer, h.createRule)
-	protected.PUT("/anomaly/rules/:id", h.writer, h.updateRule)
-	protected.DELETE("/anomaly/rules/:id", h.writer, h.deleteRule)
+	protected.POST("/anomaly/rules", writer, h.createRule)
+	protected.PUT("/anomaly/rules/:id", writer, h.updateRule)
+	protected.DELETE("/anomaly/rules/:id", writer, h.deleteRule)
 	protected.GET("/anomaly/incidents", h.listIncidents)
 	protected.GET("/anomaly/incidents/:id", h.getIncident)
 	protected.GET("/anomaly/alerts", h.listAlerts)
@@ -170,46 +175,9 @@ func (x *Anomaly) Register(protected gin.IRoutes) {
 	protected.GET("/agents/:uuid/events", guard, h.agentEvents)
 }
 
-func (h *handler) fail(c *gin.Context, err error) {
-	var le *licence.Error
-	switch {
-	case errors.As(err, &le):
-		licence.WriteError(c, h.WriteError, err)
-	case errors.Is(err, ErrInvalid):
-		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
-	case errors.Is(err, ErrNotFound):
-		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, ErrConflict):
-		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, context.Canceled):
-	default:
-		h.Log.Error("anomaly request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
-	}
-}
-
-// reader returns the caller, or answers 401.
-func (h *handler) reader(c *gin.Context) (accounts.Caller, bool) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-	}
-	return who, ok
-}
-
-// writer guards the write routes: 401 without a user, 403 for a role
-// that may not write.
-func (h *handler) writer(c *gin.Context) {
-	who, ok := h.reader(c)
-	if !ok {
-		return
-	}
-	if !slices.Contains(writerRoles, who.Role) {
-		h.WriteError(c, http.StatusForbidden, "forbidden", "the role "+strconv.Quote(who.Role)+" may read anomaly rules and incidents, not change them")
-		return
-	}
-	c.Next()
-}
+// fail answers err; a licence refusal (a *licence.Error) answers for
+// itself.
+func (h *handler) fail(c *gin.Context, err error) { h.errs.Fail(c, err) }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind, target string, detail map[string]any) {
 	if h.Audit != nil {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
+	"github.com/edgeplat/edgeplat/roles/api/accounts/accountstest"
+	"github.com/edgeplat/edgeplat/roles/api/apitest"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 )
 
@@ -33,36 +35,36 @@ func zscoreRule(extra map[string]any) map[string]any {
 // and opens one incident (not one per reading); recovery closes it after
 // recoverAfter; a new firing opens another, which PATCH resolve closes.
 func TestZScoreIncidentIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		rule := h.call("POST", "/anomaly/rules", "member-a", zscoreRule(nil)).Expect(t, "create", http.StatusCreated)
 		id := rule.Str("id")
 		h.reload()
 		t0 := h.now
-		h.feed(tenantA, agentA1, "plc1", "temperature", t0, time.Second, 20, 21, 20, 21, 20, 21)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", t0, time.Second, 20, 21, 20, 21, 20, 21)
 		if r := h.call("GET", "/anomaly/incidents", "admin-a", nil).Expect(t, "list", http.StatusOK); len(r.List("incidents")) != 0 {
 			t.Fatalf("incident before any spike: %s", r.Raw)
 		}
 		// Two spikes in a row and a third reading: one incident.
-		h.feed(tenantA, agentA1, "plc1", "temperature", t0.Add(6*time.Second), time.Second, 60, 61)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", t0.Add(6*time.Second), time.Second, 60, 61)
 		// Another tenant's agent with the same readings: not A's rule.
-		h.feed(tenantB, agentB1, "plc1", "temperature", t0, time.Second, 20, 21, 20, 21, 20, 21, 60)
+		h.feed(apitest.TenantB, apitest.AgentB1, "plc1", "temperature", t0, time.Second, 20, 21, 20, 21, 20, 21, 60)
 		list := h.call("GET", "/anomaly/incidents?status=open", "admin-a", nil).Expect(t, "list", http.StatusOK).List("incidents")
 		if len(list) != 1 {
 			t.Fatalf("%d open incidents, want 1: %v", len(list), list)
 		}
 		inc := list[0].(map[string]any)
 		sensor := inc["sensor"].(map[string]any)
-		if inc["ruleId"] != id || sensor["agentUuid"] != agentA1 || sensor["metric"] != "plc1.temperature" || sensor["deviceName"] != "plc1" ||
+		if inc["ruleId"] != id || sensor["agentUuid"] != apitest.AgentA1 || sensor["metric"] != "plc1.temperature" || sensor["deviceName"] != "plc1" ||
 			inc["value"].(float64) != 60 || inc["score"].(float64) < 3 || inc["severity"] != "critical" || inc["closedAt"] != nil {
 			t.Fatalf("incident %v", inc)
 		}
 		// Clear readings, but for less than recoverAfter: still open.
-		h.feed(tenantA, agentA1, "plc1", "temperature", t0.Add(10*time.Second), 10*time.Second, 20, 21, 20)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", t0.Add(10*time.Second), 10*time.Second, 20, 21, 20)
 		if n := len(h.call("GET", "/anomaly/incidents?status=open", "admin-a", nil).List("incidents")); n != 1 {
 			t.Fatalf("%d open incidents after 20 s of recovery, want 1", n)
 		}
-		h.feed(tenantA, agentA1, "plc1", "temperature", t0.Add(40*time.Second), time.Second, 21)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", t0.Add(40*time.Second), time.Second, 21)
 		detail := h.call("GET", "/anomaly/incidents/"+inc["id"].(string), "member-a", nil).Expect(t, "detail", http.StatusOK)
 		if detail.Str("status") != "closed" || detail.Str("closeReason") != "recovered" {
 			t.Fatalf("after recovery: %s", detail.Raw)
@@ -72,7 +74,7 @@ func TestZScoreIncidentIntegration(t *testing.T) {
 			t.Errorf("duration %g s, want 34", d)
 		}
 		// A second firing is a second incident; resolve closes it.
-		h.feed(tenantA, agentA1, "plc1", "temperature", t0.Add(50*time.Second), time.Second, 20, 21, 20, 90)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", t0.Add(50*time.Second), time.Second, 20, 21, 20, 90)
 		open := h.call("GET", "/anomaly-incidents?status=open", "admin-a", nil).List("incidents")
 		if len(open) != 1 {
 			t.Fatalf("%d open after the second spike, want 1", len(open))
@@ -81,7 +83,7 @@ func TestZScoreIncidentIntegration(t *testing.T) {
 		h.call("PATCH", "/anomaly-incidents/"+second+"/resolve", "admin-b", nil).ExpectError(t, http.StatusNotFound, "not_found")
 		h.call("PATCH", "/anomaly-incidents/"+second+"/resolve", "viewer-a", nil).ExpectError(t, http.StatusForbidden, "forbidden")
 		res := h.call("PATCH", "/anomaly-incidents/"+second+"/resolve", "member-a", nil).Expect(t, "resolve", http.StatusOK)
-		if res.Str("status") != "closed" || res.Str("closeReason") != "resolved" || res.Str("resolvedBy") != callers["member-a"].UserID {
+		if res.Str("status") != "closed" || res.Str("closeReason") != "resolved" || res.Str("resolvedBy") != accountstest.Callers["member-a"].UserID {
 			t.Fatalf("resolved: %s", res.Raw)
 		}
 		h.call("PATCH", "/anomaly-incidents/"+second+"/resolve", "member-a", nil).ExpectError(t, http.StatusConflict, "conflict")
@@ -99,20 +101,20 @@ func TestZScoreIncidentIntegration(t *testing.T) {
 // TestScopeIntegration: a rule scoped to a fleet or an agent watches only
 // those agents.
 func TestScopeIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		th := func(scope map[string]any) map[string]any {
 			return map[string]any{"name": "hot", "type": "threshold", "metric": "plc*.temp", "op": "above", "threshold": 50, "scope": scope}
 		}
-		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"fleetId": fleetA})).Expect(t, "fleet rule", http.StatusCreated)
-		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"fleetId": fleetB})).ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
-		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"agentUuid": agentB1})).ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
+		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"fleetId": apitest.FleetA})).Expect(t, "fleet rule", http.StatusCreated)
+		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"fleetId": apitest.FleetB})).ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
+		h.call("POST", "/anomaly/rules", "admin-a", th(map[string]any{"agentUuid": apitest.AgentB1})).ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
 		h.reload()
-		h.feed(tenantA, agentA1, "plc1", "temp", h.now, time.Second, 60) // in fleet A
-		h.feed(tenantA, agentA2, "plc1", "temp", h.now, time.Second, 60) // in no fleet
-		h.feed(tenantA, agentA1, "pump", "temp", h.now, time.Second, 60) // another metric
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temp", h.now, time.Second, 60) // in fleet A
+		h.feed(apitest.TenantA, apitest.AgentA2, "plc1", "temp", h.now, time.Second, 60) // in no fleet
+		h.feed(apitest.TenantA, apitest.AgentA1, "pump", "temp", h.now, time.Second, 60) // another metric
 		list := h.call("GET", "/anomaly/incidents", "admin-a", nil).List("incidents")
-		if len(list) != 1 || list[0].(map[string]any)["sensor"].(map[string]any)["agentUuid"] != agentA1 {
+		if len(list) != 1 || list[0].(map[string]any)["sensor"].(map[string]any)["agentUuid"] != apitest.AgentA1 {
 			t.Fatalf("incidents %v, want one of agent A1", list)
 		}
 	})
@@ -123,7 +125,7 @@ func TestScopeIntegration(t *testing.T) {
 // with it the rule is stored and fires when both conditions hold within
 // its window.
 func TestCorrelationLicenceIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		corr := map[string]any{"name": "overheat without flow", "type": "correlation", "window": "5m", "recoverAfter": "0s",
 			"conditions": []any{
@@ -142,13 +144,13 @@ func TestCorrelationLicenceIntegration(t *testing.T) {
 		h.reload()
 		t0 := h.now
 		// Temperature rises by 10 a minute; flow is fine: no incident.
-		h.feed(tenantA, agentA1, "boiler", "temperature", t0, time.Minute, 50, 60)
-		h.feed(tenantA, agentA1, "boiler", "flow", t0.Add(time.Minute), time.Second, 30)
+		h.feed(apitest.TenantA, apitest.AgentA1, "boiler", "temperature", t0, time.Minute, 50, 60)
+		h.feed(apitest.TenantA, apitest.AgentA1, "boiler", "flow", t0.Add(time.Minute), time.Second, 30)
 		if n := len(h.call("GET", "/anomaly/incidents", "admin-a", nil).List("incidents")); n != 0 {
 			t.Fatalf("%d incidents with flow fine", n)
 		}
 		// Flow drops within the window: the rule fires.
-		h.feed(tenantA, agentA1, "boiler", "flow", t0.Add(3*time.Minute), time.Second, 5)
+		h.feed(apitest.TenantA, apitest.AgentA1, "boiler", "flow", t0.Add(3*time.Minute), time.Second, 5)
 		list := h.call("GET", "/anomaly/incidents", "admin-a", nil).List("incidents")
 		if len(list) != 1 || list[0].(map[string]any)["sensor"].(map[string]any)["metric"] != "temp* & flow*" {
 			t.Fatalf("incidents %v, want one correlation incident", list)
@@ -156,7 +158,7 @@ func TestCorrelationLicenceIntegration(t *testing.T) {
 		// Without the feature again, the evaluator drops the rule.
 		h.useLicence()
 		h.reload()
-		if n := len(h.x.eval.tenants[tenantA].rules); n != 1 {
+		if n := len(h.x.eval.tenants[apitest.TenantA].rules); n != 1 {
 			t.Errorf("%d rules evaluated without the feature, want the z-score only", n)
 		}
 	})
@@ -166,7 +168,7 @@ func TestCorrelationLicenceIntegration(t *testing.T) {
 // unreadable body is 400, a value that breaks a rule 422
 // (docs/api-errors.md).
 func TestRuleValidationIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		tests := []struct {
 			name   string
@@ -202,7 +204,7 @@ func TestRuleValidationIntegration(t *testing.T) {
 
 // TestRulesCRUDIntegration: update and delete, within the tenant only.
 func TestRulesCRUDIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		id := h.call("POST", "/anomaly/rules", "admin-a", zscoreRule(nil)).Expect(t, "create", http.StatusCreated).Str("id")
 		h.call("PUT", "/anomaly/rules/"+id, "admin-b", zscoreRule(nil)).ExpectError(t, http.StatusNotFound, "not_found")
@@ -215,7 +217,7 @@ func TestRulesCRUDIntegration(t *testing.T) {
 			t.Fatalf("updated %s", up.Raw)
 		}
 		h.reload()
-		if h.x.eval.tenants[tenantA] != nil {
+		if h.x.eval.tenants[apitest.TenantA] != nil {
 			t.Error("a disabled rule is evaluated")
 		}
 		h.call("DELETE", "/anomaly/rules/"+id, "member-a", nil).Expect(t, "delete", http.StatusNoContent)
@@ -278,7 +280,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // an independent HMAC computation confirms; a failed delivery is retried
 // and the outcome shows on the alert rule.
 func TestWebhookIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		k := &hook{fail: 1}
 		srv := httptest.NewServer(k)
@@ -303,7 +305,7 @@ func TestWebhookIntegration(t *testing.T) {
 		h.call("PUT", "/anomaly/alerts/"+created.Str("id"), "admin-b", alert).ExpectError(t, http.StatusNotFound, "not_found")
 
 		h.reload()
-		h.feed(tenantA, agentA1, "plc1", "temperature", h.now, time.Second, 20, 21, 20, 21, 20, 80)
+		h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", h.now, time.Second, 20, 21, 20, 21, 20, 80)
 		waitFor(t, "the webhook", func() bool { b, _ := k.got(); return len(b) > 0 })
 		bodies, heads := k.got()
 		body, head := bodies[0], heads[0]
@@ -344,8 +346,8 @@ func TestEmailAndLiveIntegration(t *testing.T) {
 	h.call("POST", "/anomaly/alerts", "admin-a", map[string]any{"name": "bad", "target": map[string]any{"type": "email", "to": "not mail"}}).
 		ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
 	h.reload()
-	h.feed(tenantA, agentA1, "plc1", "temperature", h.now, time.Second, 20, 21, 20, 21, 20, 80)
-	tu, _ := codec.ParseUUID(tenantA)
+	h.feed(apitest.TenantA, apitest.AgentA1, "plc1", "temperature", h.now, time.Second, 20, 21, 20, 21, 20, 80)
+	tu, _ := codec.ParseUUID(apitest.TenantA)
 	channel := Channel(codec.EncodeID(tu))
 	waitFor(t, "the mail and the live event", func() bool {
 		h.mu.Lock()
@@ -371,10 +373,10 @@ func TestEmailAndLiveIntegration(t *testing.T) {
 // comes; an agent of another tenant stores nothing; GET
 // /agents/:uuid/events and /anomaly-alerts show it.
 func TestAgentEventsIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		ctx := t.Context()
-		tu, _ := codec.ParseUUID(tenantA)
+		tu, _ := codec.ParseUUID(apitest.TenantA)
 		key := codec.EncodeID(tu)
 		ev := func(id, kind string, at time.Time) []byte {
 			b, _ := json.Marshal(control.Event{ID: id, Kind: kind, Severity: "critical", Timestamp: at.UnixMilli(),
@@ -382,29 +384,29 @@ func TestAgentEventsIntegration(t *testing.T) {
 			return b
 		}
 		for range 2 {
-			if _, err := h.x.StoreEvent(ctx, key, agentA1, ev("e1", control.EventAnomalyAlert, h.now)); err != nil {
+			if _, err := h.x.StoreEvent(ctx, key, apitest.AgentA1, ev("e1", control.EventAnomalyAlert, h.now)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if stored, err := h.x.StoreEvent(ctx, key, agentA1, ev("d1", control.EventDrift, h.now.Add(-time.Minute))); err != nil || !stored {
+		if stored, err := h.x.StoreEvent(ctx, key, apitest.AgentA1, ev("d1", control.EventDrift, h.now.Add(-time.Minute))); err != nil || !stored {
 			t.Fatalf("drift event: %v %v", stored, err)
 		}
 		// Agent B1 is tenant B's: not under tenant A's topic.
-		if stored, _ := h.x.StoreEvent(ctx, key, agentB1, ev("x1", control.EventDrift, h.now)); stored {
+		if stored, _ := h.x.StoreEvent(ctx, key, apitest.AgentB1, ev("x1", control.EventDrift, h.now)); stored {
 			t.Error("another tenant's agent stored an event")
 		}
-		if _, err := h.x.StoreEvent(ctx, key, agentA1, []byte(`{"id":"","kind":"drift"}`)); err == nil {
+		if _, err := h.x.StoreEvent(ctx, key, apitest.AgentA1, []byte(`{"id":"","kind":"drift"}`)); err == nil {
 			t.Error("an invalid event was accepted")
 		}
-		all := h.call("GET", "/agents/"+agentA1+"/events", "member-a", nil).Expect(t, "events", http.StatusOK).List("events")
+		all := h.call("GET", "/agents/"+apitest.AgentA1+"/events", "member-a", nil).Expect(t, "events", http.StatusOK).List("events")
 		if len(all) != 2 || all[0].(map[string]any)["id"] != "e1" {
 			t.Fatalf("events %v, want e1 then d1", all)
 		}
-		if n := len(h.call("GET", "/agents/"+agentA1+"/events?kind=drift&limit=5", "member-a", nil).List("events")); n != 1 {
+		if n := len(h.call("GET", "/agents/"+apitest.AgentA1+"/events?kind=drift&limit=5", "member-a", nil).List("events")); n != 1 {
 			t.Errorf("%d drift events, want 1", n)
 		}
-		h.call("GET", "/agents/"+agentA1+"/events?since=yesterday", "member-a", nil).ExpectError(t, http.StatusBadRequest, "invalid_parameter")
-		if n := len(h.call("GET", "/agents/"+agentA1+"/events", "admin-b", nil).List("events")); n != 0 {
+		h.call("GET", "/agents/"+apitest.AgentA1+"/events?since=yesterday", "member-a", nil).ExpectError(t, http.StatusBadRequest, "invalid_parameter")
+		if n := len(h.call("GET", "/agents/"+apitest.AgentA1+"/events", "admin-b", nil).List("events")); n != 0 {
 			t.Errorf("tenant B sees %d of A's events", n)
 		}
 		alerts := h.call("GET", "/anomaly-alerts", "admin-a", nil).Expect(t, "alerts", http.StatusOK).List("alerts")
@@ -421,7 +423,7 @@ func TestAgentEventsIntegration(t *testing.T) {
 // TestAggregatesIntegration: summary, hourly, daily and top-metrics on
 // known incidents and edge alerts.
 func TestAggregatesIntegration(t *testing.T) {
-	engines(t, func(t *testing.T, engine string) {
+	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine)
 		id := h.call("POST", "/anomaly/rules", "admin-a", zscoreRule(nil)).Expect(t, "rule", http.StatusCreated).Str("id")
 		d := h.d.Dialect()
@@ -431,16 +433,16 @@ func TestAggregatesIntegration(t *testing.T) {
 			if closed {
 				closedAt = d.TimeArg(opened.Add(time.Minute))
 			}
-			h.exec(`INSERT INTO anomaly_incidents (id, tenant_uuid, rule_id, rule_key, rule_name, rule_type, severity, agent_uuid, device_name, metric,
+			apitest.Exec(t, h.d, `INSERT INTO anomaly_incidents (id, tenant_uuid, rule_id, rule_key, rule_name, rule_type, severity, agent_uuid, device_name, metric,
 value, score, peak_score, opened_at, closed_at) VALUES ($1, $2, $3, $3, 'r', 'zscore', $4, $5, 'plc1', $6, 1, $7, $7, $8, $9)`,
-				codec.NewUUID().String(), tenantA, id, sev, agent, metric, score, d.TimeArg(opened), closedAt)
+				codec.NewUUID().String(), apitest.TenantA, id, sev, agent, metric, score, d.TimeArg(opened), closedAt)
 		}
-		add("plc1.t", agentA1, "critical", now.Add(-30*time.Minute), false, 5) // this hour... the previous hour: 07:30
-		add("plc1.t", agentA2, "warning", now.Add(-90*time.Minute), true, 7)   // 06:30
-		add("plc1.t", agentA1, "warning", now.Add(-25*time.Hour), true, 9)     // yesterday
-		add("plc1.p", agentA1, "info", now.Add(-2*time.Hour), true, 3)         // 06:00
-		h.exec(`INSERT INTO agent_events (tenant_uuid, agent_uuid, kind, event_id, severity, occurred_at, received_at, data)
-VALUES ($1, $2, 'anomaly_alert', 'e1', 'critical', $3, $3, '{}')`, tenantA, agentA2, d.TimeArg(now.Add(-10*time.Minute)))
+		add("plc1.t", apitest.AgentA1, "critical", now.Add(-30*time.Minute), false, 5) // this hour... the previous hour: 07:30
+		add("plc1.t", apitest.AgentA2, "warning", now.Add(-90*time.Minute), true, 7)   // 06:30
+		add("plc1.t", apitest.AgentA1, "warning", now.Add(-25*time.Hour), true, 9)     // yesterday
+		add("plc1.p", apitest.AgentA1, "info", now.Add(-2*time.Hour), true, 3)         // 06:00
+		apitest.Exec(t, h.d, `INSERT INTO agent_events (tenant_uuid, agent_uuid, kind, event_id, severity, occurred_at, received_at, data)
+VALUES ($1, $2, 'anomaly_alert', 'e1', 'critical', $3, $3, '{}')`, apitest.TenantA, apitest.AgentA2, d.TimeArg(now.Add(-10*time.Minute)))
 
 		sm := h.call("GET", "/anomaly/summary", "admin-a", nil).Expect(t, "summary", http.StatusOK).Body
 		want := map[string]float64{"openIncidents": 1, "incidents": 3, "edgeAlerts": 1, "affectedAgents": 2, "rules": 1, "enabledRules": 1}

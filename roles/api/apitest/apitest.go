@@ -1,6 +1,9 @@
 // Package apitest is what the tests of the Cloud API's route packages
 // share: requests to a handler and the reading of its answers, errors in
-// the API's {"error": {"code", "message"}} shape included.
+// the API's {"error": {"code", "message"}} shape included; a migrated
+// database of either engine with two tenants and their agents and fleets;
+// a fake clock. The test users, which need accounts' types, are in
+// accounts/accountstest: accounts' own tests use this package.
 package apitest
 
 import (
@@ -48,12 +51,20 @@ func Call(t testing.TB, h http.Handler, method, path, bearer string, body any) R
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
+	return Do(t, h, req)
+}
+
+// Do sends req to h as it is, for the requests Call cannot make (another
+// credential header). An answer whose body is not a JSON object fails the
+// test.
+func Do(t testing.TB, h http.Handler, req *http.Request) Reply {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	r := Reply{Status: rec.Code, Raw: rec.Body.String()}
 	if rec.Body.Len() > 0 {
 		if err := json.Unmarshal(rec.Body.Bytes(), &r.Body); err != nil {
-			t.Fatalf("%s %s: body %q is not a JSON object: %v", method, path, r.Raw, err)
+			t.Fatalf("%s %s: body %q is not a JSON object: %v", req.Method, req.URL, r.Raw, err)
 		}
 	}
 	return r

@@ -1,7 +1,6 @@
 package brokerusers
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -45,7 +44,11 @@ const (
 // bytes each, with their JSON.
 const maxBody = 64 << 10
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	adminOnly gin.HandlerFunc
+	errs      *httpx.ErrorMap
+}
 
 // Register adds the admin routes for broker users to protected (the
 // /api/v1 group behind a user's credential). Every route is for the
@@ -57,7 +60,11 @@ func Register(protected gin.IRoutes, deps Deps) {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{deps}
+	h := &handler{Deps: deps, adminOnly: accounts.RequireAdmin(deps.Caller, deps.WriteError, deps.AdminGate),
+		errs: httpx.NewErrorMap(deps.WriteError, deps.Log, "broker user request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict))}
 	protected.GET("/broker-auth/user", h.adminOnly, h.list)
 	protected.GET("/broker-auth/user/:username", h.adminOnly, h.get)
 	protected.PUT("/broker-auth/user/:username", h.adminOnly, h.put)
@@ -65,25 +72,7 @@ func Register(protected gin.IRoutes, deps Deps) {
 	protected.GET("/broker-auth/acl", h.adminOnly, h.acl)
 }
 
-func (h *handler) fail(c *gin.Context, err error) {
-	switch {
-	case errors.Is(err, ErrInvalid):
-		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
-	case errors.Is(err, ErrNotFound):
-		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, ErrConflict):
-		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, context.Canceled):
-		// The client left.
-	default:
-		h.Log.Error("broker user request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
-	}
-}
-
-func (h *handler) adminOnly(c *gin.Context) {
-	accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c)
-}
+func (h *handler) fail(c *gin.Context, err error) { h.errs.Fail(c, err) }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind, username string, detail map[string]any) {
 	if h.Audit != nil {

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +16,8 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
-	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx"
-	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/accounts/accountstest"
 	"github.com/edgeplat/edgeplat/roles/api/apitest"
 )
 
@@ -29,90 +27,28 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const (
-	tenantA = "6f1c2a9e-3b7d-4c8a-9e21-0a1b2c3d4e5f"
-	tenantB = "9a8b7c6d-5e4f-4321-8fed-cba987654321"
-	agentA1 = "a1000000-0000-4000-8000-000000000001"
-	agentA2 = "a2000000-0000-4000-8000-000000000002"
-	agentB1 = "b1000000-0000-4000-8000-000000000001"
-)
-
-var callers = map[string]accounts.Caller{
-	"admin-a":  {UserID: "11111111-1111-4111-8111-111111111111", TenantUUID: tenantA, Role: accounts.RoleAdmin},
-	"member-a": {UserID: "22222222-2222-4222-8222-222222222222", TenantUUID: tenantA, Role: accounts.RoleMember},
-	// A role accounts may add; until writerRoles lists it, it reads only.
-	"viewer-a": {UserID: "44444444-4444-4444-8444-444444444444", TenantUUID: tenantA, Role: "viewer"},
-	"admin-b":  {UserID: "33333333-3333-4333-8333-333333333333", TenantUUID: tenantB, Role: accounts.RoleAdmin},
-}
-
 type harness struct {
-	t *testing.T
-	d *db.DB
-	e *gin.Engine
-
-	mu     sync.Mutex
-	now    time.Time
-	events []accounts.Event
+	t     *testing.T
+	d     *db.DB
+	e     *gin.Engine
+	audit accountstest.AuditLog
 }
 
 func newHarness(t *testing.T, engine string) *harness {
 	t.Helper()
-	d := dbtest.Migrated(t, engine)
-	h := &harness{t: t, d: d, now: time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)}
-	ctx := t.Context()
-	for _, tenant := range []string{tenantA, tenantB} {
-		h.exec(`INSERT INTO tenants (uuid, name, created_at) VALUES ($1, $2, $3)`, tenant, "tenant "+tenant[:4], d.Dialect().TimeArg(h.now))
-	}
-	for _, a := range [][2]string{{agentA1, tenantA}, {agentA2, tenantA}, {agentB1, tenantB}} {
-		if _, err := d.SQL().ExecContext(ctx, `INSERT INTO agents (uuid, tenant_uuid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)`,
-			a[0], a[1], "agent-"+a[0][:2], d.Dialect().TimeArg(h.now)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+	h := &harness{t: t, d: apitest.SeededDB(t, engine, start, apitest.AgentA1, apitest.AgentA2, apitest.AgentB1)}
 	h.e = httpx.NewEngine(httpx.EngineOptions{WriteError: apitest.WriteError})
 	Register(h.e.Group("/api/v1"), Deps{
-		DB: d,
-		Caller: func(c *gin.Context) (accounts.Caller, bool) {
-			who, ok := callers[strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")]
-			return who, ok
-		},
+		DB:         h.d,
+		Caller:     accountstest.Caller,
 		WriteError: apitest.WriteError,
-		Audit: func(_ *gin.Context, e accounts.Event) {
-			h.mu.Lock()
-			h.events = append(h.events, e)
-			h.mu.Unlock()
-		},
-		Now: h.clock,
+		Audit:      h.audit.Audit,
+		// Each reading moves the clock on, so that no two writes share a time.
+		Now: apitest.NewTickingClock(start, time.Second).Now,
 		Log: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	return h
-}
-
-func (h *harness) exec(q string, args ...any) {
-	h.t.Helper()
-	if _, err := h.d.SQL().ExecContext(h.t.Context(), q, args...); err != nil {
-		h.t.Fatalf("%s: %v", q, err)
-	}
-}
-
-func (h *harness) clock() time.Time {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.now = h.now.Add(time.Second)
-	return h.now
-}
-
-// kinds returns the audit kinds recorded since the last call, sorted.
-func (h *harness) kinds() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, e := range h.events {
-		out = append(out, e.Kind)
-	}
-	h.events = nil
-	slices.Sort(out)
-	return out
 }
 
 func (h *harness) call(method, path, who string, body any) apitest.Reply {
@@ -130,26 +66,17 @@ func (h *harness) reading(agent, metric, device, unit string, at time.Time) {
 	if unit != "" {
 		u = unit
 	}
-	tenant := tenantA
-	if agent == agentB1 {
-		tenant = tenantB
-	}
-	tu, err := codec.ParseUUID(tenant)
+	tu, err := codec.ParseUUID(apitest.TenantOf(agent))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.exec(`INSERT INTO readings (time, agent_uuid, metric_name, value, protocol, unit, quality, device_name, tenant_id)
+	apitest.Exec(h.t, h.d, `INSERT INTO readings (time, agent_uuid, metric_name, value, protocol, unit, quality, device_name, tenant_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, h.d.Dialect().TimeArg(at), agent, metric, 1.5, "modbus", u, "GOOD", dev,
 		codec.EncodeID(tu))
 }
 
 func forEngines(t *testing.T, fn func(t *testing.T, h *harness)) {
-	for _, engine := range []string{"postgres", "sqlite"} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newHarness(t, engine))
-		})
-	}
+	apitest.ForEngines(t, func(t *testing.T, engine string) { fn(t, newHarness(t, engine)) })
 }
 
 // layoutDoc is a valid layout with one line widget per title.
@@ -171,21 +98,21 @@ func isDefault(r apitest.Reply) bool { b, _ := r.Body["isDefault"].(bool); retur
 
 func TestGeneratedDefaultIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		r := h.call("GET", "/dashboard-layouts/"+agentA1, "member-a", nil).Expect(t, "no readings", 200)
+		r := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "member-a", nil).Expect(t, "no readings", 200)
 		if r.Body["id"] != nil || r.Body["generated"] != true || !isDefault(r) || r.Body["createdAt"] != nil ||
 			len(r.Body["layout"].(map[string]any)["widgets"].([]any)) != 0 {
 			t.Errorf("generated layout without readings: %s", r.Raw)
 		}
 		at := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 		for i, m := range []string{"temp", "flow", "a.level", "b", "c", "d", "e"} {
-			h.reading(agentA1, m, "plc-01", "°C", at.Add(time.Duration(i)*time.Minute))
+			h.reading(apitest.AgentA1, m, "plc-01", "°C", at.Add(time.Duration(i)*time.Minute))
 		}
 		// The newest reading names the device and unit.
-		h.reading(agentA1, "flow", "", "", at.Add(time.Hour))
+		h.reading(apitest.AgentA1, "flow", "", "", at.Add(time.Hour))
 		// Another agent's and another tenant's readings stay out.
-		h.reading(agentA2, "aaa", "x", "", at)
-		h.reading(agentB1, "aa", "x", "", at)
-		r = h.call("GET", "/dashboard-layouts/"+agentA1, "viewer-a", nil).Expect(t, "readings", 200)
+		h.reading(apitest.AgentA2, "aaa", "x", "", at)
+		h.reading(apitest.AgentB1, "aa", "x", "", at)
+		r = h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "viewer-a", nil).Expect(t, "readings", 200)
 		var d Dashboard
 		if err := json.Unmarshal([]byte(r.Raw), &d); err != nil {
 			t.Fatal(err)
@@ -204,33 +131,33 @@ func TestGeneratedDefaultIntegration(t *testing.T) {
 		if r.Raw != "" && strings.Contains(r.Raw, `"version":1`) {
 			t.Errorf("a generated layout has no version: %s", r.Raw)
 		}
-		h.call("GET", "/dashboard-layouts/"+agentB1, "member-a", nil).ExpectError(t, 404, "not_found")
+		h.call("GET", "/dashboard-layouts/"+apitest.AgentB1, "member-a", nil).ExpectError(t, 404, "not_found")
 	})
 }
 
 func TestLayoutsIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		main := h.call("POST", "/dashboard-layouts/"+agentA1, "member-a", map[string]any{"name": " Main ", "layout": layoutDoc("temp")}).
+		main := h.call("POST", "/dashboard-layouts/"+apitest.AgentA1, "member-a", map[string]any{"name": " Main ", "layout": layoutDoc("temp")}).
 			Expect(t, "create first", 201)
-		if main.Str("name") != "Main" || !isDefault(main) || num(main, "version") != 1 || main.Str("deviceUuid") != agentA1 || main.Body["generated"] != nil {
+		if main.Str("name") != "Main" || !isDefault(main) || num(main, "version") != 1 || main.Str("deviceUuid") != apitest.AgentA1 || main.Body["generated"] != nil {
 			t.Errorf("first layout %s", main.Raw)
 		}
 		mainID := main.Str("id")
-		second := h.call("POST", "/dashboard-layouts", "admin-a", map[string]any{"deviceUuid": strings.ToUpper(agentA1), "name": "Second",
+		second := h.call("POST", "/dashboard-layouts", "admin-a", map[string]any{"deviceUuid": strings.ToUpper(apitest.AgentA1), "name": "Second",
 			"layout": layoutDoc("flow", "level"), "isDefault": false}).Expect(t, "create second", 201)
 		secondID := second.Str("id")
 		if isDefault(second) {
 			t.Errorf("second layout took the default: %s", second.Raw)
 		}
-		r := h.call("POST", "/dashboard-layouts/"+agentA1, "member-a", map[string]any{"name": "Main", "layout": layoutDoc()})
+		r := h.call("POST", "/dashboard-layouts/"+apitest.AgentA1, "member-a", map[string]any{"name": "Main", "layout": layoutDoc()})
 		r.ExpectError(t, 409, "conflict")
 		if !strings.Contains(r.Raw, `\"Main\"`) {
 			t.Errorf("conflict does not name the name: %s", r.Raw)
 		}
 		// The same name on another device is fine.
-		h.call("POST", "/dashboard-layouts/"+agentA2, "member-a", map[string]any{"name": "Main", "layout": layoutDoc()}).Expect(t, "other device", 201)
+		h.call("POST", "/dashboard-layouts/"+apitest.AgentA2, "member-a", map[string]any{"name": "Main", "layout": layoutDoc()}).Expect(t, "other device", 201)
 
-		if got := h.call("GET", "/dashboard-layouts/"+agentA1, "viewer-a", nil).Expect(t, "default", 200).Str("id"); got != mainID {
+		if got := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "viewer-a", nil).Expect(t, "default", 200).Str("id"); got != mainID {
 			t.Errorf("default is %s, want the first layout %s", got, mainID)
 		}
 		// Default switching: in one transaction, the old one loses it.
@@ -238,10 +165,10 @@ func TestLayoutsIntegration(t *testing.T) {
 		if !isDefault(r) || num(r, "version") != 2 {
 			t.Errorf("after making it the default: %s", r.Raw)
 		}
-		if got := h.call("GET", "/dashboard-layouts/"+agentA1, "member-a", nil).Str("id"); got != secondID {
+		if got := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "member-a", nil).Str("id"); got != secondID {
 			t.Errorf("default is %s, want %s", got, secondID)
 		}
-		all := h.call("GET", "/dashboard-layouts/"+agentA1+"/all", "viewer-a", nil).Expect(t, "all", 200).List("layouts")
+		all := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1+"/all", "viewer-a", nil).Expect(t, "all", 200).List("layouts")
 		defaults := 0
 		for _, l := range all {
 			if l.(map[string]any)["isDefault"] == true {
@@ -263,7 +190,7 @@ func TestLayoutsIntegration(t *testing.T) {
 		if cur := stale.Body["error"].(map[string]any)["currentVersion"]; cur != 2.0 {
 			t.Errorf("version conflict carries currentVersion %v: %s", cur, stale.Raw)
 		}
-		req := apitest.Call(t, h.e, "GET", "/api/v1/dashboard-layouts/"+agentA2, "member-a", nil)
+		req := apitest.Call(t, h.e, "GET", "/api/v1/dashboard-layouts/"+apitest.AgentA2, "member-a", nil)
 		if req.Status != 200 {
 			t.Fatal(req.Raw)
 		}
@@ -281,28 +208,28 @@ func TestLayoutsIntegration(t *testing.T) {
 
 		// Deleting the default promotes the most recently updated one:
 		// Third is newer than Main 2 until Main 2 is updated again.
-		third := h.call("POST", "/dashboard-layouts/"+agentA1, "member-a", map[string]any{"name": "Third", "layout": layoutDoc()}).Expect(t, "third", 201).Str("id")
+		third := h.call("POST", "/dashboard-layouts/"+apitest.AgentA1, "member-a", map[string]any{"name": "Third", "layout": layoutDoc()}).Expect(t, "third", 201).Str("id")
 		h.call("PUT", "/dashboard-layouts/"+mainID, "member-a", map[string]any{"name": "Main 3"}).Expect(t, "touch main", 200)
 		if r := h.call("DELETE", "/dashboard-layouts/"+secondID, "member-a", nil); r.Status != 204 {
 			t.Fatalf("delete default: %d %s", r.Status, r.Raw)
 		}
-		if got := h.call("GET", "/dashboard-layouts/"+agentA1, "member-a", nil).Str("id"); got != mainID {
+		if got := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "member-a", nil).Str("id"); got != mainID {
 			t.Errorf("default after deleting it is %s, want the most recently updated %s", got, mainID)
 		}
-		h.call("GET", "/dashboard-layouts/"+agentA1, "member-a", nil)
+		h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "member-a", nil)
 		for _, id := range []string{mainID, third} {
 			if r := h.call("DELETE", "/dashboard-layouts/"+id, "admin-a", nil); r.Status != 204 {
 				t.Fatalf("delete %s: %d %s", id, r.Status, r.Raw)
 			}
 		}
-		if r := h.call("GET", "/dashboard-layouts/"+agentA1, "member-a", nil); r.Body["generated"] != true {
+		if r := h.call("GET", "/dashboard-layouts/"+apitest.AgentA1, "member-a", nil); r.Body["generated"] != true {
 			t.Errorf("no layouts left, want a generated default: %s", r.Raw)
 		}
 		h.call("DELETE", "/dashboard-layouts/"+mainID, "admin-a", nil).ExpectError(t, 404, "not_found")
 
 		want := []string{AuditCreated, AuditCreated, AuditCreated, AuditCreated, AuditDeleted, AuditDeleted, AuditDeleted,
 			AuditUpdated, AuditUpdated, AuditUpdated, AuditUpdated}
-		if got := h.kinds(); !slices.Equal(got, want) {
+		if got := h.audit.Kinds(); !slices.Equal(got, want) {
 			t.Errorf("audit kinds %v, want %v", got, want)
 		}
 	})
@@ -321,21 +248,21 @@ func TestLayoutValidationIntegration(t *testing.T) {
 			code   string
 			says   []string
 		}{
-			{"paths", "/dashboard-layouts/" + agentA1, map[string]any{"name": "x", "layout": bad}, 422, "validation_failed",
+			{"paths", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "x", "layout": bad}, 422, "validation_failed",
 				[]string{"layout.widgets[1].w: must be 1..12, got 13", "layout.widgets[0].options.rows: unknown key"}},
-			{"all at once", "/dashboard-layouts/" + agentA1, map[string]any{"name": "", "version": 3, "layout": map[string]any{"schemaVersion": 9}}, 422, "validation_failed",
+			{"all at once", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "", "version": 3, "layout": map[string]any{"schemaVersion": 9}}, 422, "validation_failed",
 				[]string{"version:", "name: must be 1..100", "layout.schemaVersion: unsupported version 9 (supported: 1)"}},
-			{"name long", "/dashboard-layouts/" + agentA1, map[string]any{"name": strings.Repeat("n", 101), "layout": layoutDoc()}, 422, "validation_failed", []string{"name:"}},
-			{"no layout", "/dashboard-layouts/" + agentA1, map[string]any{"name": "x"}, 422, "validation_failed", []string{"layout: is required"}},
-			{"layout not an object", "/dashboard-layouts/" + agentA1, map[string]any{"name": "x", "layout": []int{1}}, 422, "validation_failed", []string{"layout: must be an object"}},
+			{"name long", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": strings.Repeat("n", 101), "layout": layoutDoc()}, 422, "validation_failed", []string{"name:"}},
+			{"no layout", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "x"}, 422, "validation_failed", []string{"layout: is required"}},
+			{"layout not an object", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "x", "layout": []int{1}}, 422, "validation_failed", []string{"layout: must be an object"}},
 			{"no device", "/dashboard-layouts", map[string]any{"name": "x", "layout": layoutDoc()}, 422, "validation_failed", []string{"deviceUuid: is required"}},
-			{"other device in body", "/dashboard-layouts/" + agentA1, map[string]any{"deviceUuid": agentA2, "name": "x", "layout": layoutDoc()}, 422, "validation_failed", []string{"deviceUuid"}},
-			{"unknown field", "/dashboard-layouts/" + agentA1, map[string]any{"name": "x", "layout": layoutDoc(), "colour": 1}, 400, "invalid_body", []string{"colour"}},
-			{"too big", "/dashboard-layouts/" + agentA1, map[string]any{"name": "x", "layout": map[string]any{"schemaVersion": 1, "pad": strings.Repeat("p", MaxLayoutBytes)}}, 422, "validation_failed",
+			{"other device in body", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"deviceUuid": apitest.AgentA2, "name": "x", "layout": layoutDoc()}, 422, "validation_failed", []string{"deviceUuid"}},
+			{"unknown field", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "x", "layout": layoutDoc(), "colour": 1}, 400, "invalid_body", []string{"colour"}},
+			{"too big", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": "x", "layout": map[string]any{"schemaVersion": 1, "pad": strings.Repeat("p", MaxLayoutBytes)}}, 422, "validation_failed",
 				[]string{"layout: 65"}},
-			{"far too big", "/dashboard-layouts/" + agentA1, map[string]any{"name": strings.Repeat("p", maxBody)}, 413, "body_too_large", nil},
-			{"unknown device", "/dashboard-layouts/" + agentB1, map[string]any{"name": "x", "layout": layoutDoc()}, 404, "not_found", []string{agentB1}},
-			{"unknown device in body", "/dashboard-layouts", map[string]any{"deviceUuid": agentB1, "name": "x", "layout": layoutDoc()}, 404, "not_found", nil},
+			{"far too big", "/dashboard-layouts/" + apitest.AgentA1, map[string]any{"name": strings.Repeat("p", maxBody)}, 413, "body_too_large", nil},
+			{"unknown device", "/dashboard-layouts/" + apitest.AgentB1, map[string]any{"name": "x", "layout": layoutDoc()}, 404, "not_found", []string{apitest.AgentB1}},
+			{"unknown device in body", "/dashboard-layouts", map[string]any{"deviceUuid": apitest.AgentB1, "name": "x", "layout": layoutDoc()}, 404, "not_found", nil},
 			{"malformed device", "/dashboard-layouts/nope", map[string]any{"name": "x", "layout": layoutDoc()}, 404, "not_found", nil},
 		} {
 			r := h.call("POST", tc.path, "member-a", tc.body)
@@ -352,7 +279,7 @@ func TestLayoutValidationIntegration(t *testing.T) {
 		if n := len(h.call("GET", "/dashboard-layouts", "member-a", nil).List("layouts")); n != 0 {
 			t.Errorf("%d layouts stored by refused requests", n)
 		}
-		if got := h.kinds(); got != nil {
+		if got := h.audit.Kinds(); got != nil {
 			t.Errorf("refused requests audited: %v", got)
 		}
 	})
@@ -360,11 +287,11 @@ func TestLayoutValidationIntegration(t *testing.T) {
 
 func TestTenantsAndRolesIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		idB := h.call("POST", "/dashboard-layouts/"+agentB1, "admin-b", map[string]any{"name": "B", "layout": layoutDoc("x")}).Expect(t, "B's layout", 201).Str("id")
-		idA := h.call("POST", "/dashboard-layouts/"+agentA1, "member-a", map[string]any{"name": "A", "layout": layoutDoc("x")}).Expect(t, "A's layout", 201).Str("id")
+		idB := h.call("POST", "/dashboard-layouts/"+apitest.AgentB1, "admin-b", map[string]any{"name": "B", "layout": layoutDoc("x")}).Expect(t, "B's layout", 201).Str("id")
+		idA := h.call("POST", "/dashboard-layouts/"+apitest.AgentA1, "member-a", map[string]any{"name": "A", "layout": layoutDoc("x")}).Expect(t, "A's layout", 201).Str("id")
 		for _, tc := range []struct{ method, path string }{
-			{"GET", "/dashboard-layouts/" + agentB1}, {"GET", "/dashboard-layouts/" + agentB1 + "/all"},
-			{"POST", "/dashboard-layouts/" + agentB1}, {"PUT", "/dashboard-layouts/" + idB}, {"DELETE", "/dashboard-layouts/" + idB},
+			{"GET", "/dashboard-layouts/" + apitest.AgentB1}, {"GET", "/dashboard-layouts/" + apitest.AgentB1 + "/all"},
+			{"POST", "/dashboard-layouts/" + apitest.AgentB1}, {"PUT", "/dashboard-layouts/" + idB}, {"DELETE", "/dashboard-layouts/" + idB},
 			{"PUT", "/dashboard-layouts/not-a-uuid"}, {"GET", "/dashboard-layouts/not-a-uuid/all"},
 		} {
 			r := h.call(tc.method, tc.path, "admin-a", map[string]any{"name": "stolen", "layout": layoutDoc()})
@@ -377,21 +304,21 @@ func TestTenantsAndRolesIntegration(t *testing.T) {
 		if l := list.List("layouts"); len(l) != 1 || strings.Contains(list.Raw, idB) {
 			t.Errorf("tenant A's list: %s", list.Raw)
 		}
-		h.call("GET", "/dashboard-layouts?deviceUuid="+agentB1, "admin-a", nil).Expect(t, "filter on B's device", 200)
-		if r := h.call("GET", "/dashboard-layouts/"+agentB1, "admin-b", nil).Expect(t, "B reads its own", 200); r.Str("id") != idB {
+		h.call("GET", "/dashboard-layouts?deviceUuid="+apitest.AgentB1, "admin-a", nil).Expect(t, "filter on B's device", 200)
+		if r := h.call("GET", "/dashboard-layouts/"+apitest.AgentB1, "admin-b", nil).Expect(t, "B reads its own", 200); r.Str("id") != idB {
 			t.Errorf("B's default: %s", r.Raw)
 		}
 		// Roles: a read-only role reads, never writes.
-		h.call("GET", "/dashboard-layouts/"+agentA1+"/all", "viewer-a", nil).Expect(t, "viewer reads", 200)
+		h.call("GET", "/dashboard-layouts/"+apitest.AgentA1+"/all", "viewer-a", nil).Expect(t, "viewer reads", 200)
 		for _, tc := range []struct{ method, path string }{
-			{"POST", "/dashboard-layouts/" + agentA1}, {"POST", "/dashboard-layouts"}, {"PUT", "/dashboard-layouts/" + idA}, {"DELETE", "/dashboard-layouts/" + idA},
+			{"POST", "/dashboard-layouts/" + apitest.AgentA1}, {"POST", "/dashboard-layouts"}, {"PUT", "/dashboard-layouts/" + idA}, {"DELETE", "/dashboard-layouts/" + idA},
 		} {
 			h.call(tc.method, tc.path, "viewer-a", map[string]any{"name": "v", "layout": layoutDoc()}).ExpectError(t, 403, "forbidden")
 		}
 		h.call("GET", "/dashboard-layouts", "", nil).ExpectError(t, 401, "unauthorized")
 		h.call("POST", "/dashboard-layouts", "", nil).ExpectError(t, 401, "unauthorized")
 		// A layout goes with its agent.
-		h.exec(`DELETE FROM agents WHERE uuid = $1`, agentA1)
+		apitest.Exec(h.t, h.d, `DELETE FROM agents WHERE uuid = $1`, apitest.AgentA1)
 		if l := h.call("GET", "/dashboard-layouts", "admin-a", nil).List("layouts"); len(l) != 0 {
 			t.Errorf("layouts of a deleted agent: %v", l)
 		}
@@ -401,7 +328,7 @@ func TestTenantsAndRolesIntegration(t *testing.T) {
 func TestListPagingIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
 		want := map[string]bool{}
-		for _, a := range []string{agentA2, agentA1} {
+		for _, a := range []string{apitest.AgentA2, apitest.AgentA1} {
 			for _, n := range []string{"b", "A", "a", "é"} {
 				id := h.call("POST", "/dashboard-layouts/"+a, "member-a", map[string]any{"name": n, "layout": layoutDoc()}).Expect(t, "create", 201).Str("id")
 				want[id] = true
@@ -435,15 +362,15 @@ func TestListPagingIntegration(t *testing.T) {
 		if order := []string{"a1/A", "a1/a", "a1/b", "a1/é", "a2/A", "a2/a", "a2/b", "a2/é"}; !slices.Equal(seen, order) {
 			t.Errorf("listed %v, want %v", seen, order)
 		}
-		if r := h.call("GET", "/dashboard-layouts?deviceUuid="+agentA2, "member-a", nil); len(r.List("layouts")) != 4 || r.Body["nextCursor"] != nil {
+		if r := h.call("GET", "/dashboard-layouts?deviceUuid="+apitest.AgentA2, "member-a", nil); len(r.List("layouts")) != 4 || r.Body["nextCursor"] != nil {
 			t.Errorf("device filter: %s", r.Raw)
 		}
 		// An agent's layouts are bounded, so /all answers them in one piece.
 		for i := 4; i < MaxPerDevice; i++ {
-			h.call("POST", "/dashboard-layouts/"+agentA2, "member-a", map[string]any{"name": fmt.Sprintf("n%03d", i), "layout": layoutDoc()}).Expect(t, "fill", 201)
+			h.call("POST", "/dashboard-layouts/"+apitest.AgentA2, "member-a", map[string]any{"name": fmt.Sprintf("n%03d", i), "layout": layoutDoc()}).Expect(t, "fill", 201)
 		}
-		h.call("POST", "/dashboard-layouts/"+agentA2, "member-a", map[string]any{"name": "one more", "layout": layoutDoc()}).ExpectError(t, 422, "limit_exceeded")
-		if n := len(h.call("GET", "/dashboard-layouts/"+agentA2+"/all", "member-a", nil).List("layouts")); n != MaxPerDevice {
+		h.call("POST", "/dashboard-layouts/"+apitest.AgentA2, "member-a", map[string]any{"name": "one more", "layout": layoutDoc()}).ExpectError(t, 422, "limit_exceeded")
+		if n := len(h.call("GET", "/dashboard-layouts/"+apitest.AgentA2+"/all", "member-a", nil).List("layouts")); n != MaxPerDevice {
 			t.Errorf("/all answers %d layouts, want %d", n, MaxPerDevice)
 		}
 		for _, q := range []string{"limit=0", "limit=1001", "limit=x", "cursor=%21", "deviceUuid=x"} {

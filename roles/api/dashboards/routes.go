@@ -1,13 +1,11 @@
 package dashboards
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +51,9 @@ type Deps struct {
 type handler struct {
 	Deps
 	s *store
+	// reader returns the request's user, or answers 401.
+	reader func(*gin.Context) (accounts.Caller, bool)
+	errs   *httpx.ErrorMap
 }
 
 // Register adds the /dashboard-layouts routes to protected, an /api/v1
@@ -66,63 +67,35 @@ func Register(protected gin.IRoutes, d Deps) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	h := &handler{Deps: d, s: &store{db: d.DB, now: d.Now}}
+	h := &handler{Deps: d, s: &store{db: d.DB, now: d.Now}, reader: accounts.RequireUser(d.Caller, d.WriteError),
+		errs: httpx.NewErrorMap(d.WriteError, d.Log, "dashboard layouts request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid),
+			httpx.Case(http.StatusUnprocessableEntity, "limit_exceeded", ErrLimit),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict))}
+	writer := accounts.RequireRole(d.Caller, d.WriteError, "dashboard layouts", writerRoles...)
 	protected.GET("/dashboard-layouts", h.list)
-	protected.POST("/dashboard-layouts", h.writer, h.save)
+	protected.POST("/dashboard-layouts", writer, h.save)
 	protected.GET("/dashboard-layouts/:deviceUuid", h.getDefault)
 	protected.GET("/dashboard-layouts/:deviceUuid/all", h.listDevice)
-	protected.POST("/dashboard-layouts/:deviceUuid", h.writer, h.create)
-	protected.PUT("/dashboard-layouts/:layoutId", h.writer, h.update)
-	protected.DELETE("/dashboard-layouts/:layoutId", h.writer, h.remove)
+	protected.POST("/dashboard-layouts/:deviceUuid", writer, h.create)
+	protected.PUT("/dashboard-layouts/:layoutId", writer, h.update)
+	protected.DELETE("/dashboard-layouts/:layoutId", writer, h.remove)
 }
 
+// fail answers err. A *ValidationError is an ErrInvalid; a
+// *VersionError is the one answer with a field beyond the error shape's
+// two: the console reads the current version to offer a reload
+// (docs/dashboards.md, section Versions).
 func (h *handler) fail(c *gin.Context, err error) {
-	var ve *ValidationError
 	var vc *VersionError
-	switch {
-	case errors.As(err, &ve), errors.Is(err, ErrInvalid):
-		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
-	case errors.Is(err, ErrLimit):
-		h.WriteError(c, http.StatusUnprocessableEntity, "limit_exceeded", err.Error())
-	case errors.Is(err, ErrNotFound):
-		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.As(err, &vc):
-		// The one answer with a field beyond the error shape's two: the
-		// console reads the current version to offer a reload
-		// (docs/dashboards.md, section Versions).
+	if errors.As(err, &vc) {
 		setETag(c, vc.Current)
 		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": gin.H{"code": "version_conflict", "message": err.Error(),
 			"currentVersion": vc.Current}})
-	case errors.Is(err, ErrConflict):
-		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, context.Canceled):
-	default:
-		h.Log.Error("dashboard layouts request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
-	}
-}
-
-// reader returns the caller, or answers 401.
-func (h *handler) reader(c *gin.Context) (accounts.Caller, bool) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-	}
-	return who, ok
-}
-
-// writer guards the write routes: 401 without a user, 403 for a role
-// that may not write.
-func (h *handler) writer(c *gin.Context) {
-	who, ok := h.reader(c)
-	if !ok {
 		return
 	}
-	if !slices.Contains(writerRoles, who.Role) {
-		h.WriteError(c, http.StatusForbidden, "forbidden", "the role "+strconv.Quote(who.Role)+" may read dashboard layouts, not change them")
-		return
-	}
-	c.Next()
+	h.errs.Fail(c, err)
 }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind string, d Dashboard, detail map[string]any) {

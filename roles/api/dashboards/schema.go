@@ -130,6 +130,10 @@ func (e *ValidationError) Error() string {
 	return strings.Join(parts, "; ")
 }
 
+// Is makes a ValidationError an ErrInvalid: a document that breaks the
+// schema is answered as any other broken rule (422 validation_failed).
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
 // under returns the problems with prefix before each path, as the API
 // names the document inside its request body ("layout.widgets[2].w").
 func (e *ValidationError) under(prefix string) *ValidationError {

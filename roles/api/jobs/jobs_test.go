@@ -55,7 +55,7 @@ func TestTemplatesIntegration(t *testing.T) {
 			t.Fatalf("delete: %d %s", r.Status, r.Raw)
 		}
 		h.call("GET", "/jobs/templates/"+id, "admin-a", nil).ExpectError(t, 404, "not_found")
-		if got := h.kinds(); !slices.Equal(got, []string{AuditTemplateCreated, AuditTemplateDeleted, AuditTemplateUpdated}) {
+		if got := h.audit.Kinds(); !slices.Equal(got, []string{AuditTemplateCreated, AuditTemplateDeleted, AuditTemplateUpdated}) {
 			t.Errorf("audit kinds %v", got)
 		}
 	})
@@ -67,7 +67,7 @@ func TestDispatchIntegration(t *testing.T) {
 			"params":     map[string]any{"endpoint": "plc-{{line}}", "register": "{{reg}}", "value": "{{value}}"},
 			"parameters": []map[string]any{{"name": "line", "required": true}, {"name": "reg", "default": 40001}, {"name": "value", "required": true}},
 		}).Expect(t, "template", 201).Str("id")
-		agents := map[string]any{"agents": []string{agentA1, agentA2}}
+		agents := map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2}}
 		for _, tc := range []struct {
 			name, who string
 			body      map[string]any
@@ -77,12 +77,12 @@ func TestDispatchIntegration(t *testing.T) {
 			{"member", "member-a", map[string]any{"handler": "sync", "targets": agents}, 403, "forbidden", ""},
 			{"missing parameter", "admin-a", map[string]any{"templateId": tmpl, "parameters": map[string]any{"line": 3}, "targets": agents}, 422, "validation_failed", "parameters.value"},
 			{"unknown parameter", "admin-a", map[string]any{"templateId": tmpl, "parameters": map[string]any{"line": 3, "value": 1, "speed": 2}, "targets": agents}, 422, "validation_failed", "parameters.speed"},
-			{"other tenant's template", "admin-b", map[string]any{"templateId": tmpl, "targets": map[string]any{"agents": []string{agentB1}}}, 404, "not_found", tmpl},
+			{"other tenant's template", "admin-b", map[string]any{"templateId": tmpl, "targets": map[string]any{"agents": []string{apitest.AgentB1}}}, 404, "not_found", tmpl},
 			{"template and handler", "admin-a", map[string]any{"templateId": tmpl, "handler": "sync", "targets": agents}, 422, "validation_failed", "templateId"},
 			{"unknown handler", "admin-a", map[string]any{"handler": "format", "targets": agents}, 422, "validation_failed", "handler"},
 			{"handler params", "admin-a", map[string]any{"handler": "shell", "targets": agents}, 422, "validation_failed", "params.command"},
 			{"restart-app without appId", "admin-a", map[string]any{"handler": "restart-app", "params": map[string]any{"appName": "web"}, "targets": agents}, 422, "validation_failed", "params.appId"},
-			{"other tenant's agent", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentB1}}}, 404, "not_found", agentB1},
+			{"other tenant's agent", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentB1}}}, 404, "not_found", apitest.AgentB1},
 			{"bad agent id", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{"x"}}}, 422, "validation_failed", "targets.agents[0]"},
 			{"no targets", "admin-a", map[string]any{"handler": "sync"}, 422, "validation_failed", "targets"},
 			{"two targets", "admin-a", map[string]any{"handler": "sync", "targets": map[string]any{"fleet": "north", "tagQuery": map[string]any{"line": "3"}}}, 422, "validation_failed", "exactly one"},
@@ -105,7 +105,7 @@ func TestDispatchIntegration(t *testing.T) {
 		}
 
 		r := h.call("POST", "/jobs/execute", "admin-a", map[string]any{"templateId": tmpl, "parameters": map[string]any{"line": 3, "value": 7},
-			"targets": map[string]any{"agents": []string{agentA2, agentA1, agentA2}}}).Expect(t, "dispatch", 201)
+			"targets": map[string]any{"agents": []string{apitest.AgentA2, apitest.AgentA1, apitest.AgentA2}}}).Expect(t, "dispatch", 201)
 		var job Job
 		if err := json.Unmarshal([]byte(r.Raw), &job); err != nil {
 			t.Fatal(err)
@@ -114,11 +114,11 @@ func TestDispatchIntegration(t *testing.T) {
 			canon(job.Params) != `{"endpoint":"plc-3","register":40001,"value":7}` || job.Abort.MinExecuted != 1 {
 			t.Errorf("job = %s", r.Raw)
 		}
-		if got := h.pub.take(); !slices.Equal(got, []string{"job " + agentA1, "job " + agentA2}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job " + apitest.AgentA1, "job " + apitest.AgentA2}) {
 			t.Errorf("sent %v, want a CmdJob to each agent at once", got)
 		}
 
-		for target, want := range map[string][]string{"fleet": {agentA1, agentA2}, "tagQuery": {agentA2, agentA3}} {
+		for target, want := range map[string][]string{"fleet": {apitest.AgentA1, apitest.AgentA2}, "tagQuery": {apitest.AgentA2, apitest.AgentA3}} {
 			value := map[string]any{"fleet": "north", "tagQuery": map[string]any{"line": "3"}}[target]
 			id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{target: value}})
 			got := h.pub.take()
@@ -130,15 +130,15 @@ func TestDispatchIntegration(t *testing.T) {
 			}
 		}
 
-		one := h.call("POST", "/agents/"+agentA3+"/jobs", "admin-a", map[string]any{"handler": "collect-diagnostics", "timeoutSeconds": 60}).
+		one := h.call("POST", "/agents/"+apitest.AgentA3+"/jobs", "admin-a", map[string]any{"handler": "collect-diagnostics", "timeoutSeconds": 60}).
 			Expect(t, "dispatch to one agent", 201)
 		if one.Body["total"].(float64) != 1 || one.Body["timeoutSeconds"].(float64) != 60 {
 			t.Errorf("one-agent job = %s", one.Raw)
 		}
-		h.call("POST", "/agents/"+agentB1+"/jobs", "admin-a", map[string]any{"handler": "sync"}).ExpectError(t, 404, "not_found")
-		h.call("POST", "/agents/"+agentA3+"/jobs", "member-a", map[string]any{"handler": "sync"}).ExpectError(t, 403, "forbidden")
-		h.call("POST", "/agents/"+agentA3+"/jobs", "admin-a", map[string]any{"handler": "sync", "targets": agents}).ExpectError(t, 422, "validation_failed")
-		if got := h.kinds(); len(got) != 5 || got[1] != AuditJobCreated {
+		h.call("POST", "/agents/"+apitest.AgentB1+"/jobs", "admin-a", map[string]any{"handler": "sync"}).ExpectError(t, 404, "not_found")
+		h.call("POST", "/agents/"+apitest.AgentA3+"/jobs", "member-a", map[string]any{"handler": "sync"}).ExpectError(t, 403, "forbidden")
+		h.call("POST", "/agents/"+apitest.AgentA3+"/jobs", "admin-a", map[string]any{"handler": "sync", "targets": agents}).ExpectError(t, 422, "validation_failed")
+		if got := h.audit.Kinds(); len(got) != 5 || got[1] != AuditJobCreated {
 			t.Errorf("audit kinds %v", got)
 		}
 	})
@@ -146,13 +146,13 @@ func TestDispatchIntegration(t *testing.T) {
 
 func TestRolloutIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2, agentA3}},
+		id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2, apitest.AgentA3}},
 			"rollout": map[string]any{"agentsPerMinute": 2}})
-		if got := h.pub.take(); !slices.Equal(got, []string{"job " + agentA1}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job " + apitest.AgentA1}) {
 			t.Fatalf("at dispatch sent %v, want the first agent only", got)
 		}
-		h.agentCall("GET", "/agents/"+agentA2+"/jobs/next", agentA2, nil).Expect(t, "unreleased is not next", 204)
-		h.agentCall("PATCH", "/agents/"+agentA2+"/jobs/"+id+"/status", agentA2, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
+		h.agentCall("GET", "/agents/"+apitest.AgentA2+"/jobs/next", apitest.AgentA2, nil).Expect(t, "unreleased is not next", 204)
+		h.agentCall("PATCH", "/agents/"+apitest.AgentA2+"/jobs/"+id+"/status", apitest.AgentA2, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
 		h.clock.Add(29 * time.Second)
 		h.pass()
 		if got := h.pub.take(); got != nil {
@@ -161,12 +161,12 @@ func TestRolloutIntegration(t *testing.T) {
 		h.clock.Add(time.Second)
 		h.pass()
 		h.pass()
-		if got := h.pub.take(); !slices.Equal(got, []string{"job " + agentA2}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job " + apitest.AgentA2}) {
 			t.Fatalf("at 30 s sent %v, want the second agent once", got)
 		}
 		h.clock.Add(30 * time.Second)
 		h.pass()
-		if got := h.pub.take(); !slices.Equal(got, []string{"job " + agentA3}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job " + apitest.AgentA3}) {
 			t.Fatalf("at 60 s sent %v, want the third agent", got)
 		}
 		h.clock.Add(time.Hour)
@@ -187,14 +187,14 @@ func (h *harness) finish(job, agent, status string) {
 
 func TestAbortIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		three := map[string]any{"agents": []string{agentA1, agentA2, agentA3}}
+		three := map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2, apitest.AgentA3}}
 		rule := map[string]any{"failedPercent": 50, "minExecuted": 2}
 		// One failure in two finished is 50 %, not more: the job goes on.
 		id := h.dispatch(map[string]any{"handler": "sync", "targets": three, "abort": rule})
 		h.pub.take()
-		h.finish(id, agentA1, "failed")
+		h.finish(id, apitest.AgentA1, "failed")
 		h.pass()
-		h.finish(id, agentA2, "succeeded")
+		h.finish(id, apitest.AgentA2, "succeeded")
 		h.pass()
 		if s := h.jobStatus(id); s != JobInProgress {
 			t.Fatalf("at 50 %% the job is %s", s)
@@ -204,24 +204,24 @@ func TestAbortIntegration(t *testing.T) {
 		h.clock.Add(time.Minute)
 		h.pass()
 		h.pub.take()
-		h.finish(id, agentA1, "failed")
+		h.finish(id, apitest.AgentA1, "failed")
 		h.pass()
 		if s := h.jobStatus(id); s != JobInProgress {
 			t.Fatalf("under minExecuted the job is %s", s)
 		}
-		h.finish(id, agentA2, "failed")
-		h.kinds()
+		h.finish(id, apitest.AgentA2, "failed")
+		h.audit.Kinds()
 		h.pass()
 		if s := h.jobStatus(id); s != JobAborted {
 			t.Fatalf("at 100 %% of 2 the job is %s", s)
 		}
-		if s, why := h.status(id, agentA3); s != "cancelled" || why != control.ReasonJobAborted {
+		if s, why := h.status(id, apitest.AgentA3); s != "cancelled" || why != control.ReasonJobAborted {
 			t.Errorf("the third execution is %s (%s)", s, why)
 		}
 		if got := h.pub.take(); got != nil {
 			t.Errorf("abort sent %v; the third was never released", got)
 		}
-		if got := h.kinds(); !slices.Equal(got, []string{AuditJobAborted}) {
+		if got := h.audit.Kinds(); !slices.Equal(got, []string{AuditJobAborted}) {
 			t.Errorf("audit kinds %v", got)
 		}
 		h.clock.Add(time.Hour)
@@ -234,24 +234,24 @@ func TestAbortIntegration(t *testing.T) {
 
 func TestTimeoutIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		id := h.dispatch(map[string]any{"handler": "sync", "timeoutSeconds": 60, "targets": map[string]any{"agents": []string{agentA1}}})
+		id := h.dispatch(map[string]any{"handler": "sync", "timeoutSeconds": 60, "targets": map[string]any{"agents": []string{apitest.AgentA1}}})
 		h.pub.take()
-		path := "/agents/" + agentA1 + "/jobs/" + id + "/status"
-		h.agentCall("PATCH", path, agentA1, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
+		path := "/agents/" + apitest.AgentA1 + "/jobs/" + id + "/status"
+		h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
 		h.clock.Add(60*time.Second + TimeoutGrace)
 		h.pass()
-		if s, _ := h.status(id, agentA1); s != "in_progress" {
+		if s, _ := h.status(id, apitest.AgentA1); s != "in_progress" {
 			t.Fatalf("at the deadline the execution is %s", s)
 		}
 		h.clock.Add(time.Second)
 		h.pass()
-		if s, why := h.status(id, agentA1); s != "timed_out" || why != control.ReasonTimeout {
+		if s, why := h.status(id, apitest.AgentA1); s != "timed_out" || why != control.ReasonTimeout {
 			t.Fatalf("past the deadline the execution is %s (%s)", s, why)
 		}
-		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + agentA1}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + apitest.AgentA1}) {
 			t.Errorf("timeout sent %v", got)
 		}
-		r := h.agentCall("PATCH", path, agentA1, map[string]any{"status": "succeeded"})
+		r := h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "succeeded"})
 		r.ExpectError(t, 409, control.CodeExecutionEnded)
 		if !strings.Contains(r.Raw, `"status":"timed_out"`) {
 			t.Errorf("409 does not name the status: %s", r.Raw)
@@ -264,21 +264,21 @@ func TestTimeoutIntegration(t *testing.T) {
 
 func TestCancelIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2}},
+		id := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2}},
 			"rollout": map[string]any{"agentsPerMinute": 1}})
 		h.pub.take()
-		h.agentCall("PATCH", "/agents/"+agentA1+"/jobs/"+id+"/status", agentA1, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
+		h.agentCall("PATCH", "/agents/"+apitest.AgentA1+"/jobs/"+id+"/status", apitest.AgentA1, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
 		h.call("POST", "/jobs/executions/"+id+"/cancel", "member-a", nil).ExpectError(t, 403, "forbidden")
 		h.call("POST", "/jobs/executions/"+id+"/cancel", "admin-b", nil).ExpectError(t, 404, "not_found")
 		r := h.call("POST", "/jobs/executions/"+id+"/cancel", "admin-a", nil).Expect(t, "cancel job", 200)
 		if r.Str("status") != JobCancelled || r.Body["counts"].(map[string]any)["cancelled"].(float64) != 2 {
 			t.Errorf("cancelled job = %s", r.Raw)
 		}
-		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + agentA1}) {
+		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + apitest.AgentA1}) {
 			t.Errorf("cancel sent %v, want one to the released agent", got)
 		}
 		h.call("POST", "/jobs/executions/"+id+"/cancel", "admin-a", nil).ExpectError(t, 409, "conflict")
-		h.agentCall("PATCH", "/agents/"+agentA1+"/jobs/"+id+"/status", agentA1, map[string]any{"status": "succeeded"}).
+		h.agentCall("PATCH", "/agents/"+apitest.AgentA1+"/jobs/"+id+"/status", apitest.AgentA1, map[string]any{"status": "succeeded"}).
 			ExpectError(t, 409, control.CodeExecutionEnded)
 		h.clock.Add(time.Hour)
 		h.pass()
@@ -286,13 +286,13 @@ func TestCancelIntegration(t *testing.T) {
 			t.Errorf("a cancelled job released %v", got)
 		}
 
-		id = h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2}}})
+		id = h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2}}})
 		h.pub.take()
-		h.agentCall("PATCH", "/agents/"+agentA2+"/jobs/"+id+"/status", agentA2, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
-		one := "/agents/" + agentA1 + "/jobs/" + id + "/cancel"
+		h.agentCall("PATCH", "/agents/"+apitest.AgentA2+"/jobs/"+id+"/status", apitest.AgentA2, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
+		one := "/agents/" + apitest.AgentA1 + "/jobs/" + id + "/cancel"
 		h.call("POST", one, "member-a", nil).ExpectError(t, 403, "forbidden")
-		h.call("POST", "/agents/"+agentB1+"/jobs/"+id+"/cancel", "admin-a", nil).ExpectError(t, 404, "not_found")
-		h.call("POST", "/agents/"+agentA3+"/jobs/"+id+"/cancel", "admin-a", nil).ExpectError(t, 404, "not_found")
+		h.call("POST", "/agents/"+apitest.AgentB1+"/jobs/"+id+"/cancel", "admin-a", nil).ExpectError(t, 404, "not_found")
+		h.call("POST", "/agents/"+apitest.AgentA3+"/jobs/"+id+"/cancel", "admin-a", nil).ExpectError(t, 404, "not_found")
 		if s := h.call("POST", one, "admin-a", nil).Expect(t, "cancel queued", 200).Str("status"); s != "cancelled" {
 			t.Errorf("queued execution after cancel is %s", s)
 		}
@@ -300,8 +300,8 @@ func TestCancelIntegration(t *testing.T) {
 		if s := h.jobStatus(id); s != JobInProgress {
 			t.Errorf("with one running the job is %s", s)
 		}
-		h.call("POST", "/agents/"+agentA2+"/jobs/"+id+"/cancel", "admin-a", nil).Expect(t, "cancel in progress", 200)
-		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + agentA1, "job-cancel " + agentA2}) {
+		h.call("POST", "/agents/"+apitest.AgentA2+"/jobs/"+id+"/cancel", "admin-a", nil).Expect(t, "cancel in progress", 200)
+		if got := h.pub.take(); !slices.Equal(got, []string{"job-cancel " + apitest.AgentA1, "job-cancel " + apitest.AgentA2}) {
 			t.Errorf("cancels sent %v", got)
 		}
 		if s := h.jobStatus(id); s != JobCompleted {
@@ -312,26 +312,26 @@ func TestCancelIntegration(t *testing.T) {
 
 func TestAgentRoutesIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
-		next := "/agents/" + agentA1 + "/jobs/next"
-		if r := h.agentCall("GET", next, agentA1, nil); r.Status != 204 || r.Raw != "" {
+		next := "/agents/" + apitest.AgentA1 + "/jobs/next"
+		if r := h.agentCall("GET", next, apitest.AgentA1, nil); r.Status != 204 || r.Raw != "" {
 			t.Fatalf("next with nothing: %d %q", r.Status, r.Raw)
 		}
-		h.agentCall("GET", next, agentA2, nil).ExpectError(t, 403, "forbidden")
-		sub, err := h.streams.Subscribe(t.Context(), Channel(codec.EncodeID(must(codec.ParseUUID(tenantA)))))
+		h.agentCall("GET", next, apitest.AgentA2, nil).ExpectError(t, 403, "forbidden")
+		sub, err := h.streams.Subscribe(t.Context(), Channel(codec.EncodeID(must(codec.ParseUUID(apitest.TenantA)))))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer sub.Close()
 		first := h.dispatch(map[string]any{"handler": "restart-endpoint", "params": map[string]any{"endpoint": "plc"}, "timeoutSeconds": 30,
-			"targets": map[string]any{"agents": []string{agentA1}}})
+			"targets": map[string]any{"agents": []string{apitest.AgentA1}}})
 		h.clock.Add(time.Second)
-		second := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1}}})
-		r := h.agentCall("GET", next, agentA1, nil).Expect(t, "next", 200)
+		second := h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1}}})
+		r := h.agentCall("GET", next, apitest.AgentA1, nil).Expect(t, "next", 200)
 		d, err := control.DecodeJobDispatch([]byte(r.Raw))
 		if err != nil || d.JobID != first || d.Handler != "restart-endpoint" || string(d.Params) != `{"endpoint":"plc"}` || d.TimeoutSeconds != 30 {
 			t.Fatalf("next = %s (%v)", r.Raw, err)
 		}
-		path := "/agents/" + agentA1 + "/jobs/" + first + "/status"
+		path := "/agents/" + apitest.AgentA1 + "/jobs/" + first + "/status"
 		for _, tc := range []struct {
 			body   string
 			status int
@@ -343,31 +343,31 @@ func TestAgentRoutesIntegration(t *testing.T) {
 			{`not json`, 400, "invalid_body"},
 		} {
 			req := httptestRequest("PATCH", "/api/v1"+path, tc.body)
-			req.Header.Set("X-Device-API-Key", "key-"+agentA1)
-			serve(t, h.e, req).ExpectError(t, tc.status, tc.code)
+			req.Header.Set("X-Device-API-Key", "key-"+apitest.AgentA1)
+			apitest.Do(t, h.e, req).ExpectError(t, tc.status, tc.code)
 		}
-		h.agentCall("PATCH", "/agents/"+agentA1+"/jobs/"+unknown+"/status", agentA1, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
-		h.agentCall("PATCH", "/agents/"+agentB1+"/jobs/"+first+"/status", agentB1, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
-		started := h.agentCall("PATCH", path, agentA1, map[string]any{"status": "in_progress", "futureField": 1}).Expect(t, "start", 200)
+		h.agentCall("PATCH", "/agents/"+apitest.AgentA1+"/jobs/"+unknown+"/status", apitest.AgentA1, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
+		h.agentCall("PATCH", "/agents/"+apitest.AgentB1+"/jobs/"+first+"/status", apitest.AgentB1, map[string]any{"status": "in_progress"}).ExpectError(t, 404, "not_found")
+		started := h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "in_progress", "futureField": 1}).Expect(t, "start", 200)
 		if started.Str("status") != "in_progress" || started.Str("startedAt") == "" {
 			t.Errorf("started = %s", started.Raw)
 		}
 		h.clock.Add(10 * time.Second)
-		beat := h.agentCall("PATCH", path, agentA1, map[string]any{"status": "in_progress"}).Expect(t, "heartbeat", 200)
+		beat := h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "in_progress"}).Expect(t, "heartbeat", 200)
 		if beat.Str("updatedAt") == started.Str("updatedAt") || beat.Str("startedAt") != started.Str("startedAt") {
 			t.Errorf("heartbeat: %s after %s", beat.Raw, started.Raw)
 		}
-		if r := h.agentCall("GET", next, agentA1, nil).Expect(t, "next resumes", 200); r.Str("jobId") != first {
+		if r := h.agentCall("GET", next, apitest.AgentA1, nil).Expect(t, "next resumes", 200); r.Str("jobId") != first {
 			t.Errorf("next while one runs = %s", r.Raw)
 		}
-		done := h.agentCall("PATCH", path, agentA1, map[string]any{"status": "succeeded", "result": "restarted", "exitData": map[string]any{"code": 0}}).
+		done := h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "succeeded", "result": "restarted", "exitData": map[string]any{"code": 0}}).
 			Expect(t, "succeeded", 200)
 		if done.Str("result") != "restarted" || done.Str("finishedAt") == "" || done.Body["exitData"].(map[string]any)["code"].(float64) != 0 {
 			t.Errorf("finished = %s", done.Raw)
 		}
-		h.agentCall("PATCH", path, agentA1, map[string]any{"status": "succeeded"}).Expect(t, "repeated report", 200)
-		h.agentCall("PATCH", path, agentA1, map[string]any{"status": "failed"}).ExpectError(t, 409, control.CodeExecutionEnded)
-		if r := h.agentCall("GET", next, agentA1, nil).Expect(t, "next after", 200); r.Str("jobId") != second {
+		h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "succeeded"}).Expect(t, "repeated report", 200)
+		h.agentCall("PATCH", path, apitest.AgentA1, map[string]any{"status": "failed"}).ExpectError(t, 409, control.CodeExecutionEnded)
+		if r := h.agentCall("GET", next, apitest.AgentA1, nil).Expect(t, "next after", 200); r.Str("jobId") != second {
 			t.Errorf("next after the first = %s", r.Raw)
 		}
 		if s := h.jobStatus(first); s != JobCompleted {
@@ -386,11 +386,11 @@ func TestAgentRoutesIntegration(t *testing.T) {
 				t.Fatalf("live events %v, want 5", got)
 			}
 		}
-		want := []string{" in_progress", " in_progress", agentA1 + " in_progress", agentA1 + " succeeded", " completed"}
+		want := []string{" in_progress", " in_progress", apitest.AgentA1 + " in_progress", apitest.AgentA1 + " succeeded", " completed"}
 		if !slices.Equal(got, want) {
 			t.Errorf("live events %v, want %v", got, want)
 		}
-		if k := h.kinds(); !slices.Contains(k, AuditExecutionPrefix+"succeeded") || !slices.Contains(k, AuditJobCompleted) {
+		if k := h.audit.Kinds(); !slices.Contains(k, AuditExecutionPrefix+"succeeded") || !slices.Contains(k, AuditJobCompleted) {
 			t.Errorf("audit kinds %v", k)
 		}
 	})
@@ -400,9 +400,9 @@ func TestReadsIntegration(t *testing.T) {
 	forEngines(t, func(t *testing.T, h *harness) {
 		var ids []string
 		for range 3 {
-			ids = append(ids, h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2}}}))
+			ids = append(ids, h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2}}}))
 		}
-		h.finish(ids[0], agentA1, "failed")
+		h.finish(ids[0], apitest.AgentA1, "failed")
 		all := h.call("GET", "/jobs/executions?limit=4", "member-a", nil).Expect(t, "page 1", 200)
 		cur := all.Str("nextCursor")
 		if len(all.List("executions")) != 4 || cur == "" {
@@ -420,7 +420,7 @@ func TestReadsIntegration(t *testing.T) {
 		if len(seen) != 6 {
 			t.Errorf("two pages hold %d distinct executions, want 6", len(seen))
 		}
-		for q, n := range map[string]int{"status=failed": 1, "agent=" + agentA2: 3, "jobId=" + ids[1]: 2, "status=queued&agent=" + agentA1: 2, "": 6} {
+		for q, n := range map[string]int{"status=failed": 1, "agent=" + apitest.AgentA2: 3, "jobId=" + ids[1]: 2, "status=queued&agent=" + apitest.AgentA1: 2, "": 6} {
 			if l := h.call("GET", "/jobs/executions?"+q, "member-a", nil).Expect(t, q, 200).List("executions"); len(l) != n {
 				t.Errorf("%s: %d executions, want %d", q, len(l), n)
 			}
@@ -437,13 +437,13 @@ func TestReadsIntegration(t *testing.T) {
 		}
 		h.call("GET", "/jobs/executions/"+ids[0], "admin-b", nil).ExpectError(t, 404, "not_found")
 		h.call("GET", "/jobs/executions/"+unknown, "admin-a", nil).ExpectError(t, 404, "not_found")
-		if l := h.call("GET", "/agents/"+agentA1+"/jobs", "member-a", nil).Expect(t, "agent jobs", 200).List("executions"); len(l) != 3 {
+		if l := h.call("GET", "/agents/"+apitest.AgentA1+"/jobs", "member-a", nil).Expect(t, "agent jobs", 200).List("executions"); len(l) != 3 {
 			t.Errorf("agent A1 has %d executions", len(l))
 		}
-		h.call("GET", "/agents/"+agentA1+"/jobs", "admin-b", nil).ExpectError(t, 404, "not_found")
-		h.call("GET", "/agents/"+agentA1+"/jobs/"+ids[0], "admin-b", nil).ExpectError(t, 404, "not_found")
-		h.call("GET", "/agents/"+agentA3+"/jobs/"+ids[0], "admin-a", nil).ExpectError(t, 404, "not_found")
-		if e := h.call("GET", "/agents/"+agentA1+"/jobs/"+ids[0], "member-a", nil).Expect(t, "execution", 200); e.Str("status") != "failed" || e.Str("handler") != "sync" {
+		h.call("GET", "/agents/"+apitest.AgentA1+"/jobs", "admin-b", nil).ExpectError(t, 404, "not_found")
+		h.call("GET", "/agents/"+apitest.AgentA1+"/jobs/"+ids[0], "admin-b", nil).ExpectError(t, 404, "not_found")
+		h.call("GET", "/agents/"+apitest.AgentA3+"/jobs/"+ids[0], "admin-a", nil).ExpectError(t, 404, "not_found")
+		if e := h.call("GET", "/agents/"+apitest.AgentA1+"/jobs/"+ids[0], "member-a", nil).Expect(t, "execution", 200); e.Str("status") != "failed" || e.Str("handler") != "sync" {
 			t.Errorf("execution = %s", e.Raw)
 		}
 		apitest.Call(t, h.e, "GET", "/api/v1/jobs/executions", "", nil).ExpectError(t, 401, "unauthorized")
@@ -461,12 +461,12 @@ func TestTwoSchedulersIntegration(t *testing.T) {
 		c := newCore(h.deps)
 		var jobs []string
 		for range 4 {
-			p, err := c.prepare(t.Context(), tenantA, DispatchRequest{Handler: "sync", TimeoutSeconds: new(10),
-				Targets: &TargetSpec{Agents: []string{agentA1, agentA2, agentA3}}, Rollout: Rollout{AgentsPerMinute: 6}})
+			p, err := c.prepare(t.Context(), apitest.TenantA, DispatchRequest{Handler: "sync", TimeoutSeconds: new(10),
+				Targets: &TargetSpec{Agents: []string{apitest.AgentA1, apitest.AgentA2, apitest.AgentA3}}, Rollout: Rollout{AgentsPerMinute: 6}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, err := c.create(t.Context(), tenantA, "test", p)
+			id, err := c.create(t.Context(), apitest.TenantA, "test", p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -492,15 +492,15 @@ func TestTwoSchedulersIntegration(t *testing.T) {
 			t.Fatalf("two schedulers sent %d commands, want 12 (one per execution): %v", len(got), got)
 		}
 		for _, id := range jobs {
-			for _, a := range []string{agentA1, agentA2, agentA3} {
+			for _, a := range []string{apitest.AgentA1, apitest.AgentA2, apitest.AgentA3} {
 				h.agentCall("PATCH", "/agents/"+a+"/jobs/"+id+"/status", a, map[string]any{"status": "in_progress"}).Expect(t, "start", 200)
 			}
 		}
-		h.kinds()
+		h.audit.Kinds()
 		h.clock.Add(10*time.Second + TimeoutGrace + time.Second)
 		both()
 		timedOut := 0
-		for _, k := range h.kinds() {
+		for _, k := range h.audit.Kinds() {
 			if k == AuditExecutionPrefix+"timed_out" {
 				timedOut++
 			}
@@ -541,7 +541,7 @@ func must[T any](v T, err error) T {
 // once its context ends.
 func TestSchedulerRunIntegration(t *testing.T) {
 	h := newHarness(t, "sqlite")
-	h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{agentA1, agentA2}},
+	h.dispatch(map[string]any{"handler": "sync", "targets": map[string]any{"agents": []string{apitest.AgentA1, apitest.AgentA2}},
 		"rollout": map[string]any{"agentsPerMinute": 1}})
 	h.pub.take()
 	h.clock.Add(time.Minute)
@@ -558,7 +558,7 @@ func TestSchedulerRunIntegration(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v", err)
 	}
-	if !slices.Equal(got, []string{"job " + agentA2}) {
+	if !slices.Equal(got, []string{"job " + apitest.AgentA2}) {
 		t.Errorf("the running scheduler sent %v", got)
 	}
 }

@@ -18,11 +18,10 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/control"
 	"github.com/edgeplat/edgeplat/core/db"
-	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/edgeplat/edgeplat/core/streamstore/memory"
-	"github.com/edgeplat/edgeplat/roles/api/accounts"
+	"github.com/edgeplat/edgeplat/roles/api/accounts/accountstest"
 	"github.com/edgeplat/edgeplat/roles/api/apitest"
 )
 
@@ -32,36 +31,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const (
-	tenantA = "6f1c2a9e-3b7d-4c8a-9e21-0a1b2c3d4e5f"
-	tenantB = "9a8b7c6d-5e4f-4321-8fed-cba987654321"
-	agentA1 = "a1000000-0000-4000-8000-000000000001"
-	agentA2 = "a2000000-0000-4000-8000-000000000002"
-	agentA3 = "a3000000-0000-4000-8000-000000000003"
-	agentB1 = "b1000000-0000-4000-8000-000000000001"
-	unknown = "00000000-0000-4000-8000-000000000000"
-)
-
-var callers = map[string]accounts.Caller{
-	"admin-a":  {UserID: "11111111-1111-4111-8111-111111111111", TenantUUID: tenantA, Role: accounts.RoleAdmin},
-	"member-a": {UserID: "22222222-2222-4222-8222-222222222222", TenantUUID: tenantA, Role: accounts.RoleMember},
-	"admin-b":  {UserID: "33333333-3333-4333-8333-333333333333", TenantUUID: tenantB, Role: accounts.RoleAdmin},
-}
-
-var engines = []string{"postgres", "sqlite"}
-
-// clock is the fake time every test moves by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// unknown is an agent and a job that do not exist.
+const unknown = "00000000-0000-4000-8000-000000000000"
 
 // sent is one command the recording publisher got.
 type sent struct {
@@ -161,54 +132,36 @@ type harness struct {
 	t       *testing.T
 	d       *db.DB
 	e       *gin.Engine
-	clock   *clock
+	clock   *apitest.Clock
 	pub     *pubRecorder
 	deps    Deps
 	sched   *Scheduler
 	streams streamstore.Store
-
-	mu     sync.Mutex
-	events []accounts.Event
+	audit   accountstest.AuditLog
 }
 
 func newHarness(t *testing.T, engine string) *harness {
 	t.Helper()
-	d := dbtest.Migrated(t, engine)
-	ctx := t.Context()
 	start := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
-	for _, tenant := range []string{tenantA, tenantB} {
-		if _, err := d.SQL().ExecContext(ctx, `INSERT INTO tenants (uuid, name, created_at) VALUES ($1, $2, $3)`,
-			tenant, "tenant "+tenant[:4], d.Dialect().TimeArg(start)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, a := range [][2]string{{agentA1, tenantA}, {agentA2, tenantA}, {agentA3, tenantA}, {agentB1, tenantB}} {
-		if _, err := d.SQL().ExecContext(ctx, `INSERT INTO agents (uuid, tenant_uuid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)`,
-			a[0], a[1], "agent "+a[0][:2], d.Dialect().TimeArg(start)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d := apitest.SeededDB(t, engine, start, apitest.AgentA1, apitest.AgentA2, apitest.AgentA3, apitest.AgentB1)
 	streams, err := memory.New(memory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { streams.Close() })
-	h := &harness{t: t, d: d, clock: &clock{now: start}, pub: &pubRecorder{}, streams: streams}
+	h := &harness{t: t, d: d, clock: apitest.NewClock(start), pub: &pubRecorder{}, streams: streams}
 	h.deps = Deps{
 		DB: d,
 		Targets: &targets{d: d,
-			fleets:  map[string][]string{tenantA + "/north": {agentA1, agentA2}, tenantA + "/empty": nil},
-			queries: map[string][]string{tenantA + "/line=3": {agentA2, agentA3}}},
+			fleets:  map[string][]string{apitest.TenantA + "/north": {apitest.AgentA1, apitest.AgentA2}, apitest.TenantA + "/empty": nil},
+			queries: map[string][]string{apitest.TenantA + "/line=3": {apitest.AgentA2, apitest.AgentA3}}},
 		IsNotFound: func(err error) bool { return errors.Is(err, errNoFleet) },
 		IsInvalid:  func(err error) bool { return errors.Is(err, errBadQuery) },
 		Publisher:  h.pub,
-		Caller: func(c *gin.Context) (accounts.Caller, bool) {
-			who, ok := callers[strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")]
-			return who, ok
-		},
+		Caller:     accountstest.Caller,
 		WriteError: apitest.WriteError,
-		Audit:      func(_ *gin.Context, e accounts.Event) { h.record(e) },
-		Record:     func(_ context.Context, e accounts.Event) error { h.record(e); return nil },
+		Audit:      h.audit.Audit,
+		Record:     h.audit.Record,
 		DeviceAuth: func(c *gin.Context) {
 			agent := strings.TrimPrefix(c.GetHeader("X-Device-API-Key"), "key-")
 			if agent == "" {
@@ -223,11 +176,10 @@ func newHarness(t *testing.T, engine string) *harness {
 		},
 		Device: func(c *gin.Context) (string, string, bool) {
 			agent := c.GetString("agent")
-			tenant := tenantA
-			if agent == agentB1 {
-				tenant = tenantB
+			if agent == "" {
+				return "", "", false
 			}
-			return tenant, agent, agent != ""
+			return apitest.TenantOf(agent), agent, true
 		},
 		Streams: streams,
 		Now:     h.clock.Now,
@@ -236,25 +188,6 @@ func newHarness(t *testing.T, engine string) *harness {
 	Register(h.e.Group("/api/v1"), h.e.Group("/api/v1"), h.deps)
 	h.sched = NewScheduler(h.deps, time.Second).(*Scheduler)
 	return h
-}
-
-func (h *harness) record(e accounts.Event) {
-	h.mu.Lock()
-	h.events = append(h.events, e)
-	h.mu.Unlock()
-}
-
-// kinds returns the audit kinds recorded since the last call.
-func (h *harness) kinds() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-	for _, e := range h.events {
-		out = append(out, e.Kind)
-	}
-	h.events = nil
-	slices.Sort(out)
-	return out
 }
 
 func (h *harness) call(method, path, who string, body any) apitest.Reply {
@@ -272,7 +205,7 @@ func (h *harness) agentCall(method, path, agent string, body any) apitest.Reply 
 	}
 	req := httptestRequest(method, "/api/v1"+path, raw)
 	req.Header.Set("X-Device-API-Key", "key-"+agent)
-	return serve(h.t, h.e, req)
+	return apitest.Do(h.t, h.e, req)
 }
 
 func (h *harness) pass() {
@@ -303,30 +236,11 @@ func (h *harness) jobStatus(job string) string {
 
 // forEngines runs fn on a fresh harness of each engine, in parallel.
 func forEngines(t *testing.T, fn func(t *testing.T, h *harness)) {
-	for _, engine := range engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newHarness(t, engine))
-		})
-	}
+	apitest.ForEngines(t, func(t *testing.T, engine string) { fn(t, newHarness(t, engine)) })
 }
 
 func httptestRequest(method, path, body string) *http.Request {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
-	return r
-}
-
-// serve answers req as apitest.Call does.
-func serve(t testing.TB, h http.Handler, req *http.Request) apitest.Reply {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	r := apitest.Reply{Status: rec.Code, Raw: rec.Body.String()}
-	if rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), &r.Body); err != nil {
-			t.Fatalf("%s %s: body %q is not a JSON object: %v", req.Method, req.URL, r.Raw, err)
-		}
-	}
 	return r
 }

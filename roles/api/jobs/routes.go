@@ -23,12 +23,22 @@ const (
 
 const maxBody = 64 << 10
 
-type handler struct{ *core }
+type handler struct {
+	*core
+	// caller returns the request's user, or answers 401.
+	caller func(*gin.Context) (accounts.Caller, bool)
+	errs   *httpx.ErrorMap
+}
 
 // Register adds the user routes to protected and the agents' routes
 // (device key, no user credential) to device. Both are /api/v1 groups.
 func Register(protected, device gin.IRoutes, d Deps) {
-	h := &handler{newCore(d)}
+	base := newCore(d)
+	h := &handler{core: base, caller: accounts.RequireUser(d.Caller, d.WriteError),
+		errs: httpx.NewErrorMap(d.WriteError, base.Log, "jobs request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict))}
 	admin := accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)
 	protected.GET("/jobs/templates", h.listTemplates)
 	protected.POST("/jobs/templates", admin, h.createTemplate)
@@ -46,32 +56,16 @@ func Register(protected, device gin.IRoutes, d Deps) {
 	registerAgent(device, h)
 }
 
+// fail answers err. An *EndedError is the one answer with a field beyond
+// the error shape's two: the agent reads the status to record
+// (docs/fleets-and-jobs.md).
 func (h *handler) fail(c *gin.Context, err error) {
 	var ended *EndedError
-	switch {
-	case errors.Is(err, ErrInvalid):
-		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
-	case errors.Is(err, ErrNotFound):
-		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.As(err, &ended):
-		// The one answer with a field beyond the error shape's two: the
-		// agent reads the status to record (docs/fleets-and-jobs.md).
+	if errors.As(err, &ended) {
 		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": gin.H{"code": control.CodeExecutionEnded, "message": err.Error(), "status": ended.Status}})
-	case errors.Is(err, ErrConflict):
-		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, context.Canceled):
-	default:
-		h.Log.Error("jobs request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
+		return
 	}
-}
-
-func (h *handler) caller(c *gin.Context) (accounts.Caller, bool) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-	}
-	return who, ok
+	h.errs.Fail(c, err)
 }
 
 // userRecorder records a request's events through Deps.Audit.

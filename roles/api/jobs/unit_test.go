@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/edgeplat/edgeplat/roles/api/apitest"
 )
 
 func TestResolve(t *testing.T) {
@@ -84,11 +86,11 @@ func TestTemplateCheck(t *testing.T) {
 }
 
 func TestParseFilter(t *testing.T) {
-	f, err := parseFilter(tenantA, "failed", "A1000000-0000-4000-8000-000000000001", "", "5", "2s")
-	if err != nil || f.status != "failed" || f.agent != agentA1 || f.limit != 5 || f.after != 100 {
+	f, err := parseFilter(apitest.TenantA, "failed", "A1000000-0000-4000-8000-000000000001", "", "5", "2s")
+	if err != nil || f.status != "failed" || f.agent != apitest.AgentA1 || f.limit != 5 || f.after != 100 {
 		t.Fatalf("parseFilter = %+v %v", f, err)
 	}
-	if f, err := parseFilter(tenantA, "", "", "", "", ""); err != nil || f.limit != DefaultLimit {
+	if f, err := parseFilter(apitest.TenantA, "", "", "", "", ""); err != nil || f.limit != DefaultLimit {
 		t.Fatalf("defaults = %+v %v", f, err)
 	}
 }

@@ -124,3 +124,5 @@ func WriteError(c *gin.Context, write httpx.ErrorWriter, err error) {
 	}
 	c.Abort()
 }
+
+var _ httpx.CodedError = (*Error)(nil)

@@ -52,6 +52,10 @@ func (e *Error) Error() string { return e.Message }
 // help until the licence changes.
 func (e *Error) HTTPStatus() int { return http.StatusForbidden }
 
+// ErrorCode is Code, for the route packages that answer an error they
+// meet without knowing its kind (httpx.CodedError).
+func (e *Error) ErrorCode() string { return e.Code }
+
 // Status is the licence as the API applies it, shaped for JSON. The
 // licence fields describe the licence as issued; when State is restricted
 // none of what it grants is in effect.

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
-	"github.com/edgeplat/edgeplat/roles/api/licence"
 )
 
 // Deps is what the handlers need from the role.
@@ -41,12 +39,24 @@ type Deps struct {
 
 const maxBody = 64 << 10
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	// tenant returns the request's user, or answers 401.
+	tenant    func(*gin.Context) (accounts.Caller, bool)
+	adminOnly gin.HandlerFunc
+	errs      *httpx.ErrorMap
+}
 
 // Register adds the routes: self-registration to public (it carries its
 // own credential, the provisioning key), the rest to protected.
 func Register(public, protected gin.IRoutes, deps Deps) {
-	h := &handler{deps}
+	h := &handler{Deps: deps, tenant: accounts.RequireUser(deps.Caller, deps.WriteError),
+		adminOnly: accounts.RequireAdmin(deps.Caller, deps.WriteError, deps.AdminGate),
+		errs: httpx.NewErrorMap(deps.WriteError, deps.Log, "registry request failed",
+			httpx.Case(http.StatusUnprocessableEntity, "validation_failed", ErrInvalid),
+			httpx.Case(http.StatusNotFound, "not_found", ErrNotFound),
+			httpx.Case(http.StatusConflict, "conflict", ErrConflict),
+			httpx.Case(http.StatusUnauthorized, "provisioning_key_refused", ErrKeyRefused))}
 	if h.Revoked == nil {
 		h.Revoked = func([]string) {}
 	}
@@ -83,40 +93,12 @@ func Register(public, protected gin.IRoutes, deps Deps) {
 	protected.POST("/auth/api-keys", h.adminOnly, h.issueDeviceKey)
 }
 
-func (h *handler) fail(c *gin.Context, err error) {
-	var le *licence.Error
-	switch {
-	case errors.As(err, &le):
-		h.WriteError(c, le.HTTPStatus(), le.Code, le.Message)
-	case errors.Is(err, ErrInvalid):
-		h.WriteError(c, http.StatusUnprocessableEntity, "validation_failed", err.Error())
-	case errors.Is(err, ErrNotFound):
-		h.WriteError(c, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, ErrConflict):
-		h.WriteError(c, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, ErrKeyRefused):
-		h.WriteError(c, http.StatusUnauthorized, "provisioning_key_refused", err.Error())
-	case errors.Is(err, context.Canceled):
-	default:
-		h.Log.Error("registry request failed", "path", c.FullPath(), "err", err)
-		h.WriteError(c, http.StatusInternalServerError, "internal", "internal error")
-	}
-}
+// fail answers err; a licence refusal (a *licence.Error) answers for
+// itself.
+func (h *handler) fail(c *gin.Context, err error) { h.errs.Fail(c, err) }
 
 func (h *handler) bind(c *gin.Context, dst any) bool {
 	return httpx.BindStrict(c, maxBody, dst, h.WriteError)
-}
-
-func (h *handler) tenant(c *gin.Context) (accounts.Caller, bool) {
-	who, ok := h.Caller(c)
-	if !ok {
-		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "a user credential is required")
-	}
-	return who, ok
-}
-
-func (h *handler) adminOnly(c *gin.Context) {
-	accounts.RequireAdmin(h.Caller, h.WriteError, h.AdminGate)(c)
 }
 
 func (h *handler) audit(c *gin.Context, who accounts.Caller, kind, target string, detail map[string]any) {

@@ -120,10 +120,19 @@ func RunAgent(ctx context.Context, o AgentOptions, env Env) error {
 			return err
 		}
 		defer child.stop()
-		if err := child.configure(ctx, o, on); err != nil {
+		runs[i] = &agentRun{child: child, anomaly: on}
+	}
+	for i, r := range runs {
+		// The second agent's polls start half an interval after the
+		// first's, so that neither waits for the server to answer the
+		// other: polled at the same moments, the agent second in line
+		// measured 5 % more CPU than the first with both agents alike.
+		if i > 0 && !lifecycle.Sleep(ctx, o.Interval/2) {
+			return ctx.Err()
+		}
+		if err := r.child.configure(ctx, o, r.anomaly); err != nil {
 			return err
 		}
-		runs[i] = &agentRun{child: child, anomaly: on}
 	}
 	fmt.Fprintf(progress, "%d endpoints created per agent; warming up for %s\n", o.Devices, benchAgentWarmup)
 	if !lifecycle.Sleep(ctx, benchAgentWarmup) {

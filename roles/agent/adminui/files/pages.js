@@ -18,6 +18,7 @@ import appNew from './pages/app-new.js';
 import app from './pages/app.js';
 import drift from './pages/drift.js';
 import anomaly from './pages/anomaly.js';
+import discovery from './pages/discovery.js';
 
 export default [
   overview,
@@ -25,6 +26,7 @@ export default [
   endpointNew,
   endpointEdit,
   device,
+  discovery,
   apps,
   appNew,
   app,

@@ -19,6 +19,7 @@ import app from './pages/app.js';
 import drift from './pages/drift.js';
 import anomaly from './pages/anomaly.js';
 import discovery from './pages/discovery.js';
+import simulation from './pages/simulation.js';
 
 export default [
   overview,
@@ -35,6 +36,7 @@ export default [
   subscriptionForm,
   anomaly,
   drift,
+  simulation,
   provisioning,
   logs,
   settings,

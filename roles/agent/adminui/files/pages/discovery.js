@@ -156,7 +156,7 @@ export default {
   async render(ctx) {
     const {api} = ctx.app;
     const note = h('div', {id: 'discovery-feature'});
-    const resultEl = h('div', {id: 'discovery-devices'});
+    const resultEl = h('div', {id: 'discovery-devices'}, h('p', {class: 'empty', text: 'Scan to list the devices that answer.'}));
     const rules = rulesSection(api);
     replace(ctx.root, heading('Discovery'), note,
       h('p', {class: 'muted', text: 'A scan lists what answers; nothing is stored until you add a device as an endpoint.'}),

@@ -37,7 +37,8 @@ func exists(sel string) string {
 // the new-endpoint form prefilled, which saves the endpoint. Then a rule:
 // bad options show by their field and create nothing; a good rule is
 // created, run (its run listing the device), disabled, edited and
-// deleted with its runs.
+// deleted with its runs. Last, with features.discovery off, the page
+// says so and turns it on.
 func TestAdminUIDiscoveryIntegration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a browser, an agent and a Modbus server")
@@ -158,6 +159,19 @@ func TestAdminUIDiscoveryIntegration(t *testing.T) {
 	}
 	if _, body := call(t, "GET", base+"/v1/discovery-runs", "", nil); strings.Contains(body, `"uuid"`) {
 		t.Errorf("runs after the rule's delete: %s", body)
+	}
+
+	// With features.discovery off the page says so, and its button turns
+	// it back on.
+	if code, body := call(t, "PATCH", base+"/v1/settings", `{"features":{"discovery":false}}`, nil); code != 200 {
+		t.Fatalf("turn discovery off: %d %s", code, body)
+	}
+	u.goTo("#/simulation", "#simulation-off")
+	u.goTo("#/discovery", "#discovery-on")
+	u.clickSel("turn discovery on", "#discovery-on")
+	u.WaitFor("discovery on", `(document.querySelector('#discovery-feature .alert.ok') || {}).textContent === 'Discovery is on.'`)
+	if _, body := call(t, "GET", base+"/v1/settings", "", nil); !strings.Contains(body, `"discovery":true`) {
+		t.Errorf("settings after the page turned discovery on: %s", body)
 	}
 	if p := u.Problems(); len(p) > 0 {
 		t.Errorf("page errors and CSP violations: %v", p)

@@ -143,10 +143,7 @@ async function featureNote(api, el) {
   replace(el, h('div', {class: 'alert info', role: 'status'},
     'Discovery is off (setting features.discovery): scans and rules answer 409 and no rule runs. ',
     h('button', {type: 'button', class: 'secondary', id: 'discovery-on', text: 'Turn discovery on', onclick: () =>
-      run(el, async () => {
-        await api.patch('/settings', {features: {discovery: true}});
-        await featureNote(api, el);
-      })})));
+      run(el, () => api.patch('/settings', {features: {discovery: true}}), 'Discovery is on.')})));
 }
 
 export default {

@@ -37,10 +37,20 @@ const apiKey = "admin-ui-test-key-0123456789"
 // LOCALHOST_ONLY when keyMode is false.
 func startAgent(t *testing.T, keyMode bool) string {
 	t.Helper()
+	return startAgentWith(t, keyMode, nil)
+}
+
+// startAgentWith is startAgent with tweak applied to the configuration
+// first (simulation mode, say).
+func startAgentWith(t *testing.T, keyMode bool, tweak func(*config.Config)) string {
+	t.Helper()
 	cfg := &config.Config{}
 	cfg.Agent = config.Agent{Port: coretest.FreePort(t), SecurityMode: "LOCALHOST_ONLY", DataDir: t.TempDir()}
 	if keyMode {
 		cfg.Agent.SecurityMode, cfg.Agent.APIKey = "API_KEY", apiKey
+	}
+	if tweak != nil {
+		tweak(cfg)
 	}
 	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
 	svcs, err := agent.New(cfg, r, agent.Options{})
@@ -166,6 +176,23 @@ func (u ui) set(form, name, value string) {
 	u.t.Helper()
 	sel := fmt.Sprintf(`%s [data-input=%q]`, form, name)
 	u.Run("set "+name, chromedp.SetValue(sel, value, chromedp.ByQuery))
+}
+
+// setupAdmin creates the first admin through the setup form of an agent
+// in LOCALHOST_ONLY mode (which asks no key), which logs in.
+func (u ui) setupAdmin() {
+	u.t.Helper()
+	u.Run("open the UI", chromedp.Navigate(u.base+"/admin/"))
+	u.WaitFor("setup form", `document.querySelector('#setup') !== null`)
+	var asksKey bool
+	u.Eval("key field", `document.querySelector('#setup [data-input="apiKey"]') !== null`, &asksKey)
+	if asksKey {
+		u.t.Error("setup asks for an API key in LOCALHOST_ONLY mode")
+	}
+	u.Run("fill setup",
+		chromedp.SendKeys(`#setup [data-input="username"]`, "root", chromedp.ByQuery),
+		chromedp.SendKeys(`#setup [data-input="password"]`, "correct horse"+kb.Enter, chromedp.ByQuery))
+	u.WaitFor("logged in", `document.querySelector('#logout') !== null`)
 }
 
 func newUI(t *testing.T, base string) ui {
@@ -404,17 +431,7 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 	}
 	base := startAgent(t, false)
 	u := newUI(t, base)
-	u.Run("open the UI", chromedp.Navigate(base+"/admin/"))
-	u.WaitFor("setup form", `document.querySelector('#setup') !== null`)
-	var asksKey bool
-	u.Eval("key field", `document.querySelector('#setup [data-input="apiKey"]') !== null`, &asksKey)
-	if asksKey {
-		t.Error("setup asks for an API key in LOCALHOST_ONLY mode")
-	}
-	u.Run("fill setup",
-		chromedp.SendKeys(`#setup [data-input="username"]`, "root", chromedp.ByQuery),
-		chromedp.SendKeys(`#setup [data-input="password"]`, "correct horse"+kb.Enter, chromedp.ByQuery))
-	u.WaitFor("logged in", `document.querySelector('#logout') !== null`)
+	u.setupAdmin()
 	for _, ep := range []string{
 		`{"name":"plc","protocol":"modbus","connection":{"host":"127.0.0.1","port":1},"data_points":[{"name":"a","register":"hr:1"}]}`,
 		`{"name":"ua","protocol":"opcua","enabled":false,"connection":{"endpointUrl":"opc.tcp://127.0.0.1:1","password":"pw","username":"u"},"data_points":[{"name":"t","register":"ns=1;s=T"}]}`,
@@ -430,6 +447,7 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		{"#/endpoints/new", `[data-input="connection.host"]`},
 		{"#/endpoints/new?protocol=opcua", `[data-input="connection.endpointUrl"]`},
 		{"#/endpoints/new?protocol=mqtt", `[data-input="connection.topics"]`},
+		{"#/endpoints/new?protocol=bacnet", `[data-input="connection.deviceInstance"]`},
 		{"#/endpoints/edit/plc", `[data-input="data_points[0].register"]`},
 		{"#/endpoints/edit/ua", `[data-input="connection.password"]`},
 		{"#/endpoints/edit/feed", `[data-input="connection.brokerUrl"]`},
@@ -445,8 +463,11 @@ func TestAdminUIPagesIntegration(t *testing.T) {
 		{"#/apps", "#apps p, #apps section, #apps .alert"},
 		{"#/apps", "#runtime-form, #runtime-config .alert"},
 		{"#/apps/new", `[data-input="services[0].config.environment"]`},
+		{"#/discovery", "#discover-form"},
+		{"#/discovery", "#discovery-rules p, #discovery-runs p"},
+		{"#/simulation", "#simulation-off"},
 		{"#/anomaly", "#anomaly-metrics table, #anomaly-metrics p"},
-		{"#/drift", `#drift-outputs form[data-protocol="modbus"]`},
+		{"#/drift", `#drift-outputs form[data-protocol="modbus"]`}, // last: the drift steps below start on it
 	} {
 		u.goTo(p.hash, p.ready)
 	}

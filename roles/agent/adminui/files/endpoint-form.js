@@ -62,6 +62,15 @@ const connections = {
     {name: 'keyFile', label: 'Client key file', more: true},
     {name: 'insecureSkipVerify', label: 'Skip certificate verification', type: 'checkbox', more: true},
   ],
+  bacnet: [
+    {name: 'host', label: 'Host', placeholder: '192.168.10.40'},
+    {name: 'port', label: 'UDP port', type: 'number', placeholder: '47808'},
+    {name: 'deviceInstance', label: 'Device instance', type: 'number', min: 0, max: 4194302},
+    {name: 'timeoutMs', label: 'Time-out (ms)', type: 'number', placeholder: '3000'},
+    {name: 'localPort', label: 'Local UDP port', type: 'number', placeholder: '0', help: '0 picks a free one.', more: true},
+    {name: 'maxApdu', label: 'Largest APDU', type: 'number', placeholder: '1476', more: true},
+    {name: 'usePropertyMultiple', label: 'ReadPropertyMultiple', type: 'checkbox', def: true, more: true},
+  ],
 };
 
 const modbusTypes = ['', 'bool', 'int16', 'uint16', 'int32', 'uint32', 'float32', 'int64', 'uint64', 'float64'];
@@ -89,9 +98,15 @@ const points = {
     {name: 'scale', label: 'Scale', type: 'number', step: 'any'},
     {name: 'unit', label: 'Unit'},
   ],
+  bacnet: [
+    {name: 'name', label: 'Name'},
+    {name: 'register', label: 'Object', placeholder: 'analog-input:1', help: '<object-type>:<instance>[/<property>][@<priority>]'},
+    {name: 'scale', label: 'Scale', type: 'number', step: 'any'},
+    {name: 'unit', label: 'Unit'},
+  ],
 };
 
-export const protocols = [['modbus', 'Modbus'], ['opcua', 'OPC-UA'], ['mqtt', 'MQTT']];
+export const protocols = [['modbus', 'Modbus'], ['opcua', 'OPC-UA'], ['mqtt', 'MQTT'], ['bacnet', 'BACnet/IP']];
 
 function shown(spec, v) {
   if (v === undefined || v === null) return spec.def;
@@ -125,7 +140,9 @@ function merge(orig, specs, got) {
 // /v1/endpoints shows it, or {protocol} for a new one) and calls
 // save(body) on submit; save's ApiError shows by the fields.
 export function endpointForm(el, ep, {isNew, save, onProtocol}) {
-  const protocol = ep.protocol || 'modbus';
+  // A protocol the form does not know (a hand-typed ?protocol=) gets
+  // the Modbus form rather than no form.
+  const protocol = connections[ep.protocol] ? ep.protocol : 'modbus';
   const conn = connections[protocol];
   const cols = points[protocol];
   let rows = (ep.data_points || []).map(p => ({...p}));

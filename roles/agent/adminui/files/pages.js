@@ -18,6 +18,8 @@ import appNew from './pages/app-new.js';
 import app from './pages/app.js';
 import drift from './pages/drift.js';
 import anomaly from './pages/anomaly.js';
+import discovery from './pages/discovery.js';
+import simulation from './pages/simulation.js';
 
 export default [
   overview,
@@ -25,6 +27,7 @@ export default [
   endpointNew,
   endpointEdit,
   device,
+  discovery,
   apps,
   appNew,
   app,
@@ -33,6 +36,7 @@ export default [
   subscriptionForm,
   anomaly,
   drift,
+  simulation,
   provisioning,
   logs,
   settings,

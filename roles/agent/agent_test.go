@@ -178,7 +178,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	if code, _ := r.do("GET", "/v1/adapters/modbus/devices/plc-1", "", nil); code != 404 {
 		t.Fatal("a deleted endpoint still runs")
 	}
-	if code, _ := r.do("GET", "/v1/adapters/bacnet/devices", "", nil); code != 404 {
+	if code, _ := r.do("GET", "/v1/adapters/profinet/devices", "", nil); code != 404 {
 		t.Fatal("unknown protocol adapter answered")
 	}
 	// Endpoints survive a restart of the agent.

@@ -49,7 +49,7 @@ func TestDriftOverMQTTIntegration(t *testing.T) {
 		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":{"window":1}}`, 400, "drift_options.window: is not a drift option"},
 		{"/v1/protocol-outputs/mqtt/drift", `{"drift_options":[]}`, 400, "drift_options: must be a JSON object"},
 		{"/v1/protocol-outputs/mqtt/drift", `{"drift":{}}`, 400, "drift"},
-		{"/v1/protocol-outputs/bacnet/drift", `{"drift_options":{"enabled":true}}`, 404, "bacnet"},
+		{"/v1/protocol-outputs/profinet/drift", `{"drift_options":{"enabled":true}}`, 404, "profinet"},
 	} {
 		if code, body := r.do("PATCH", bad.path, bad.body, nil); code != bad.code || !strings.Contains(errorOf(t, body), bad.names) {
 			t.Errorf("PATCH %s %s = %d %s, want %d naming %s", bad.path, bad.body, code, body, bad.code, bad.names)

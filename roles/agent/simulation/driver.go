@@ -10,7 +10,6 @@
 package simulation
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,34 +41,12 @@ type Config struct {
 // *adapters.FieldError naming connection.<key>, joined.
 func ParseConfig(raw json.RawMessage) (Config, Scenario, error) {
 	var c Config
-	var errs []error
+	errs, object := adapters.DecodeObject(raw, "connection", map[string]any{"scenario": &c.Scenario, "seed": &c.Seed})
+	if !object {
+		return c, Scenario{}, errs[0]
+	}
 	fail := func(field, format string, args ...any) {
 		errs = append(errs, adapters.Fieldf("connection."+field, format, args...))
-	}
-	var obj map[string]json.RawMessage
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return c, Scenario{}, adapters.Fieldf("connection", "must be a JSON object: %v", err)
-		}
-	}
-	fields := map[string]any{"scenario": &c.Scenario, "seed": &c.Seed}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		dst, ok := fields[k]
-		if !ok {
-			fail(k, "unknown field")
-			continue
-		}
-		if string(bytes.TrimSpace(obj[k])) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(obj[k], dst); err != nil {
-			fail(k, "wrong type: %v", err)
-		}
 	}
 	sc, ok := Lookup(c.Scenario)
 	switch {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +65,7 @@ func defaultConfig() Config {
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	c := defaultConfig()
 	var bbmd json.RawMessage
-	errs := decodeStrict(raw, "connection", map[string]any{
+	errs, _ := adapters.DecodeObject(raw, "connection", map[string]any{
 		"host": &c.Host, "port": &c.Port, "deviceInstance": &c.DeviceInstance, "timeoutMs": &c.TimeoutMS,
 		"localPort": &c.LocalPort, "bbmd": &bbmd, "maxApdu": &c.MaxAPDU, "usePropertyMultiple": &c.UsePropertyMultiple,
 	})
@@ -97,9 +96,10 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 	}
 	if len(bbmd) > 0 && string(bytes.TrimSpace(bbmd)) != "null" {
 		b := BBMD{Port: DefaultPort, TTLSeconds: defaultTTLSeconds}
-		errs = append(errs, decodeStrict(bbmd, "connection.bbmd", map[string]any{
+		bbmdErrs, _ := adapters.DecodeObject(bbmd, "connection.bbmd", map[string]any{
 			"host": &b.Host, "port": &b.Port, "ttlSeconds": &b.TTLSeconds,
-		})...)
+		})
+		errs = append(errs, bbmdErrs...)
 		if b.Host == "" {
 			fail("bbmd.host", "required")
 		}
@@ -112,39 +112,6 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		c.BBMD = &b
 	}
 	return c, errors.Join(errs...)
-}
-
-// decodeStrict decodes the JSON object raw into fields, key by key rather
-// than with DisallowUnknownFields, so that every bad key gets its own
-// error instead of the first one hiding the rest. A null keeps the
-// default.
-func decodeStrict(raw json.RawMessage, prefix string, fields map[string]any) []error {
-	var obj map[string]json.RawMessage
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return []error{adapters.Fieldf(prefix, "must be a JSON object: %v", err)}
-	}
-	var errs []error
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		dst, ok := fields[k]
-		switch {
-		case !ok:
-			errs = append(errs, adapters.Fieldf(prefix+"."+k, "unknown field"))
-		case string(bytes.TrimSpace(obj[k])) == "null":
-		default:
-			if err := json.Unmarshal(obj[k], dst); err != nil {
-				errs = append(errs, adapters.Fieldf(prefix+"."+k, "wrong type: %v", err))
-			}
-		}
-	}
-	return errs
 }
 
 // Register is a parsed data point address:

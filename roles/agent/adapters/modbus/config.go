@@ -1,11 +1,9 @@
 package modbus
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -80,45 +78,21 @@ func defaultConfig() Config {
 // reported at once as *adapters.FieldError joined with errors.Join.
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	c := defaultConfig()
-	var errs []error
-	fail := func(field, format string, args ...any) {
-		errs = append(errs, adapters.Fieldf("connection."+field, format, args...))
-	}
-	var obj map[string]json.RawMessage
-	if len(bytes.TrimSpace(raw)) > 0 {
-		if err := json.Unmarshal(raw, &obj); err != nil {
-			return c, adapters.Fieldf("connection", "must be a JSON object: %v", err)
-		}
-	}
-	// Fields are decoded one by one, rather than with DisallowUnknownFields,
-	// so that every bad key gets its own path instead of the first error
-	// hiding the rest.
-	fields := map[string]any{
+	// Fields are decoded one by one (adapters.DecodeObject), so that every
+	// bad key gets its own path instead of the first error hiding the rest.
+	errs, object := adapters.DecodeObject(raw, "connection", map[string]any{
 		"transport": &c.Transport, "host": &c.Host, "port": &c.Port, "unitId": &c.UnitID,
 		"timeoutMs": &c.TimeoutMS, "serialPort": &c.SerialPort, "baudRate": &c.BaudRate,
 		"dataBits": &c.DataBits, "parity": &c.Parity, "stopBits": &c.StopBits,
 		"byteOrder": &c.ByteOrder, "wordOrder": &c.WordOrder, "maxGap": &c.MaxGap,
 		"maxCount": &c.MaxCount, "maxBitCount": &c.MaxBitCount,
+	})
+	if !object {
+		return c, errs[0]
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, adapters.Fieldf("connection."+field, format, args...))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		dst, ok := fields[k]
-		if !ok {
-			fail(k, "unknown field")
-			continue
-		}
-		if string(bytes.TrimSpace(obj[k])) == "null" {
-			continue // null keeps the default
-		}
-		if err := json.Unmarshal(obj[k], dst); err != nil {
-			fail(k, "wrong type: %v", err)
-		}
-	}
-
 	c.Transport = strings.ToLower(c.Transport)
 	switch c.Transport {
 	case "tcp":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters/mqtt"
+	"github.com/edgeplat/edgeplat/roles/agent/anomaly"
 	"github.com/edgeplat/edgeplat/roles/agent/batch"
 	"github.com/edgeplat/edgeplat/roles/agent/drift"
 	"github.com/edgeplat/edgeplat/roles/agent/publish"
@@ -54,9 +55,10 @@ func newOutput(log *slog.Logger, pub *publish.Router) *output {
 	return &output{log: log, pub: pub, endpoints: map[string]*endpointOut{}, counters: map[string]*endpointCounters{}}
 }
 
-// batchObserver scores a batch and adds its results to it (anomaly.Service).
+// batchObserver scores a batch and adds its results to it
+// (anomaly.Service), valid until the Scored is released.
 type batchObserver interface {
-	ObserveBatch(endpoint string, b *batch.Batch)
+	ObserveBatch(endpoint string, b *batch.Batch) anomaly.Scored
 }
 
 // sink delivers one endpoint's batches to the publisher.
@@ -69,7 +71,9 @@ type sink struct {
 // Deliver implements batch.Sink.
 func (s sink) Deliver(ctx context.Context, b batch.Batch) {
 	if s.anomaly != nil {
-		s.anomaly.ObserveBatch(s.eo.ep.Name, &b)
+		// The publisher encodes b before Deliver returns; nothing keeps
+		// its results after that.
+		defer s.anomaly.ObserveBatch(s.eo.ep.Name, &b).Release()
 	}
 	if n := s.pub.Deliver(ctx, s.eo.ep, b); n > 0 {
 		s.eo.batchesOut.Add(1)

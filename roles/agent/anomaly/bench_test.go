@@ -39,7 +39,7 @@ func BenchmarkObserveBatch(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			p := polls[i%len(polls)]
 			p.Anomaly = nil
-			s.ObserveBatch("bench", &p)
+			s.ObserveBatch("bench", &p).Release()
 		}
 	})
 	b.Run("detector", func(b *testing.B) {

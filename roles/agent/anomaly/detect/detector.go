@@ -103,9 +103,11 @@ type Detector struct {
 	// evictableAt is the earliest time a full detector may evict.
 	evictableAt time.Time
 	batch       uint64
-	scratch     []float64
-	alerts      alertRing
-	counts      Counts
+	// created counts the series ever created (ObserveAppendSeries).
+	created uint64
+	scratch []float64
+	alerts  alertRing
+	counts  Counts
 }
 
 // New validates cfg and builds a detector.
@@ -155,11 +157,21 @@ func (d *Detector) Observe(batch []Observation) []Result {
 // ObserveAppend is Observe appending the results to dst, so that a caller
 // reusing dst[:0] scores a steady batch without allocating.
 func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
+	out, _ := d.ObserveAppendSeries(dst, batch)
+	return out
+}
+
+// ObserveAppendSeries is ObserveAppend that also reports how many series
+// the batch created. A caller keeping its own index of what was observed
+// updates it only when that is not zero: a poll after the first creates
+// none.
+func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (results []Result, newSeries int) {
 	if !d.cfg.Enabled || len(batch) == 0 {
-		return dst
+		return dst, 0
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	created := d.created
 	d.batch++
 	out := dst
 	// The readings of a poll share a timestamp: its hour slot is looked
@@ -213,7 +225,7 @@ func (d *Detector) ObserveAppend(dst []Result, batch []Observation) []Result {
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, int(d.created - created)
 }
 
 // maxPlans bounds the batch shapes planFor remembers: about one per
@@ -288,6 +300,7 @@ func (d *Detector) seriesFor(metric, device string, at time.Time) *series {
 	}
 	s := newSeries(metric, device, d.cfg.tuningFor(metric, d.byName))
 	d.series[k] = s
+	d.created++
 	return s
 }
 

@@ -593,3 +593,36 @@ func TestPlansFollowBatchShape(t *testing.T) {
 		})
 	}
 }
+
+// TestObserveAppendSeriesCountsNewSeries: the agent updates its metric
+// catalog only for a batch that created series, so every batch that
+// does, and none that does not, must say so; a series evicted and seen
+// again is new again.
+func TestObserveAppendSeriesCountsNewSeries(t *testing.T) {
+	d := newDetector(t, Config{MaxTracked: 2})
+	obs := func(at time.Time, metrics ...string) int {
+		b := make([]Observation, len(metrics))
+		for i, m := range metrics {
+			b[i] = Observation{Metric: m, Device: "plc1", Value: 1, At: at}
+		}
+		_, n := d.ObserveAppendSeries(nil, b)
+		return n
+	}
+	steps := []struct {
+		name    string
+		at      time.Time
+		metrics []string
+		want    int
+	}{
+		{"first poll", t0, []string{"a", "b"}, 2},
+		{"same poll again", t0.Add(time.Second), []string{"a", "b"}, 0},
+		{"new metric while full and nothing idle: untracked", t0.Add(2 * time.Second), []string{"c"}, 0},
+		{"a seen, b idle past the grace: c evicts b", t0.Add(evictGrace + 2*time.Second), []string{"a", "c"}, 1},
+		{"b again evicts a", t0.Add(3*evictGrace + 3*time.Second), []string{"b"}, 1},
+	}
+	for _, st := range steps {
+		if got := obs(st.at, st.metrics...); got != st.want {
+			t.Errorf("%s: %d new series, want %d", st.name, got, st.want)
+		}
+	}
+}

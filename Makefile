@@ -122,6 +122,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzAppRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/adapters/bacnet/wire
 	$(GO) test -run='^$$' -fuzz='^FuzzBuffer$$' -fuzztime=$(FUZZEXECS) ./roles/agent/framing
 	$(GO) test -run='^$$' -fuzz='^FuzzParsers$$' -fuzztime=$(FUZZEXECS) ./roles/agent/sysinfo
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeResponse$$' -fuzztime=$(FUZZEXECS) ./roles/api/ai
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeStrictNUL$$' -fuzztime=$(FUZZEXECS) ./core/httpx
 	$(GO) test -run='^$$' -fuzz='^FuzzLineProtocol$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
 	$(GO) test -run='^$$' -fuzz='^FuzzReceiptOptions$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest

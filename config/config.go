@@ -173,6 +173,15 @@ type API struct {
 	// DeliveryReceipts sends agents receipts for the telemetry the stream
 	// holds, so they delete it only then (docs/agent-delivery.md).
 	DeliveryReceipts bool `mapstructure:"delivery_receipts"`
+	// The AI assistant's provider, an OpenAI-compatible chat-completions
+	// endpoint, and its bounds (docs/ai-assistant.md). No URL: chat is
+	// off and suggestions stay deterministic.
+	AIProviderURL string        `mapstructure:"ai_provider_url"`
+	AIModel       string        `mapstructure:"ai_model"`
+	AIAPIKey      Secret        `mapstructure:"ai_api_key"`
+	AITimeout     time.Duration `mapstructure:"ai_timeout"`
+	AITokenBudget int           `mapstructure:"ai_token_budget"`
+	AIRateLimit   int           `mapstructure:"ai_rate_limit"`
 }
 
 // Values of api.dedup_mode.

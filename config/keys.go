@@ -159,6 +159,12 @@ var Keys = []Key{
 	{Name: "api.clock_max_past", Kind: Duration, Default: "24h", Doc: "Readings older than this at receipt are accepted (a backlog replay) but counted, as a sign of an agent clock running behind or a long outage; see docs/readings-api.md."},
 	{Name: "api.agent_offline_after", Kind: Duration, Default: "30s", Doc: "Silence after which an agent shows offline: no state report, system metrics or telemetry for this long (default 3 x the agents' 10 s report interval); see docs/agents-api.md."},
 	{Name: "api.delivery_receipts", Kind: Bool, Default: true, Doc: "Send each agent delivery receipts for the telemetry the stream store holds, at most one per agent per second; agents keep what they sent until its receipt (docs/agent-delivery.md). Off: agents that expect receipts send their records again after their wait, and the cloud de-duplicates them."},
+	{Name: "api.ai_provider_url", Kind: String, Default: "", Doc: "Base URL of an OpenAI-compatible chat-completions API for the AI assistant (POST <url>/chat/completions; a URL ending in /chat/completions is used as it is). Empty: POST /ai/chat answers 503 ai_not_configured and dashboard suggestions stay deterministic; see docs/ai-assistant.md."},
+	{Name: "api.ai_model", Kind: String, Default: "", Doc: "Model name sent to the AI provider; required with api.ai_provider_url."},
+	{Name: "api.ai_api_key", Kind: String, Default: "", Secret: true, Doc: "Bearer key sent to the AI provider; empty sends none."},
+	{Name: "api.ai_timeout", Kind: Duration, Default: "30s", Doc: "Longest wait for one AI provider call; past it the request answers 504 ai_provider_timeout."},
+	{Name: "api.ai_token_budget", Kind: Int, Default: 20000, Doc: "Tokens one AI request may spend across its provider calls, as the provider counts them; spent before an answer: 422 ai_budget_exhausted."},
+	{Name: "api.ai_rate_limit", Kind: Int, Default: 30, Doc: "AI requests per minute per tenant (chat and suggestions together); 0 disables."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

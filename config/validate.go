@@ -147,6 +147,7 @@ func (c *Config) validate() problems {
 			if d := c.API.AgentOfflineAfter; d < time.Second || d > 24*time.Hour {
 				p.add("api.agent_offline_after", "must be between 1s and 24h, got %s", d)
 			}
+			c.API.validateAI(&p)
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)
@@ -395,4 +396,21 @@ func ParseCIDRList(s string) ([]*net.IPNet, error) {
 		nets = append(nets, n)
 	}
 	return nets, nil
+}
+
+// validateAI checks the AI assistant's settings. The timeout's floor is
+// low so that tests can see a provider time out without waiting.
+func (a API) validateAI(p *problems) {
+	if a.AIProviderURL != "" {
+		u, err := url.Parse(a.AIProviderURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("api.ai_provider_url", "must be an http or https URL, got %q", a.AIProviderURL)
+		}
+		p.notEmpty("api.ai_model", a.AIModel)
+	}
+	if d := a.AITimeout; d < 100*time.Millisecond || d > 10*time.Minute {
+		p.add("api.ai_timeout", "must be between 100ms and 10m, got %s", d)
+	}
+	p.between("api.ai_token_budget", a.AITokenBudget, 100, 10_000_000)
+	p.between("api.ai_rate_limit", a.AIRateLimit, 0, 1_000_000)
 }

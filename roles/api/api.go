@@ -25,6 +25,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/webui"
 	"github.com/edgeplat/edgeplat/roles/api/agentlogs"
+	"github.com/edgeplat/edgeplat/roles/api/ai"
 	"github.com/edgeplat/edgeplat/roles/api/anomaly"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/command"
@@ -32,6 +33,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
+	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
@@ -184,6 +186,13 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		Log: r.Component("api-dashboards")})
 	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
 		Log: r.Component("api-agent-logs")})
+	ai.Register(v1, ai.Deps{Caller: caller, WriteError: WriteError,
+		Licence: acc.licence.RequireFeature(licence.FeatureAI, WriteError),
+		Agents:  acc.agents, Readings: readings.Reader{DB: b.DB}, Incidents: an,
+		// Until the events package lands, an agent's events are its
+		// audit log rows.
+		Events: ai.AuditEvents{DB: b.DB}, Config: cfg.API, Registerer: r.Metrics,
+		Log: r.Component("api-ai")})
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,

@@ -158,31 +158,7 @@ func (h *handler) catalog(c *gin.Context) {
 		h.fail(c, "catalog", err)
 		return
 	}
-	// Rows come in agent, metric order: gather by metric.
-	byName := map[string]*catalogEntry{}
-	newest := map[string]latestRow{}
-	for _, r := range rows {
-		e := byName[r.MetricName]
-		if e == nil {
-			e = &catalogEntry{MetricName: r.MetricName, FirstSeen: utcTime(r.first.Time), LastSeen: r.Time}
-			byName[r.MetricName] = e
-		}
-		e.AgentCount++
-		e.SampleCount += r.count
-		if r.first.Time.Before(timeOf(e.FirstSeen)) {
-			e.FirstSeen = utcTime(r.first.Time)
-		}
-		if n, seen := newest[r.MetricName]; !seen || timeOf(r.Time).After(timeOf(n.Time)) {
-			newest[r.MetricName] = r
-			e.LastSeen = r.Time
-			e.DeviceName, e.Protocol, e.Unit = r.DeviceName, r.Protocol, r.Unit
-		}
-	}
-	out := make([]catalogEntry, 0, len(byName))
-	for _, e := range byName {
-		out = append(out, *e)
-	}
-	slices.SortFunc(out, func(a, b catalogEntry) int { return cmp.Compare(a.MetricName, b.MetricName) })
+	out := catalogOf(rows)
 	c.JSON(http.StatusOK, gin.H{"metrics": out})
 }
 

@@ -260,6 +260,9 @@ type poller struct {
 
 func (p *poller) poll(now time.Time) {
 	s := p.src.BrokerStats()
+	if s.Values == nil {
+		return // not started yet
+	}
 	vals := make(map[string]float64, len(s.Values)+1)
 	for k, v := range s.Values {
 		vals[k] = v

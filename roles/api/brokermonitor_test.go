@@ -2,15 +2,18 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/gin-gonic/gin"
 
+	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
@@ -95,4 +98,58 @@ func TestBrokerMonitorMosquittoIntegration(t *testing.T) {
 		t.Errorf("the broker's total of publishes received is below the %d sent: %s", sent, r.Raw)
 	}
 	apitest.Call(t, e, "GET", "/api/v1/broker/system-stats", "admin-a", nil).Expect(t, "system stats", http.StatusOK)
+}
+
+// TestPipelineFeedsBrokerMonitor: the subscriber's telemetry, MessagePack
+// and DEFLATE on the wire, lands in the tenant's topic tree and in the
+// topic's schema from its decoded readings: a and b always, c sometimes.
+func TestPipelineFeedsBrokerMonitor(t *testing.T) {
+	pipe := newTestPipeline(t, nil)
+	mon, err := brokermon.New(brokermon.Options{SampleEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe.topics = mon
+	u, err := codec.ParseUUID(apitest.TenantA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := "i/" + codec.EncodeID(u) + "/a/" + randomID(t) + "/endpoints/modbus"
+	for i := range 6 {
+		readings := []any{
+			map[string]any{"deviceName": "plc1", "metric": "a", "value": i},
+			map[string]any{"deviceName": "plc1", "metric": "b", "value": 0.25 * float64(i)},
+		}
+		if i%3 == 0 {
+			readings = append(readings, map[string]any{"deviceName": "plc1", "metric": "c", "value": 100 + i})
+		}
+		raw, err := codec.Encode(map[string]any{"timestamp": "2026-11-22T10:00:00Z", "protocol": "modbus",
+			"messages": []any{map[string]any{"readings": readings}}}, codec.EncodeOptions{Format: codec.FormatMsgpackDeflate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := pipe.prepare(mqttx.Message{Topic: topic, Payload: raw}); !ok {
+			t.Fatal("message dropped")
+		}
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	brokermon.Register(e.Group("/api/v1"), brokermon.Deps{Monitor: mon, Caller: accountstest.Caller, WriteError: apitest.WriteError})
+	r := apitest.Call(t, e, "GET", "/api/v1/broker/topics", "member-a", nil).Expect(t, "topics", http.StatusOK)
+	if !strings.Contains(r.Raw, `"topic":"`+topic+`","messages":6,"ownMessages":6`) {
+		t.Errorf("the tenant's tree: %s", r.Raw)
+	}
+	r = apitest.Call(t, e, "GET", "/api/v1/broker/topics/"+topic+"/schema", "member-a", nil).Expect(t, "schema", http.StatusOK)
+	readings, _ := r.Body["schema"].(map[string]any)["properties"].(map[string]any)["readings"].(map[string]any)
+	if fmt.Sprint(readings["required"]) != "[a b]" {
+		t.Errorf("readings required %v, want [a b]: %s", readings["required"], r.Raw)
+	}
+	props, _ := readings["properties"].(map[string]any)
+	if c, _ := props["c"].(map[string]any); c["minimum"] != 100.0 || c["maximum"] != 103.0 || c["type"] != "integer" {
+		t.Errorf("c: %v", c)
+	}
+	if b, _ := props["b"].(map[string]any); b["type"] != "number" || b["maximum"] != 1.25 {
+		t.Errorf("b: %v", b)
+	}
+	apitest.Call(t, e, "GET", "/api/v1/broker/topics/"+topic+"/schema", "admin-b", nil).ExpectError(t, http.StatusNotFound, "not_found")
 }

@@ -108,6 +108,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzIdentifier$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 	$(GO) test -run='^$$' -fuzz='^FuzzTopicRules$$' -fuzztime=$(FUZZEXECS) ./core/brokerauth
 	$(GO) test -run='^$$' -fuzz='^FuzzParseKeySet$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
+	$(GO) test -run='^$$' -fuzz='^FuzzSchema$$' -fuzztime=$(FUZZEXECS) ./roles/api/brokermon
 	$(GO) test -run='^$$' -fuzz='^FuzzVerify$$' -fuzztime=$(FUZZEXECS) ./roles/api/idp
 	$(GO) test -run='^$$' -fuzz='^FuzzLogUpload$$' -fuzztime=$(FUZZEXECS) ./roles/api/device
 	$(GO) test -run='^$$' -fuzz='^FuzzRecord$$' -fuzztime=$(FUZZEXECS) ./roles/api/receipts

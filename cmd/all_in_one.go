@@ -147,7 +147,7 @@ func buildAllInOneWith(cfg *config.Config, r *rt.Runtime, out io.Writer, scenari
 	// up to the end are recorded) and before the database.
 	services := []lifecycle.Service{dataDir, back, ba, brk}
 
-	apiSvcs, err := api.New(cfg, r, back.handles(), api.Options{PortHint: "--api-port", BrokerAuth: ba})
+	apiSvcs, err := api.New(cfg, r, back.handles(), api.Options{PortHint: "--api-port", BrokerAuth: ba, BrokerStats: embeddedBrokerStats{brk}})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/ai"
 	"github.com/edgeplat/edgeplat/roles/api/anomaly"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
+	"github.com/edgeplat/edgeplat/roles/api/brokermon"
 	"github.com/edgeplat/edgeplat/roles/api/command"
 	"github.com/edgeplat/edgeplat/roles/api/console"
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
@@ -49,6 +50,9 @@ type Options struct {
 	// BrokerAuth is the broker authorizer all-in-one shares with its
 	// embedded broker; nil makes New build its own for the callbacks.
 	BrokerAuth *BrokerAuth
+	// BrokerStats is the embedded broker's counters in all-in-one; nil
+	// reads an external broker's $SYS topics (docs/broker-monitoring.md).
+	BrokerStats brokermon.Source
 }
 
 // New builds the role's services without doing I/O; the services use b
@@ -97,7 +101,20 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	}
 	// The broker's own count of dropped messages is the one sign that a
 	// subscriber fell so far behind that messages were lost.
-	if err := newDropWatch(r.Component("api-mqtt"), r.Metrics).subscribe(client); err != nil {
+	mon, err := brokermon.New(brokermon.Options{Source: opts.BrokerStats, Logger: r.Component("api-broker-monitor"),
+		Connected: func() bool { return client.State() == mqttx.StateConnected }})
+	if err != nil {
+		return nil, err
+	}
+	pipe.topics = mon
+	drops := newDropWatch(r.Component("api-mqtt"), r.Metrics)
+	if opts.BrokerStats != nil {
+		err = drops.subscribe(client)
+	} else {
+		// The same subscription feeds the broker monitor.
+		err = subscribeSys(client, drops, mon)
+	}
+	if err != nil {
 		return nil, err
 	}
 	sm := newStatusMetrics(r.Metrics)
@@ -114,7 +131,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	rep.received = pipe.m.received
 	rep.clock = pipe.clock
 	for _, f := range reportFilters {
-		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), rep.handle); err != nil {
+		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), observed(mon, pipe.limits, rep.handle)); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +193,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	an := anomaly.New(acc.anomalyDeps(agent))
 	pipe.observe = an.Observe
 	events := &agentEvents{x: an, log: r.Component("api-events"), received: pipe.m.received, seen: seen}
-	if err := client.Subscribe(eventsFilter, byte(cfg.MQTT.QoS), events.handle); err != nil {
+	if err := client.Subscribe(eventsFilter, byte(cfg.MQTT.QoS), observed(mon, pipe.limits, events.handle)); err != nil {
 		return nil, err
 	}
 	an.Register(v1)
@@ -207,6 +224,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 			pipe.clock.record("http", tenant, agent, s, now)
 		},
 	})
+	brokermon.Register(v1, brokermon.Deps{Monitor: mon, Caller: caller, WriteError: WriteError,
+		AdminGate: httpx.RateLimit(acc.admin, adminKey, WriteError), Log: r.Component("api-broker-monitor")})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "api-http",
@@ -229,7 +248,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The anomaly evaluator and its dispatcher start before the pipeline,
 	// so the rules are loaded when the first message comes, and stop after
 	// it, so nothing is handed to an evaluator that is gone.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen}
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, mon}
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
 	if cfg.API.DeliveryReceipts {

@@ -25,6 +25,13 @@ func openAPIPath(p string) string { return ginParam.ReplaceAllString(p, "{$1}") 
 // must still be documented.
 const idpExchange = "POST /api/v1/auth/idp-exchange"
 
+// documentedAs names the operation documented for a catch-all route that
+// takes a value with slashes followed by a fixed suffix, which gin cannot
+// route as a parameter: the handler takes the suffix off.
+var documentedAs = map[string]string{
+	"GET /api/v1/broker/topics/{topic}": "GET /api/v1/broker/topics/{topic}/schema",
+}
+
 // TestOpenAPIMatchesRouter: the OpenAPI document describes exactly the
 // routes New mounts. A route added without documenting it fails here, and
 // so does an operation documented for a route that does not exist.
@@ -42,7 +49,11 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		if r.Path == console.Prefix || strings.HasPrefix(r.Path, console.Prefix+"/") {
 			continue
 		}
-		routed[r.Method+" "+openAPIPath(r.Path)] = true
+		route := r.Method + " " + openAPIPath(r.Path)
+		if documentedAs[route] != "" {
+			route = documentedAs[route]
+		}
+		routed[route] = true
 	}
 
 	var doc struct {

@@ -64,6 +64,16 @@ type pipeline struct {
 	// observe, when set, is handed each batch appended for the first time
 	// (anomaly.Evaluator.Observe); it must not block.
 	observe func(tenantKey string, msgs []telemetry.Message)
+	// topics, when set, counts every agent message by topic and takes the
+	// schema samples it asks for (brokermon.Monitor); it must not block.
+	topics topicObserver
+}
+
+// topicObserver is the broker monitor as the pipeline feeds it.
+type topicObserver interface {
+	// Observe counts one message; true asks for a schema sample of it.
+	Observe(tenant, topic string, size int) bool
+	SampleMessages(topic string, msgs []telemetry.Message)
 }
 
 // receiptRecorder is the receipt tracker as the pipeline uses it
@@ -270,6 +280,7 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 		return t, envelope.Batch{}, false
 	}
 	p.m.received.WithLabelValues(kindLabel(t.Kind)).Inc()
+	sample := p.topics != nil && p.topics.Observe(t.Tenant, msg.Topic, len(msg.Payload))
 	if t.Kind == envelope.Telemetry && p.seen != nil {
 		// Any message on the agent's own topic shows it alive (the
 		// broker admits no other publisher there), even one whose payload
@@ -295,6 +306,9 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 	}) {
 		p.m.decoded.Inc()
 		p.countSkipped(msg.Topic, b)
+		if sample {
+			p.topics.SampleMessages(msg.Topic, b.Messages)
+		}
 		return t, b, p.guardClock(msg.Topic, t, &b)
 	}
 	dec, err := codec.Decode(msg.Payload, p.limits)
@@ -311,6 +325,9 @@ func (p *pipeline) prepare(msg mqttx.Message) (envelope.Topic, envelope.Batch, b
 	}
 	p.m.decoded.Inc()
 	p.countSkipped(msg.Topic, b)
+	if sample {
+		p.topics.SampleMessages(msg.Topic, b.Messages)
+	}
 	return t, b, p.guardClock(msg.Topic, t, &b)
 }
 

@@ -245,7 +245,7 @@ func (l *lexer) lexNumber() (token, error) {
 	start := l.pos
 	for l.pos < len(l.src) {
 		c := l.src[l.pos]
-		if isIdentChar(c) {
+		if isIdentChar(c) && c != ':' { // the colon of a subquery's [5m:1m]
 			l.pos++
 			continue
 		}

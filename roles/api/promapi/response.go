@@ -38,9 +38,9 @@ type queryData struct {
 
 // response is Prometheus's answer envelope, success or error.
 type response struct {
-	Status    string          `json:"status"`
-	Data      any             `json:"data,omitempty"`
-	ErrorType string          `json:"errorType,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Warnings  []string        `json:"warnings,omitempty"`
+	Status    string   `json:"status"`
+	Data      any      `json:"data,omitempty"`
+	ErrorType string   `json:"errorType,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }

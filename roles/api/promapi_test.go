@@ -174,6 +174,13 @@ func TestPrometheusAPIPromtoolIntegration(t *testing.T) {
 			t.Errorf("instant query: %v %v at %s, want %v (the reading of %s)", vec[0].Metric, gotV, gotT, want.v, want.t)
 		}
 
+		// A constant, as Grafana's data source test sends.
+		var scalar promSample
+		promtool(t, bin, &scalar, "instant", "-o", "json", "--time="+rfc(at), basicA, "1+1")
+		if ts, v := scalar.at(t); v != 2 || !ts.Equal(at) {
+			t.Errorf("1+1: %v at %s", v, ts)
+		}
+
 		// Range queries, Bearer in a header this time.
 		rangeOf := func(expr string) []promSeries {
 			var m []promSeries

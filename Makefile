@@ -129,6 +129,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzReceiptOptions$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/dest
 	$(GO) test -run='^$$' -fuzz='^FuzzBuildRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/payload
 	$(GO) test -run='^$$' -fuzz='^FuzzFlatten$$' -fuzztime=$(FUZZEXECS) ./roles/agent/drift
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZEXECS) ./roles/api/promapi
 
 # The agent's footprint benchmark: 10 Modbus devices x 100 registers polled
 # every second for 5 minutes against Debian's python3-pymodbus server.

@@ -36,6 +36,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
+	"github.com/edgeplat/edgeplat/roles/api/promapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
@@ -226,6 +227,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	})
 	brokermon.Register(v1, brokermon.Deps{Monitor: mon, Caller: caller, WriteError: WriteError,
 		AdminGate: httpx.RateLimit(acc.admin, adminKey, WriteError), Log: r.Component("api-broker-monitor")})
+	// Prometheus's query API for Grafana and promtool (docs/prometheus-api.md),
+	// at its own base URL, where an API key may also come as a basic-auth
+	// password; authentication and rate limit are the protected group's.
+	prom := engine.Group("/api/v1/prom", promapi.BasicAPIKey, acc.auth.require, httpx.RateLimit(acc.global, acc.subjectKey, WriteError))
+	promapi.Register(prom, promapi.Deps{DB: b.DB, Tenant: tenantKey, Log: r.Component("api-prom")})
 
 	srv, err := httpx.NewServer(httpx.ServerOptions{
 		Name:     "api-http",

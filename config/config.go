@@ -173,6 +173,9 @@ type API struct {
 	// DeliveryReceipts sends agents receipts for the telemetry the stream
 	// holds, so they delete it only then (docs/agent-delivery.md).
 	DeliveryReceipts bool `mapstructure:"delivery_receipts"`
+	// EventsRetention is how long the event log keeps state snapshots and
+	// audit records (docs/events.md); 0 keeps them.
+	EventsRetention time.Duration `mapstructure:"events_retention"`
 }
 
 // Values of api.dedup_mode.

@@ -147,6 +147,9 @@ func (c *Config) validate() problems {
 			if d := c.API.AgentOfflineAfter; d < time.Second || d > 24*time.Hour {
 				p.add("api.agent_offline_after", "must be between 1s and 24h, got %s", d)
 			}
+			if d := c.API.EventsRetention; d != 0 && d < time.Hour {
+				p.add("api.events_retention", "must be 0 (keep) or at least 1h, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

@@ -182,6 +182,9 @@ type API struct {
 	AITimeout     time.Duration `mapstructure:"ai_timeout"`
 	AITokenBudget int           `mapstructure:"ai_token_budget"`
 	AIRateLimit   int           `mapstructure:"ai_rate_limit"`
+	// EventsRetention is how long the event log keeps state snapshots and
+	// audit records (docs/events.md); 0 keeps them.
+	EventsRetention time.Duration `mapstructure:"events_retention"`
 }
 
 // Values of api.dedup_mode.

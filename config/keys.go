@@ -165,6 +165,7 @@ var Keys = []Key{
 	{Name: "api.ai_timeout", Kind: Duration, Default: "30s", Doc: "Longest wait for one AI provider call; past it the request answers 504 ai_provider_timeout."},
 	{Name: "api.ai_token_budget", Kind: Int, Default: 20000, Doc: "Tokens one AI request may spend across its provider calls, as the provider counts them; spent before an answer: 422 ai_budget_exhausted."},
 	{Name: "api.ai_rate_limit", Kind: Int, Default: 30, Doc: "AI requests per minute per tenant (chat and suggestions together); 0 disables."},
+	{Name: "api.events_retention", Kind: Duration, Default: "2160h", Doc: "How long the event log keeps agents' state snapshots and audit records (GET /api/v1/audit/events reads the same records): older ones are deleted hourly, each agent's newest snapshot excepted; 0 keeps them. Default 90 days; see docs/events.md."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

@@ -148,6 +148,9 @@ func (c *Config) validate() problems {
 				p.add("api.agent_offline_after", "must be between 1s and 24h, got %s", d)
 			}
 			c.API.validateAI(&p)
+			if d := c.API.EventsRetention; d != 0 && d < time.Hour {
+				p.add("api.events_retention", "must be 0 (keep) or at least 1h, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

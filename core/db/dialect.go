@@ -3,6 +3,7 @@ package db
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -124,4 +125,28 @@ func UUIDArg(s string) any {
 		return nil
 	}
 	return u.String()
+}
+
+// JSONText returns an SQL expression giving the member at path (keys of
+// nested objects) of the JSON column as text, NULL when absent: -> and ->>
+// on PostgreSQL, json_extract on SQLite. column and path are pasted into
+// the SQL as they are: pass names written in code, never outside input.
+func (d Dialect) JSONText(column string, path ...string) string {
+	if len(path) == 0 {
+		panic("BUG: db.Dialect.JSONText without a path")
+	}
+	if d.Engine == SQLite {
+		return "CAST(json_extract(" + column + ", '$." + strings.Join(path, ".") + "') AS TEXT)"
+	}
+	var b strings.Builder
+	b.WriteString("(" + column)
+	for i, k := range path {
+		if i == len(path)-1 {
+			b.WriteString("->>'" + k + "'")
+		} else {
+			b.WriteString("->'" + k + "'")
+		}
+	}
+	b.WriteString(")")
+	return b.String()
 }

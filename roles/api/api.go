@@ -33,6 +33,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/console"
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
+	eventlog "github.com/edgeplat/edgeplat/roles/api/events"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -131,6 +132,10 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	rep.seen, rep.offlineAfter = seen, offlineAfter
 	rep.received = pipe.m.received
 	rep.clock = pipe.clock
+	// The event log keeps a state report each time what it says changed.
+	em := eventlog.NewMetrics(r.Metrics)
+	snaps := eventlog.NewSnapshots(b.DB, em)
+	rep.snapshot = snaps.Record
 	for _, f := range reportFilters {
 		if err := client.Subscribe(f, byte(cfg.MQTT.QoS), observed(mon, pipe.limits, rep.handle)); err != nil {
 			return nil, err
@@ -202,6 +207,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	jobs.Register(v1, engine.Group("/api/v1"), jd)
 	dashboards.Register(v1, dashboards.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Audit: acc.audit,
 		Log: r.Component("api-dashboards")})
+	eventlog.Register(v1, eventlog.Deps{DB: b.DB, Registry: acc.agents, Caller: caller, WriteError: WriteError, Audit: acc.audit,
+		AdminGate: httpx.RateLimit(acc.admin, adminKey, WriteError), Log: r.Component("api-events-log")})
 	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
 		Log: r.Component("api-agent-logs")})
 	ai.Register(v1, ai.Deps{Caller: caller, WriteError: WriteError,
@@ -257,6 +264,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, mon}
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
+	svcs = append(svcs, eventlog.NewPruner(b.DB, cfg.API.EventsRetention, 0, snaps, em, r.Component("api-events-log")))
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -59,6 +59,9 @@ type reports struct {
 	// offlineAfter is the silence after which a device-health report is
 	// stale.
 	offlineAfter time.Duration
+	// snapshot, when set, hands each stored state report to the event
+	// log (events.Snapshots.Record).
+	snapshot func(ctx context.Context, tenantKey, agent string, doc []byte, reportedAt time.Time) error
 }
 
 func newReports(r *rt.Runtime, d *db.DB) *reports {
@@ -126,6 +129,13 @@ func (rp *reports) handle(ctx context.Context, msg mqttx.Message) error {
 	outcome := "stored"
 	if !stored {
 		outcome = "stale"
+	}
+	if stored && kind == "state" && rp.snapshot != nil {
+		// The current state is stored: a lost snapshot costs one entry of
+		// the history, not the report, so it is logged, not retried.
+		if err := rp.snapshot(ctx, t.Tenant, t.AgentUUID, doc, reportedAt); err != nil {
+			rp.log.Warn("keep state snapshot", "agent", t.AgentUUID, "err", err)
+		}
 	}
 	rp.stored.WithLabelValues(kind, outcome).Inc()
 	return nil

@@ -214,9 +214,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	ai.Register(v1, ai.Deps{Caller: caller, WriteError: WriteError,
 		Licence: acc.licence.RequireFeature(licence.FeatureAI, WriteError),
 		Agents:  acc.agents, Readings: readings.Reader{DB: b.DB}, Incidents: an,
-		// Until the events package lands, an agent's events are its
-		// audit log rows.
-		Events: ai.AuditEvents{DB: b.DB}, Config: cfg.API, Registerer: r.Metrics,
+		Events: ai.LogEvents{DB: b.DB}, Config: cfg.API, Registerer: r.Metrics,
 		Log: r.Component("api-ai")})
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,

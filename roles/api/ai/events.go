@@ -2,12 +2,11 @@ package ai
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/events"
 )
 
 // Events are an agent's events, newest first. tenant is a tenant UUID;
@@ -22,43 +21,24 @@ type Event struct {
 	Kind      string         `json:"kind"`
 	Actor     string         `json:"actor,omitempty"`
 	ActorKind string         `json:"actorKind,omitempty"`
-	Outcome   string         `json:"outcome"`
+	Outcome   string         `json:"outcome,omitempty"`
 	Detail    map[string]any `json:"detail,omitempty"`
 }
 
-// AuditEvents reads an agent's events from the audit log: the rows of
-// the tenant whose target is the agent (registrations, state and target
-// changes, status moves, commands).
-type AuditEvents struct{ DB *db.DB }
+// LogEvents reads an agent's events from the tenant's event log
+// (docs/events.md): audit records, target-state versions, state reports
+// and anomaly incidents, as GET /events/device/:deviceUuid lists them.
+type LogEvents struct{ DB *db.DB }
 
 // AgentEvents implements Events.
-func (a AuditEvents) AgentEvents(ctx context.Context, tenant, agent string, limit int) ([]Event, error) {
-	rows, err := a.DB.ReadSQL().QueryContext(ctx, `SELECT at, kind, actor, actor_kind, outcome, detail FROM audit_events
-WHERE tenant_uuid = $1 AND target = $2 ORDER BY at DESC, id DESC LIMIT $3`, tenant, agent, limit)
+func (l LogEvents) AgentEvents(ctx context.Context, tenant, agent string, limit int) ([]Event, error) {
+	evs, _, err := events.List(ctx, l.DB.ReadSQL(), l.DB.Dialect(), tenant, events.Filter{Agent: agent, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list events of agent %s: %w", agent, err)
 	}
-	defer rows.Close()
-	out := []Event{}
-	for rows.Next() {
-		var (
-			e      Event
-			at     db.Timestamp
-			detail sql.NullString
-		)
-		if err := rows.Scan(&at, &e.Kind, &e.Actor, &e.ActorKind, &e.Outcome, &detail); err != nil {
-			return nil, fmt.Errorf("list events of agent %s: %w", agent, err)
-		}
-		e.At = at.Time
-		if detail.Valid && detail.String != "" {
-			if err := json.Unmarshal([]byte(detail.String), &e.Detail); err != nil {
-				return nil, fmt.Errorf("event detail of agent %s: %w", agent, err)
-			}
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list events of agent %s: %w", agent, err)
+	out := make([]Event, len(evs))
+	for i, e := range evs {
+		out[i] = Event{At: e.At, Kind: e.Kind, Actor: e.Actor, ActorKind: e.ActorKind, Outcome: e.Outcome, Detail: e.Detail}
 	}
 	return out, nil
 }

@@ -57,7 +57,7 @@ func newHarness(t *testing.T, engine string, cfg config.API, features ...string)
 		Agents:     registry.NewStore(h.d),
 		Readings:   readings.Reader{DB: h.d},
 		Incidents:  anomaly.New(anomaly.Deps{DB: h.d}),
-		Events:     AuditEvents{DB: h.d},
+		Events:     LogEvents{DB: h.d},
 		Config:     cfg,
 		Log:        log,
 		Now:        apitest.NewClock(start.Add(time.Hour)).Now,

@@ -434,5 +434,5 @@ var (
 	_ Readings  = readings.Reader{}
 	_ Agents    = (*registry.Store)(nil)
 	_ Incidents = (*anomaly.Anomaly)(nil)
-	_ Events    = AuditEvents{}
+	_ Events    = LogEvents{}
 )

@@ -173,6 +173,11 @@ type API struct {
 	// DeliveryReceipts sends agents receipts for the telemetry the stream
 	// holds, so they delete it only then (docs/agent-delivery.md).
 	DeliveryReceipts bool `mapstructure:"delivery_receipts"`
+	// GrafanaURL and GrafanaToken reach the Grafana of the external
+	// dashboards routes (docs/external-dashboards.md); without a URL they
+	// answer 503.
+	GrafanaURL   string `mapstructure:"grafana_url"`
+	GrafanaToken Secret `mapstructure:"grafana_token"`
 }
 
 // Values of api.dedup_mode.

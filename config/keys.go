@@ -159,6 +159,8 @@ var Keys = []Key{
 	{Name: "api.clock_max_past", Kind: Duration, Default: "24h", Doc: "Readings older than this at receipt are accepted (a backlog replay) but counted, as a sign of an agent clock running behind or a long outage; see docs/readings-api.md."},
 	{Name: "api.agent_offline_after", Kind: Duration, Default: "30s", Doc: "Silence after which an agent shows offline: no state report, system metrics or telemetry for this long (default 3 x the agents' 10 s report interval); see docs/agents-api.md."},
 	{Name: "api.delivery_receipts", Kind: Bool, Default: true, Doc: "Send each agent delivery receipts for the telemetry the stream store holds, at most one per agent per second; agents keep what they sent until its receipt (docs/agent-delivery.md). Off: agents that expect receipts send their records again after their wait, and the cloud de-duplicates them."},
+	{Name: "api.grafana_url", Env: "GRAFANA_URL", Kind: String, Default: "", Doc: "Base URL of the Grafana whose dashboards and alert rules the external-dashboards routes list and change (docs/external-dashboards.md); empty: those routes answer 503."},
+	{Name: "api.grafana_token", Env: "GRAFANA_TOKEN", Kind: String, Default: "", Secret: true, Doc: "Grafana service account token the external-dashboards routes send as a bearer token; it needs the rights to search dashboards and to read and write alert rules."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -9,6 +11,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/spool"
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
+	"github.com/edgeplat/edgeplat/roles/api/extdash"
 )
 
 // newSystemConfig builds the system config service, whose settings go to
@@ -48,6 +51,22 @@ func registerAdmin(protected gin.IRoutes, r *rt.Runtime, b rt.Backends, acc *acc
 		AdminGate:  acc.adminGate(),
 		Log:        r.Component("api-admin"),
 	})
+}
+
+// registerExtDash adds the external dashboards routes
+// (roles/api/extdash); without api.grafana_url they answer 503.
+func registerExtDash(protected gin.IRoutes, cfg *config.Config, r *rt.Runtime, acc *access) error {
+	var grafana *extdash.Client
+	if cfg.API.GrafanaURL != "" {
+		c, err := extdash.NewClient(cfg.API.GrafanaURL, cfg.API.GrafanaToken.Reveal(), nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", config.Label("api.grafana_url"), err)
+		}
+		grafana = c
+	}
+	extdash.Register(protected, extdash.Deps{Grafana: grafana, Caller: caller, WriteError: WriteError, Audit: acc.audit,
+		AdminGate: acc.adminGate(), Log: r.Component("api-extdash")})
+	return nil
 }
 
 // applyLimits puts the rate limits of s into effect: the auth limit

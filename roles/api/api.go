@@ -180,6 +180,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	an.Register(v1)
 	sc := newSystemConfig(cfg, r, b, acc, pipe)
 	registerAdmin(v1, r, b, acc, pipe, client, sc)
+	if err := registerExtDash(v1, cfg, r, acc); err != nil {
+		return nil, err
+	}
 	jd := acc.jobsDeps(cmds)
 	jobs.Register(v1, engine.Group("/api/v1"), jd)
 	dashboards.Register(v1, dashboards.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Audit: acc.audit,

@@ -20,6 +20,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
+	"github.com/edgeplat/edgeplat/roles/api/extdash/grafanatest"
 )
 
 // firstStatus makes up to n calls and returns the number of the first
@@ -196,5 +197,38 @@ func TestSystemConfigStoredAtStartIntegration(t *testing.T) {
 	}
 	if n := firstStatus(3, http.StatusTooManyRequests, login); n != 3 {
 		t.Errorf("stored auth.rate_limit_global=2: first 429 at call %d, want 3", n)
+	}
+}
+
+// TestGrafanaSettings: with api.grafana_url (GRAFANA_URL) the external
+// dashboards routes call that Grafana with api.grafana_token
+// (GRAFANA_TOKEN) as the bearer token; a wrong token is Grafana's 401,
+// answered 502; without a URL they answer 503. The Grafana is
+// grafanatest's scripted server: Grafana cannot run here.
+func TestGrafanaSettings(t *testing.T) {
+	g := grafanatest.New(t, "glsa_effect_token")
+	for _, c := range []struct {
+		url, token string
+		want       int
+	}{
+		{"", "", http.StatusServiceUnavailable},
+		{g.URL, "glsa_effect_token", http.StatusOK},
+		{g.URL, "glsa_other", http.StatusBadGateway},
+	} {
+		e, _, _ := fullRoleWith(t, dbtest.Migrated(t, "sqlite"), testLicence(t, 0), func(cfg *config.Config) {
+			cfg.API.GrafanaURL, cfg.API.GrafanaToken = c.url, config.Secret(c.token)
+		})
+		tok := admin(t, e)
+		n := len(g.Requests())
+		r := call(t, e, "GET", "/api/v1/external-dashboards/dashboards", tok, nil)
+		if r.status != c.want {
+			t.Errorf("GrafanaURL %q token %q: %d %s, want %d", c.url, c.token, r.status, r.raw, c.want)
+		}
+		if called := len(g.Requests()) > n; called != (c.url != "") {
+			t.Errorf("GrafanaURL %q: Grafana called %v", c.url, called)
+		}
+		if c.url != "" && g.LastHeader().Get("Authorization") != "Bearer "+c.token {
+			t.Errorf("Authorization %q, want the token", g.LastHeader().Get("Authorization"))
+		}
 	}
 }

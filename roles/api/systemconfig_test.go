@@ -232,3 +232,28 @@ func TestGrafanaSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemConfigOtherReplicaIntegration: a PUT on one replica is in
+// effect on another replica of the same database after that one's next
+// refresh, which its poll (every admin.DefaultRefreshEvery) makes.
+func TestSystemConfigOtherReplicaIntegration(t *testing.T) {
+	d := dbtest.Migrated(t, "sqlite")
+	a, _, _ := fullRoleWith(t, d, testLicence(t, 0), nil)
+	b, _, _, bServices := roleServicesOn(t, d, nil, nil, testLicence(t, 0), nil)
+	tok := admin(t, a)
+	login := func() int {
+		return call(t, b, "POST", "/api/v1/auth/login", "", map[string]string{"email": "x@example.com", "password": "wrong password"}).status
+	}
+	if n := firstStatus(4, http.StatusTooManyRequests, login); n != 0 {
+		t.Fatalf("replica b at the configured limit: 429 at call %d", n)
+	}
+	if put := call(t, a, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"auth.rate_limit_global": 2}); put.status != http.StatusOK {
+		t.Fatalf("PUT on a: %d %s", put.status, put.raw)
+	}
+	if err := systemConfigOf(t, bServices).Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := firstStatus(3, http.StatusTooManyRequests, login); n == 0 {
+		t.Error("replica b after its refresh: no 429 in 3 calls with auth.rate_limit_global=2")
+	}
+}

@@ -8,7 +8,7 @@
 // Stored settings (table system_config, migration 0020) override the
 // file, the environment and the built-in defaults; a key without a row
 // keeps its configured value. The replica that takes a PUT applies it at
-// once; the others read the table every RefreshEvery (SystemConfig is a
+// once; the others read the table every DefaultRefreshEvery (SystemConfig is a
 // lifecycle service) and on start, before the HTTP server takes requests.
 // Applying is the role's business (Deps.Apply): this package validates,
 // stores, audits and hands over the effective Settings.

@@ -8,11 +8,12 @@
 // Stored settings (table system_config, migration 0020) override the
 // file, the environment and the built-in defaults; a key without a row
 // keeps its configured value. The replica that takes a PUT applies it at
-// once; the others read the table every DefaultRefreshEvery (SystemConfig is a
-// lifecycle service) and on start, before the HTTP server takes requests.
-// Applying is the role's business (Deps.Apply): this package validates,
-// stores, audits and hands over the effective Settings.
+// once; the others read the table every DefaultRefreshEvery (SystemConfig
+// is a lifecycle service) and on start, before the HTTP server takes
+// requests. Applying is the role's business (SystemConfigOptions.Apply):
+// this package validates, stores, audits and hands over the effective
+// Settings.
 //
-// Both routes are for admins only. The settings and the health figures
+// Every route is for admins only. The settings and the health figures
 // are the installation's, not one tenant's: they carry no tenant ids.
 package admin

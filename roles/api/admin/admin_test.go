@@ -343,8 +343,9 @@ func TestAdminHealthIntegration(t *testing.T) {
 			t.Fatal(err)
 		}
 
+		t0 := time.Now()
 		r := h.call("GET", "/admin/health", "admin-a", nil).Expect(t, "health", http.StatusOK)
-		t.Logf("health: %s", r.Raw)
+		t.Logf("health answered in %s: %s", time.Since(t0), r.Raw)
 		part := func(name string) map[string]any { m, _ := r.Body[name].(map[string]any); return m }
 		if r.Body["status"] != "degraded" {
 			t.Errorf("status %v with the broker down, want degraded", r.Body["status"])

@@ -132,6 +132,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzBuildRoundTrip$$' -fuzztime=$(FUZZEXECS) ./roles/agent/publish/payload
 	$(GO) test -run='^$$' -fuzz='^FuzzFlatten$$' -fuzztime=$(FUZZEXECS) ./roles/agent/drift
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZEXECS) ./roles/api/promapi
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeChanges$$' -fuzztime=$(FUZZEXECS) ./roles/api/admin
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeAlertRule$$' -fuzztime=$(FUZZEXECS) ./roles/api/extdash
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeThresholdUpdate$$' -fuzztime=$(FUZZEXECS) ./roles/api/extdash
 
 # The agent's footprint benchmark: 10 Modbus devices x 100 registers polled
 # every second for 5 minutes against Debian's python3-pymodbus server.

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"os/signal"
 	"syscall"
@@ -75,7 +76,9 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 	if err != nil {
 		return &configError{role: spec.role, err: err}
 	}
-	log, err := logging.New(cmd.ErrOrStderr(), level, cfg.Log.Format)
+	lv := new(slog.LevelVar)
+	lv.Set(level)
+	log, err := logging.New(cmd.ErrOrStderr(), lv, cfg.Log.Format)
 	if err != nil {
 		return &configError{role: spec.role, err: err}
 	}
@@ -89,7 +92,7 @@ func runRole(cmd *cobra.Command, spec roleSpec) error {
 	for _, w := range cfg.FileWarnings() {
 		log.Warn(w)
 	}
-	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
+	r := &rt.Runtime{Logger: log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second), Level: lv}
 
 	services, err := spec.build(cfg, r)
 	if err != nil {

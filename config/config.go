@@ -185,6 +185,11 @@ type API struct {
 	// EventsRetention is how long the event log keeps state snapshots and
 	// audit records (docs/events.md); 0 keeps them.
 	EventsRetention time.Duration `mapstructure:"events_retention"`
+	// GrafanaURL and GrafanaToken reach the Grafana of the external
+	// dashboards routes (docs/external-dashboards.md); without a URL they
+	// answer 503.
+	GrafanaURL   string `mapstructure:"grafana_url"`
+	GrafanaToken Secret `mapstructure:"grafana_token"`
 }
 
 // Values of api.dedup_mode.

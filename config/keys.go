@@ -166,6 +166,8 @@ var Keys = []Key{
 	{Name: "api.ai_token_budget", Kind: Int, Default: 20000, Doc: "Tokens one AI request may spend across its provider calls, as the provider counts them; spent before an answer: 422 ai_budget_exhausted."},
 	{Name: "api.ai_rate_limit", Kind: Int, Default: 30, Doc: "AI requests per minute per tenant (chat and suggestions together); 0 disables."},
 	{Name: "api.events_retention", Kind: Duration, Default: "2160h", Doc: "How long the event log keeps agents' state snapshots and audit records (GET /api/v1/audit/events reads the same records): older ones are deleted hourly, each agent's newest snapshot excepted; 0 keeps them. Default 90 days; see docs/events.md."},
+	{Name: "api.grafana_url", Env: "GRAFANA_URL", Kind: String, Default: "", Doc: "Base URL of the Grafana whose dashboards and alert rules the external-dashboards routes list and change (docs/external-dashboards.md); empty: those routes answer 503."},
+	{Name: "api.grafana_token", Env: "GRAFANA_TOKEN", Kind: String, Default: "", Secret: true, Doc: "Grafana service account token the external-dashboards routes send as a bearer token; it needs the rights to search dashboards and to read and write alert rules."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

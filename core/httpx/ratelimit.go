@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -37,17 +38,29 @@ import (
 // table's size does not depend on key length and never holds a device key
 // in the clear; two keys colliding would merely share a budget.
 //
+// SetLimit changes the limit while the limiter serves: a key keeps what it
+// owes as time (its arrival time), so the share of the window it has used
+// carries over to the new limit.
+//
 // A Limiter is safe for concurrent use. A nil Limiter, or one with a limit
 // of 0, allows everything.
 type Limiter struct {
-	limit    int
-	interval int64 // window/limit in ns: the cost of one request
-	span     int64 // interval*limit: the window as the algorithm sees it
+	rate     atomic.Pointer[rate]
+	window   time.Duration
 	now      func() time.Time
 	base     time.Time // times are ns since base, on the monotonic clock
 	seed     maphash.Seed
 	shards   []limiterShard
 	perShard int
+}
+
+// rate is a limit in the algorithm's terms, swapped whole by SetLimit so
+// that a request never sees a limit with another limit's interval.
+type rate struct {
+	limit    int
+	text     string // limit for the X-RateLimit-Limit header
+	interval int64  // window/limit in ns: the cost of one request
+	span     int64  // interval*limit: the window as the algorithm sees it
 }
 
 type limiterShard struct {
@@ -93,18 +106,7 @@ func NewLimiter(limit int, window time.Duration, opts ...LimiterOption) *Limiter
 	if o.maxKeys <= 0 {
 		o.maxKeys = DefaultMaxKeys
 	}
-	if limit < 0 {
-		panic(fmt.Sprintf("BUG: httpx.NewLimiter with limit %d", limit))
-	}
-	l := &Limiter{limit: limit, now: o.now, base: o.now(), seed: maphash.MakeSeed()}
-	if limit == 0 {
-		return l
-	}
-	if window <= 0 {
-		panic(fmt.Sprintf("BUG: httpx.NewLimiter with window %s", window))
-	}
-	l.interval = max(int64(window)/int64(limit), 1)
-	l.span = l.interval * int64(limit)
+	l := &Limiter{window: window, now: o.now, base: o.now(), seed: maphash.MakeSeed()}
 	// One lock for a small table keeps the cap exact where it is tested;
 	// big tables are sharded so concurrent requests rarely contend.
 	n := 1
@@ -116,7 +118,35 @@ func NewLimiter(limit int, window time.Duration, opts ...LimiterOption) *Limiter
 	for i := range l.shards {
 		l.shards[i].tat = make(map[uint64]int64)
 	}
+	l.SetLimit(limit)
 	return l
+}
+
+// SetLimit replaces the limit (0 disables the limiter). Keys keep their
+// state; see Limiter. The config section validates limits, so a negative
+// limit, or a positive one on a limiter built with a non-positive window,
+// is a programming error.
+func (l *Limiter) SetLimit(limit int) {
+	if limit < 0 {
+		panic(fmt.Sprintf("BUG: httpx.Limiter limit %d", limit))
+	}
+	r := &rate{limit: limit, text: strconv.Itoa(limit)}
+	if limit > 0 {
+		if l.window <= 0 {
+			panic(fmt.Sprintf("BUG: httpx.Limiter with limit %d and window %s", limit, l.window))
+		}
+		r.interval = max(int64(l.window)/int64(limit), 1)
+		r.span = r.interval * int64(limit)
+	}
+	l.rate.Store(r)
+}
+
+// Limit returns the current limit; 0 when limiting is off.
+func (l *Limiter) Limit() int {
+	if l == nil {
+		return 0
+	}
+	return l.rate.Load().limit
 }
 
 // Decision is the outcome of one request against a Limiter.
@@ -176,10 +206,14 @@ func (l *Limiter) Len() int {
 	return n
 }
 
-func (l *Limiter) disabled() bool { return l == nil || l.limit == 0 }
+func (l *Limiter) disabled() bool { return l == nil || l.rate.Load().limit == 0 }
 
 func (l *Limiter) decide(key string, take bool) Decision {
-	if l.disabled() {
+	if l == nil {
+		return Decision{Allowed: true}
+	}
+	r := l.rate.Load()
+	if r.limit == 0 {
 		return Decision{Allowed: true}
 	}
 	now := int64(l.now().Sub(l.base))
@@ -194,23 +228,23 @@ func (l *Limiter) decide(key string, take bool) Decision {
 				delete(s.tat, k)
 			}
 		}
-		s.nextSweep = now + l.span
+		s.nextSweep = now + r.span
 	}
 	tat, known := s.tat[h]
 	tat = max(tat, now)
 	// Allowed while the key's arrival time, after paying for this request,
 	// is at most a window ahead.
-	if wait := tat + l.interval - l.span - now; wait > 0 {
-		return Decision{Limit: l.limit, RetryAfter: time.Duration(wait)}
+	if wait := tat + r.interval - r.span - now; wait > 0 {
+		return Decision{Limit: r.limit, RetryAfter: time.Duration(wait)}
 	}
-	d := Decision{Allowed: true, Limit: l.limit, Remaining: int((l.span - (tat - now)) / l.interval)}
+	d := Decision{Allowed: true, Limit: r.limit, Remaining: int((r.span - (tat - now)) / r.interval)}
 	if !take {
 		return d
 	}
 	if !known && len(s.tat) >= l.perShard {
 		s.evictOne()
 	}
-	s.tat[h] = tat + l.interval
+	s.tat[h] = tat + r.interval
 	d.Remaining--
 	return d
 }
@@ -243,19 +277,20 @@ func RateLimit(l *Limiter, key func(*gin.Context) string, write ErrorWriter) gin
 	if key == nil || write == nil {
 		panic("BUG: httpx.RateLimit needs a key function and an error writer")
 	}
-	if l.disabled() {
+	if l == nil {
 		return func(c *gin.Context) { c.Next() }
 	}
-	limit := strconv.Itoa(l.limit)
 	return func(c *gin.Context) {
+		// Read on every request: SetLimit may have changed it.
+		r := l.rate.Load()
 		k := key(c)
-		if k == "" {
+		if k == "" || r.limit == 0 {
 			c.Next()
 			return
 		}
 		d := l.Take(k)
 		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", limit)
+		h.Set("X-RateLimit-Limit", r.text)
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
 		if d.Allowed {
 			c.Next()
@@ -293,6 +328,13 @@ type Attempts struct {
 // per client address within window; a limit of 0 turns that count off.
 func NewAttempts(perAccount, perIP int, window time.Duration, opts ...LimiterOption) *Attempts {
 	return &Attempts{account: NewLimiter(perAccount, window, opts...), ip: NewLimiter(perIP, window, opts...)}
+}
+
+// SetLimits changes the failures allowed per account and per address;
+// counts made so far carry over (Limiter.SetLimit).
+func (a *Attempts) SetLimits(perAccount, perIP int) {
+	a.account.SetLimit(perAccount)
+	a.ip.SetLimit(perIP)
 }
 
 // Check reports whether a login for account from ip is blocked, and for

@@ -383,3 +383,59 @@ func TestAttemptsReserveHoldsUnderConcurrency(t *testing.T) {
 		t.Fatal("a success did not hand the account's count back")
 	}
 }
+
+// TestLimiterSetLimit: a limit changed while serving takes effect on the
+// next request, through the middleware too, and what a key has used
+// carries over as a share of the window.
+func TestLimiterSetLimit(t *testing.T) {
+	clk := newFakeClock()
+	l := NewLimiter(10, time.Minute, WithClock(clk.Now))
+	for range 5 {
+		l.Take("k")
+	}
+	tests := []struct {
+		limit     int
+		allowed   bool
+		remaining int
+	}{
+		{limit: 1, allowed: false},                // half the window used: half a request left
+		{limit: 4, allowed: true, remaining: 2},   // half of 4 left
+		{limit: 20, allowed: true, remaining: 10}, // half of 20 left
+		{limit: 0, allowed: true},                 // off
+	}
+	for _, tt := range tests {
+		l.SetLimit(tt.limit)
+		if got := l.Limit(); got != tt.limit {
+			t.Fatalf("Limit() = %d after SetLimit(%d)", got, tt.limit)
+		}
+		d := l.Peek("k")
+		if d.Allowed != tt.allowed || d.Remaining != tt.remaining {
+			t.Errorf("limit %d: %+v, want allowed %v remaining %d", tt.limit, d, tt.allowed, tt.remaining)
+		}
+	}
+
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	m := NewLimiter(0, time.Minute, WithClock(clk.Now))
+	e.GET("/", RateLimit(m, func(*gin.Context) string { return "c" }, func(c *gin.Context, status int, code, msg string) {
+		c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": msg}})
+	}), func(c *gin.Context) { c.Status(http.StatusNoContent) })
+	get := func() *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		return w
+	}
+	for range 3 {
+		if w := get(); w.Code != http.StatusNoContent || w.Header().Get("X-RateLimit-Limit") != "" {
+			t.Fatalf("limit off: %d %v", w.Code, w.Header())
+		}
+	}
+	m.SetLimit(2)
+	codes := []int{get().Code, get().Code, get().Code}
+	if codes[0] != http.StatusNoContent || codes[1] != http.StatusNoContent || codes[2] != http.StatusTooManyRequests {
+		t.Errorf("after SetLimit(2): %v, want 204 204 429", codes)
+	}
+	if w := get(); w.Header().Get("X-RateLimit-Limit") != "2" {
+		t.Errorf("X-RateLimit-Limit %q, want 2", w.Header().Get("X-RateLimit-Limit"))
+	}
+}

@@ -37,8 +37,9 @@ func ParseLevel(s string) (slog.Level, error) {
 }
 
 // New returns a logger writing to w. With FormatAuto it picks text when w is a
-// terminal and JSON otherwise.
-func New(w io.Writer, level slog.Level, format string) (*slog.Logger, error) {
+// terminal and JSON otherwise. A *slog.LevelVar as level lets the level
+// change while the process runs (the Cloud API's system config does).
+func New(w io.Writer, level slog.Leveler, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
 	var h slog.Handler
 	switch format {

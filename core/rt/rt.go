@@ -21,6 +21,9 @@ type Runtime struct {
 	Logger  *slog.Logger
 	Metrics *prometheus.Registry
 	Health  *health.Registry
+	// Level is Logger's level when it can change while the process runs;
+	// nil when it is fixed (tests, tools).
+	Level *slog.LevelVar
 }
 
 // Component returns a logger labelled with the component name, the way

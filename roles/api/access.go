@@ -148,7 +148,7 @@ func (a *access) mount(e *gin.Engine) (public, protected *gin.RouterGroup) {
 	// The routes that take a password or a key without a session are the
 	// auth endpoints of the rate limits.
 	authLimited := public.Group("", httpx.RateLimit(a.authLimit, a.clientKey, WriteError), noStore)
-	adminGate := httpx.RateLimit(a.admin, adminKey, WriteError)
+	adminGate := a.adminGate()
 	// The access routes answer with tokens, keys, passwords and account
 	// records: no cache on the way may keep them.
 	credentials := protected.Group("", noStore)

@@ -203,6 +203,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		return nil, err
 	}
 	an.Register(v1)
+	sc := newSystemConfig(cfg, r, b, acc, pipe)
+	registerAdmin(v1, r, b, acc, pipe, client, sc)
+	if err := registerExtDash(v1, cfg, r, acc); err != nil {
+		return nil, err
+	}
 	jd := acc.jobsDeps(cmds)
 	jobs.Register(v1, engine.Group("/api/v1"), jd)
 	dashboards.Register(v1, dashboards.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Audit: acc.audit,
@@ -259,7 +264,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The anomaly evaluator and its dispatcher start before the pipeline,
 	// so the rules are loaded when the first message comes, and stop after
 	// it, so nothing is handed to an evaluator that is gone.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen, mon}
+	// The system config applies the stored settings before the HTTP
+	// server takes its first request.
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, sc, srv, lv, watch, seen, mon}
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
 	svcs = append(svcs, eventlog.NewPruner(b.DB, cfg.API.EventsRetention, 0, snaps, em, r.Component("api-events-log")))

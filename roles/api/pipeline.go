@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplat/edgeplat/config"
@@ -45,10 +46,12 @@ type pipeline struct {
 	spoolOp *spool.Options
 	spool   *spool.Spool
 	maxLen  int64
-	ttl     time.Duration
-	mode    string // api.dedup_mode
-	limits  codec.Limits
-	every   time.Duration
+	// ttl is the msgId TTL in ns (api.dedup_ttl); the system config
+	// changes it while messages flow.
+	ttl    atomic.Int64
+	mode   string // api.dedup_mode
+	limits codec.Limits
+	every  time.Duration
 	// holdFor bounds how long a subscriber worker without a spool holds
 	// messages that a full stream, an open breaker or a copy in flight
 	// refused, retrying them in place (see hold).
@@ -90,9 +93,10 @@ const defaultHoldFor = 3 * time.Second
 func newPipeline(cfg *config.Config, r *rt.Runtime, streams streamstore.Store) (*pipeline, error) {
 	p := &pipeline{
 		rt: r, streams: streams, log: r.Component("api-pipeline"), m: newPipelineMetrics(r.Metrics),
-		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), ttl: cfg.API.DedupTTL, mode: cfg.API.DedupMode,
+		maxLen: int64(cfg.StreamStore.IngestionStreamMaxLen), mode: cfg.API.DedupMode,
 		every: time.Second, holdFor: defaultHoldFor, clock: newClockGuard(cfg.API, r.Metrics),
 	}
+	p.setDedupTTL(cfg.API.DedupTTL)
 	// Load has checked it; a Config built by hand has not, and any other
 	// value would silently dedup by key.
 	if err := config.ValidateDedupMode(p.mode); err != nil {
@@ -116,6 +120,9 @@ func newPipeline(cfg *config.Config, r *rt.Runtime, streams streamstore.Store) (
 	}
 	return p, nil
 }
+
+// setDedupTTL changes the TTL of the de-duplication marks set from now on.
+func (p *pipeline) setDedupTTL(d time.Duration) { p.ttl.Store(int64(d)) }
 
 func (p *pipeline) Name() string { return "api-pipeline" }
 
@@ -435,7 +442,7 @@ func (p *pipeline) request(t envelope.Topic, b envelope.Batch) (streamstore.Prod
 // message.
 func (p *pipeline) dedup(req *streamstore.ProduceRequest, t envelope.Topic, msgID string) {
 	scope := "tenant:" + t.Tenant + ":agent:" + t.Agent
-	req.DedupTTL = p.ttl
+	req.DedupTTL = time.Duration(p.ttl.Load())
 	if p.mode == config.DedupModeSequence {
 		// The kid is in the key so that sequences sent under two API keys
 		// never share a bitmap, whatever the agent does with its counter

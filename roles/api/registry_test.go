@@ -23,6 +23,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
@@ -322,6 +323,13 @@ func fullRoleWith(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.
 // for tests that run some of them.
 func roleServices(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline, []lifecycle.Service) {
 	t.Helper()
+	return roleServicesOn(t, d, nil, nil, lic, tune)
+}
+
+// roleServicesOn is roleServices on the stream store streams and the
+// runtime r; nil builds a memory store and a runtime that logs nothing.
+func roleServicesOn(t *testing.T, d *db.DB, streams streamstore.Store, r *rt.Runtime, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline, []lifecycle.Service) {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
@@ -333,11 +341,16 @@ func roleServices(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.
 	if tune != nil {
 		tune(cfg)
 	}
-	streams, err := memstore.New(memstore.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if streams == nil {
+		mem, err := memstore.New(memstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = mem
 	}
-	r := &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	if r == nil {
+		r = &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	}
 	services, err := New(cfg, r, rt.Backends{DB: d, Streams: streams}, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,259 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeplat/edgeplat/config"
+	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/coretest"
+	"github.com/edgeplat/edgeplat/core/db/dbtest"
+	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/metrics"
+	"github.com/edgeplat/edgeplat/core/mqttx"
+	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/telemetry"
+	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
+	"github.com/edgeplat/edgeplat/roles/api/extdash/grafanatest"
+)
+
+// firstStatus makes up to n calls and returns the number of the first
+// that answered status, 0 for none.
+func firstStatus(n, status int, do func() int) int {
+	for i := 1; i <= n; i++ {
+		if do() == status {
+			return i
+		}
+	}
+	return 0
+}
+
+// systemConfigOf returns the system config service among services.
+func systemConfigOf(t *testing.T, services []lifecycle.Service) *apiadmin.SystemConfig {
+	t.Helper()
+	for _, s := range services {
+		if sc, ok := s.(*apiadmin.SystemConfig); ok {
+			return sc
+		}
+	}
+	t.Fatal("New built no system config service")
+	return nil
+}
+
+// TestSystemConfigRateLimitIntegration: a rate limit lowered through PUT
+// /admin/system-config refuses with 429 sooner, without a restart; each
+// of the four limits reaches the limiter it names.
+func TestSystemConfigRateLimitIntegration(t *testing.T) {
+	login := map[string]string{"email": "nobody@example.com", "password": "not the password"}
+	tests := []struct {
+		key   string
+		calls func(t *testing.T, e http.Handler, tok string) func() int
+	}{
+		{"auth.rate_limit_global", func(t *testing.T, e http.Handler, _ string) func() int {
+			return func() int { return call(t, e, "POST", "/api/v1/auth/login", "", login).status }
+		}},
+		{"auth.rate_limit_auth", func(t *testing.T, e http.Handler, _ string) func() int {
+			return func() int { return call(t, e, "POST", "/api/v1/auth/login", "", login).status }
+		}},
+		{"auth.rate_limit_admin", func(t *testing.T, e http.Handler, tok string) func() int {
+			return func() int { return call(t, e, "GET", "/api/v1/users", tok, nil).status }
+		}},
+		{"auth.rate_limit_device", func(t *testing.T, e http.Handler, tok string) func() int {
+			dev := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "press"})
+			if dev.status != http.StatusCreated {
+				t.Fatalf("register: %d %s", dev.status, dev.raw)
+			}
+			return func() int {
+				req := httptest.NewRequest("GET", "/api/v1/device/"+dev.str("agentUuid")+"/state", nil)
+				req.Header.Set("X-Device-API-Key", dev.str("apiKey"))
+				w := httptest.NewRecorder()
+				e.ServeHTTP(w, req)
+				return w.Code
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			e, _, _ := fullRoleWith(t, dbtest.Migrated(t, "sqlite"), testLicence(t, 0), nil)
+			tok := admin(t, e)
+			do := tt.calls(t, e, tok)
+			if n := firstStatus(6, http.StatusTooManyRequests, do); n != 0 {
+				t.Fatalf("configured limit: call %d answered 429", n)
+			}
+			put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{tt.key: 3})
+			if put.status != http.StatusOK {
+				t.Fatalf("PUT: %d %s", put.status, put.raw)
+			}
+			// With 3 a minute the 429 comes by the 4th call (sooner when
+			// the key's earlier calls are still within the window).
+			n := firstStatus(4, http.StatusTooManyRequests, do)
+			if n == 0 {
+				t.Errorf("%s=3: no 429 in 4 calls", tt.key)
+			}
+			t.Logf("%s=3: first 429 at call %d after the PUT", tt.key, n)
+		})
+	}
+}
+
+// TestSystemConfigLogLevelIntegration: log.level set to debug makes the
+// role's debug logs appear at once, and back at info they stop; the
+// level is the process's (rt.Runtime.Level), as cmd builds it.
+func TestSystemConfigLogLevelIntegration(t *testing.T) {
+	var out coretest.SyncBuffer
+	level := new(slog.LevelVar)
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level})),
+		Metrics: metrics.NewRegistry(), Health: health.New(time.Second), Level: level}
+	e, _, _, _ := roleServicesOn(t, dbtest.Migrated(t, "sqlite"), nil, r, testLicence(t, 0), nil)
+	tok := admin(t, e)
+	refused := func() {
+		if got := call(t, e, "GET", "/api/v1/users", "not-a-token", nil).status; got != http.StatusUnauthorized {
+			t.Fatalf("bad token: %d", got)
+		}
+	}
+	const debugLine = `level=DEBUG msg="token refused"`
+	refused()
+	if strings.Contains(out.String(), debugLine) {
+		t.Fatal("debug line at the configured level info")
+	}
+	for _, c := range []struct {
+		level string
+		want  bool
+	}{{"debug", true}, {"info", false}} {
+		if put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"log.level": c.level}); put.status != http.StatusOK {
+			t.Fatalf("PUT: %d %s", put.status, put.raw)
+		}
+		before := strings.Count(out.String(), debugLine)
+		refused()
+		if got := strings.Count(out.String(), debugLine) > before; got != c.want {
+			t.Errorf("log.level %s: debug line written %v, want %v", c.level, got, c.want)
+		}
+	}
+}
+
+// TestSystemConfigDedupTTLIntegration: api.dedup_ttl changed at run time
+// is the TTL of the msgId keys the pipeline sets in Redis from then on.
+func TestSystemConfigDedupTTLIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test; -short given")
+	}
+	store, rdb := redisTestStore(t)
+	tenant, agent := randomID(t), randomID(t)
+	ctx := context.Background()
+	defer store.Delete(ctx, telemetry.IngestionStream(tenant))
+	defer deleteMatching(t, rdb, "tenant:"+tenant+":agent:*")
+	e, _, pipe, _ := roleServicesOn(t, dbtest.Migrated(t, "sqlite"), store, nil, testLicence(t, 0), func(c *config.Config) {
+		c.API.DedupMode = config.DedupModeKey
+	})
+	tok := admin(t, e)
+	send := func(seq int) time.Duration {
+		t.Helper()
+		raw, err := codec.Encode(envelopeFor(seq, 1), codec.EncodeOptions{Format: codec.FormatJSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pipe.handle(ctx, mqttx.Message{Topic: "i/" + tenant + "/a/" + agent + "/endpoints/modbus", Payload: raw}); err != nil {
+			t.Fatal(err)
+		}
+		key := "tenant:" + tenant + ":agent:" + agent + ":msgid:" + envelopeFor(seq, 1)["msgId"].(string)
+		ttl, err := rdb.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ttl
+	}
+	if ttl := send(1); ttl <= 90*time.Second {
+		t.Fatalf("configured TTL: key TTL %s, want about the default 24h", ttl)
+	}
+	if put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"api.dedup_ttl": "90s"}); put.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", put.status, put.raw)
+	}
+	ttl := send(2)
+	if ttl <= 0 || ttl > 90*time.Second {
+		t.Errorf("api.dedup_ttl=90s: key TTL %s", ttl)
+	}
+	t.Logf("key TTL after api.dedup_ttl=90s: %s", ttl)
+}
+
+// TestSystemConfigStoredAtStartIntegration: settings stored before the
+// role starts are in effect once its system config service started, over
+// the configured values.
+func TestSystemConfigStoredAtStartIntegration(t *testing.T) {
+	d := dbtest.Migrated(t, "sqlite")
+	if _, err := d.SQL().ExecContext(t.Context(), `INSERT INTO system_config (key, value, updated_at, updated_by) VALUES ('auth.rate_limit_global', '2', 0, 'test')`); err != nil {
+		t.Fatal(err)
+	}
+	e, _, _, services := roleServicesOn(t, d, nil, nil, testLicence(t, 0), nil)
+	login := func() int {
+		return call(t, e, "POST", "/api/v1/auth/login", "", map[string]string{"email": "x@example.com", "password": "wrong password"}).status
+	}
+	if err := systemConfigOf(t, services).Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := firstStatus(3, http.StatusTooManyRequests, login); n != 3 {
+		t.Errorf("stored auth.rate_limit_global=2: first 429 at call %d, want 3", n)
+	}
+}
+
+// TestGrafanaSettings: with api.grafana_url (GRAFANA_URL) the external
+// dashboards routes call that Grafana with api.grafana_token
+// (GRAFANA_TOKEN) as the bearer token; a wrong token is Grafana's 401,
+// answered 502; without a URL they answer 503. The Grafana is
+// grafanatest's scripted server: Grafana cannot run here.
+func TestGrafanaSettings(t *testing.T) {
+	g := grafanatest.New(t, "glsa_effect_token")
+	for _, c := range []struct {
+		url, token string
+		want       int
+	}{
+		{"", "", http.StatusServiceUnavailable},
+		{g.URL, "glsa_effect_token", http.StatusOK},
+		{g.URL, "glsa_other", http.StatusBadGateway},
+	} {
+		e, _, _ := fullRoleWith(t, dbtest.Migrated(t, "sqlite"), testLicence(t, 0), func(cfg *config.Config) {
+			cfg.API.GrafanaURL, cfg.API.GrafanaToken = c.url, config.Secret(c.token)
+		})
+		tok := admin(t, e)
+		n := len(g.Requests())
+		r := call(t, e, "GET", "/api/v1/external-dashboards/dashboards", tok, nil)
+		if r.status != c.want {
+			t.Errorf("GrafanaURL %q token %q: %d %s, want %d", c.url, c.token, r.status, r.raw, c.want)
+		}
+		if called := len(g.Requests()) > n; called != (c.url != "") {
+			t.Errorf("GrafanaURL %q: Grafana called %v", c.url, called)
+		}
+		if c.url != "" && g.LastHeader().Get("Authorization") != "Bearer "+c.token {
+			t.Errorf("Authorization %q, want the token", g.LastHeader().Get("Authorization"))
+		}
+	}
+}
+
+// TestSystemConfigOtherReplicaIntegration: a PUT on one replica is in
+// effect on another replica of the same database after that one's next
+// refresh, which its poll (every admin.DefaultRefreshEvery) makes.
+func TestSystemConfigOtherReplicaIntegration(t *testing.T) {
+	d := dbtest.Migrated(t, "sqlite")
+	a, _, _ := fullRoleWith(t, d, testLicence(t, 0), nil)
+	b, _, _, bServices := roleServicesOn(t, d, nil, nil, testLicence(t, 0), nil)
+	tok := admin(t, a)
+	login := func() int {
+		return call(t, b, "POST", "/api/v1/auth/login", "", map[string]string{"email": "x@example.com", "password": "wrong password"}).status
+	}
+	if n := firstStatus(4, http.StatusTooManyRequests, login); n != 0 {
+		t.Fatalf("replica b at the configured limit: 429 at call %d", n)
+	}
+	if put := call(t, a, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"auth.rate_limit_global": 2}); put.status != http.StatusOK {
+		t.Fatalf("PUT on a: %d %s", put.status, put.raw)
+	}
+	if err := systemConfigOf(t, bServices).Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := firstStatus(3, http.StatusTooManyRequests, login); n == 0 {
+		t.Error("replica b after its refresh: no 429 in 3 calls with auth.rate_limit_global=2")
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/spool"
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
+	eventlog "github.com/edgeplat/edgeplat/roles/api/events"
 	"github.com/edgeplat/edgeplat/roles/api/extdash"
 )
 
@@ -18,13 +19,14 @@ import (
 // the access layer's rate limits, the pipeline's de-duplication TTL and
 // the process's log level (docs/system-config.md). With r.Level nil (a
 // runtime not built by cmd) the log level stays as built.
-func newSystemConfig(cfg *config.Config, r *rt.Runtime, b rt.Backends, acc *access, pipe *pipeline) *apiadmin.SystemConfig {
+func newSystemConfig(cfg *config.Config, r *rt.Runtime, b rt.Backends, acc *access, pipe *pipeline, prune *eventlog.Pruner) *apiadmin.SystemConfig {
 	return apiadmin.NewSystemConfig(apiadmin.SystemConfigOptions{
 		Base: apiadmin.FromConfig(cfg),
 		DB:   b.DB,
 		Apply: func(s apiadmin.Settings) {
 			acc.applyLimits(s)
 			pipe.setDedupTTL(s.DedupTTL)
+			prune.SetRetention(s.EventsRetention)
 			if r.Level != nil {
 				r.Level.Set(s.SlogLevel())
 			}

@@ -203,7 +203,8 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		return nil, err
 	}
 	an.Register(v1)
-	sc := newSystemConfig(cfg, r, b, acc, pipe)
+	prune := eventlog.NewPruner(b.DB, cfg.API.EventsRetention, 0, snaps, em, r.Component("api-events-log"))
+	sc := newSystemConfig(cfg, r, b, acc, pipe, prune)
 	registerAdmin(v1, r, b, acc, pipe, client, sc)
 	if err := registerExtDash(v1, cfg, r, acc); err != nil {
 		return nil, err
@@ -269,7 +270,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, sc, srv, lv, watch, seen, mon}
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
-	svcs = append(svcs, eventlog.NewPruner(b.DB, cfg.API.EventsRetention, 0, snaps, em, r.Component("api-events-log")))
+	svcs = append(svcs, prune)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
@@ -44,15 +45,7 @@ func TestEventsRetentionSetting(t *testing.T) {
 				cfg.API.EventsRetention = c.retention
 			}
 		})
-		var p *eventlog.Pruner
-		for _, s := range svcs {
-			if s, ok := s.(*eventlog.Pruner); ok {
-				p = s
-			}
-		}
-		if p == nil {
-			t.Fatal("no event-log pruner among the role's services")
-		}
+		p := prunerOf(t, svcs)
 		if _, err := p.Prune(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -64,6 +57,18 @@ func TestEventsRetentionSetting(t *testing.T) {
 			t.Errorf("retention %s: %d audit records left of a 72 h and a 1 h old one, want %d", c.retention, n, c.left)
 		}
 	}
+}
+
+// prunerOf returns the event-log pruner among the role's services.
+func prunerOf(t *testing.T, services []lifecycle.Service) *eventlog.Pruner {
+	t.Helper()
+	for _, s := range services {
+		if p, ok := s.(*eventlog.Pruner); ok {
+			return p
+		}
+	}
+	t.Fatal("no event-log pruner among the role's services")
+	return nil
 }
 
 // TestStateReportSnapshotsIntegration: the report handler hands each

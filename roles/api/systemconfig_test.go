@@ -19,7 +19,9 @@ import (
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/telemetry"
+	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
+	"github.com/edgeplat/edgeplat/roles/api/apitest"
 	"github.com/edgeplat/edgeplat/roles/api/extdash/grafanatest"
 )
 
@@ -255,5 +257,47 @@ func TestSystemConfigOtherReplicaIntegration(t *testing.T) {
 	}
 	if n := firstStatus(3, http.StatusTooManyRequests, login); n == 0 {
 		t.Error("replica b after its refresh: no 429 in 3 calls with auth.rate_limit_global=2")
+	}
+}
+
+// TestSystemConfigEventsRetentionIntegration: api.events_retention
+// changed through PUT /admin/system-config reaches the event log's pruner
+// without a restart: a three-day-old audit record the default keeps goes
+// at the next round once the retention is two days.
+func TestSystemConfigEventsRetentionIntegration(t *testing.T) {
+	now := time.Now().UTC()
+	d := apitest.SeededDB(t, "sqlite", now)
+	if err := accounts.NewStore(d).Record(t.Context(), accounts.Event{Tenant: apitest.TenantA, At: now.Add(-72 * time.Hour), Kind: "agent.status"}); err != nil {
+		t.Fatal(err)
+	}
+	e, _, _, svcs := roleServices(t, d, testLicence(t, 0), nil)
+	p := prunerOf(t, svcs)
+	count := func() int {
+		t.Helper()
+		if _, err := p.Prune(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := d.SQL().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM audit_events WHERE at < $1`, d.Dialect().TimeArg(now.Add(-48*time.Hour))).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("default retention: %d three-day-old records left, want 1", n)
+	}
+	tok := admin(t, e)
+	bad := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"api.events_retention": "30m"})
+	if bad.status != http.StatusBadRequest || !strings.Contains(string(bad.raw), "api.events_retention") {
+		t.Fatalf("PUT 30m: %d %s, want 400 naming api.events_retention", bad.status, bad.raw)
+	}
+	if put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"api.events_retention": "2d"}); put.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", put.status, put.raw)
+	}
+	if p.Retention() != 48*time.Hour {
+		t.Fatalf("pruner retention %s after PUT 2d, want 48h", p.Retention())
+	}
+	if n := count(); n != 0 {
+		t.Errorf("retention 2d: %d three-day-old records left, want 0", n)
 	}
 }

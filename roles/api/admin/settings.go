@@ -24,6 +24,8 @@ type Settings struct {
 	// LogLevel is one of debug, info, warn, error.
 	LogLevel string
 	DedupTTL time.Duration
+	// EventsRetention is the event log's retention; 0 keeps everything.
+	EventsRetention time.Duration
 }
 
 // FromConfig returns the configured values: file, environment, defaults.
@@ -35,6 +37,7 @@ func FromConfig(cfg *config.Config) Settings {
 		RateLimitAdmin:  cfg.Auth.RateLimitAdmin,
 		LogLevel:        levelName(cfg.Log.Level),
 		DedupTTL:        cfg.API.DedupTTL,
+		EventsRetention: cfg.API.EventsRetention,
 	}
 }
 
@@ -92,18 +95,10 @@ func rateLimit(key, doc string, field func(*Settings) *int) setting {
 	}
 }
 
-// settings lists the keys (sorted by init). Retention has no key of its own yet:
-// no cloud retention setting exists in the configuration to override.
-var settings = []setting{
-	rateLimit("auth.rate_limit_admin", "Requests per minute per admin to the admin-only routes; 0 disables.",
-		func(s *Settings) *int { return &s.RateLimitAdmin }),
-	rateLimit("auth.rate_limit_auth", "Requests per minute per client address to the auth endpoints, and failed logins per account and per address; 0 disables.",
-		func(s *Settings) *int { return &s.RateLimitAuth }),
-	rateLimit("auth.rate_limit_device", "Requests per minute per device API key; 0 disables.",
-		func(s *Settings) *int { return &s.RateLimitDevice }),
-	rateLimit("auth.rate_limit_global", "Requests per minute per credential or client address, all routes; 0 disables.",
-		func(s *Settings) *int { return &s.RateLimitGlobal }),
-	{key: "api.dedup_ttl", doc: "How long a telemetry msgId is remembered to drop repeats, as a duration (\"90s\", \"12h\", \"7d\"); applies to the marks set from then on.",
+// durationSetting is a setting holding a duration, answered and stored
+// as text ("90s", "7d"); ok bounds it and explains the bound.
+func durationSetting(key, doc, bounds string, ok func(time.Duration) bool, field func(*Settings) *time.Duration) setting {
+	return setting{key: key, doc: doc,
 		decode: func(raw json.RawMessage) (any, error) {
 			var s string
 			if err := strictJSON(raw, &s); err != nil {
@@ -113,14 +108,32 @@ var settings = []setting{
 			if err != nil {
 				return nil, fmt.Errorf(`must be a duration such as "24h" or "7d", got %q`, s)
 			}
-			if d < minDedupTTL || d > maxDedupTTL {
-				return nil, fmt.Errorf("must be between 1s and 30d, got %s", d)
+			if !ok(d) {
+				return nil, fmt.Errorf("must be %s, got %s", bounds, d)
 			}
 			return formatDuration(d), nil
 		},
-		get: func(s *Settings) any { return formatDuration(s.DedupTTL) },
-		set: func(s *Settings, v any) { s.DedupTTL, _ = config.ParseDuration(v.(string)) },
-	},
+		get: func(s *Settings) any { return formatDuration(*field(s)) },
+		set: func(s *Settings, v any) { *field(s), _ = config.ParseDuration(v.(string)) },
+	}
+}
+
+// settings lists the keys (sorted by init).
+var settings = []setting{
+	rateLimit("auth.rate_limit_admin", "Requests per minute per admin to the admin-only routes; 0 disables.",
+		func(s *Settings) *int { return &s.RateLimitAdmin }),
+	rateLimit("auth.rate_limit_auth", "Requests per minute per client address to the auth endpoints, and failed logins per account and per address; 0 disables.",
+		func(s *Settings) *int { return &s.RateLimitAuth }),
+	rateLimit("auth.rate_limit_device", "Requests per minute per device API key; 0 disables.",
+		func(s *Settings) *int { return &s.RateLimitDevice }),
+	rateLimit("auth.rate_limit_global", "Requests per minute per credential or client address, all routes; 0 disables.",
+		func(s *Settings) *int { return &s.RateLimitGlobal }),
+	durationSetting("api.dedup_ttl", "How long a telemetry msgId is remembered to drop repeats, as a duration (\"90s\", \"12h\", \"7d\"); applies to the marks set from then on.",
+		"between 1s and 30d", func(d time.Duration) bool { return d >= minDedupTTL && d <= maxDedupTTL },
+		func(s *Settings) *time.Duration { return &s.DedupTTL }),
+	durationSetting("api.events_retention", "How long the event log keeps state snapshots and audit records (docs/events.md), as a duration (\"2160h\", \"30d\"); \"0s\" keeps them. Applies from the next hourly round.",
+		"0s (keep) or at least 1h", func(d time.Duration) bool { return d == 0 || d >= time.Hour },
+		func(s *Settings) *time.Duration { return &s.EventsRetention }),
 	{key: "log.level", doc: "Log level of the whole process: debug, info, warn or error.",
 		decode: func(raw json.RawMessage) (any, error) {
 			var s string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
@@ -26,8 +27,10 @@ const pruneBatch = 5000
 // versions per agent and incidents belong to anomaly detection, so
 // neither is pruned here.
 type Pruner struct {
-	db        *db.DB
-	retention time.Duration
+	db *db.DB
+	// retention changes at run time (SetRetention, from the system
+	// config); in nanoseconds.
+	retention atomic.Int64
 	every     time.Duration
 	snaps     *Snapshots
 	m         *Metrics
@@ -44,8 +47,17 @@ func NewPruner(d *db.DB, retention, every time.Duration, snaps *Snapshots, m *Me
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pruner{db: d, retention: retention, every: every, snaps: snaps, m: m, log: log, now: time.Now}
+	p := &Pruner{db: d, every: every, snaps: snaps, m: m, log: log, now: time.Now}
+	p.retention.Store(int64(retention))
+	return p
 }
+
+// SetRetention changes the retention from the next round on; <= 0 keeps
+// everything.
+func (p *Pruner) SetRetention(d time.Duration) { p.retention.Store(int64(d)) }
+
+// Retention is the retention in effect.
+func (p *Pruner) Retention() time.Duration { return time.Duration(p.retention.Load()) }
 
 // Name implements lifecycle.Service.
 func (p *Pruner) Name() string { return "api-events-prune" }
@@ -58,11 +70,8 @@ func (p *Pruner) Stop(context.Context) error { return nil }
 
 // Run prunes at once and then every p.every until ctx ends; a failed
 // round is logged and counted, and the next one tries again.
+// A retention of 0 skips the rounds until it changes.
 func (p *Pruner) Run(ctx context.Context) error {
-	if p.retention <= 0 {
-		<-ctx.Done()
-		return nil
-	}
 	t := time.NewTicker(p.every)
 	defer t.Stop()
 	for {
@@ -81,7 +90,11 @@ func (p *Pruner) Run(ctx context.Context) error {
 // Prune deletes what is older than the retention and returns how many
 // rows went, by table.
 func (p *Pruner) Prune(ctx context.Context) (map[string]int64, error) {
-	cut := p.db.Dialect().TimeArg(p.now().Add(-p.retention))
+	retention := p.Retention()
+	if retention <= 0 {
+		return map[string]int64{}, nil
+	}
+	cut := p.db.Dialect().TimeArg(p.now().Add(-retention))
 	out := map[string]int64{}
 	steps := []struct{ table, q string }{
 		{"agent_state_snapshots", `DELETE FROM agent_state_snapshots WHERE id IN (
@@ -111,7 +124,7 @@ func (p *Pruner) Prune(ctx context.Context) (map[string]int64, error) {
 		p.snaps.forget()
 	}
 	if n := out["agent_state_snapshots"] + out["audit_events"]; n > 0 {
-		p.log.Info("event log pruned", "snapshots", out["agent_state_snapshots"], "audit_events", out["audit_events"], "retention", p.retention)
+		p.log.Info("event log pruned", "snapshots", out["agent_state_snapshots"], "audit_events", out["audit_events"], "retention", retention)
 	}
 	return out, nil
 }

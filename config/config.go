@@ -173,6 +173,12 @@ type API struct {
 	// DeliveryReceipts sends agents receipts for the telemetry the stream
 	// holds, so they delete it only then (docs/agent-delivery.md).
 	DeliveryReceipts bool `mapstructure:"delivery_receipts"`
+	// ExportDir, ExportLinkTTL and ExportRetention are the background
+	// exports' directory, download link lifetime and file retention
+	// (docs/export.md).
+	ExportDir       string        `mapstructure:"export_dir"`
+	ExportLinkTTL   time.Duration `mapstructure:"export_link_ttl"`
+	ExportRetention time.Duration `mapstructure:"export_retention"`
 }
 
 // Values of api.dedup_mode.

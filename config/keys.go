@@ -159,6 +159,9 @@ var Keys = []Key{
 	{Name: "api.clock_max_past", Kind: Duration, Default: "24h", Doc: "Readings older than this at receipt are accepted (a backlog replay) but counted, as a sign of an agent clock running behind or a long outage; see docs/readings-api.md."},
 	{Name: "api.agent_offline_after", Kind: Duration, Default: "30s", Doc: "Silence after which an agent shows offline: no state report, system metrics or telemetry for this long (default 3 x the agents' 10 s report interval); see docs/agents-api.md."},
 	{Name: "api.delivery_receipts", Kind: Bool, Default: true, Doc: "Send each agent delivery receipts for the telemetry the stream store holds, at most one per agent per second; agents keep what they sent until its receipt (docs/agent-delivery.md). Off: agents that expect receipts send their records again after their wait, and the cloud de-duplicates them."},
+	{Name: "api.export_dir", Kind: String, Default: "", Doc: "Directory of the background exports' files (docs/export.md), one folder per tenant; API replicas must share it. Empty: edgeplat-export in the system's temporary directory."},
+	{Name: "api.export_link_ttl", Kind: Duration, Default: "1h", Doc: "How long an export's download link works after GET /export/jobs/:id hands it out (never past the file's retention)."},
+	{Name: "api.export_retention", Kind: Duration, Default: "24h", Doc: "How long a finished export job and its file are kept; then both are deleted."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

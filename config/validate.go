@@ -147,6 +147,12 @@ func (c *Config) validate() problems {
 			if d := c.API.AgentOfflineAfter; d < time.Second || d > 24*time.Hour {
 				p.add("api.agent_offline_after", "must be between 1s and 24h, got %s", d)
 			}
+			if d := c.API.ExportLinkTTL; d < time.Minute || d > 30*24*time.Hour {
+				p.add("api.export_link_ttl", "must be between 1m and 30d, got %s", d)
+			}
+			if d := c.API.ExportRetention; d < time.Minute || d > 365*24*time.Hour {
+				p.add("api.export_retention", "must be between 1m and 365d, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

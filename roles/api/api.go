@@ -31,6 +31,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/console"
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
+	"github.com/edgeplat/edgeplat/roles/api/export"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
@@ -157,7 +158,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// Everything under /api/v1 but the routes that create a session or
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.
-	_, v1 := acc.mount(engine)
+	public, v1 := acc.mount(engine)
 	if err := apibrokerauth.Register(engine, ba.Authorizer, cfg.BrokerAuth, WriteError); err != nil {
 		return nil, err
 	}
@@ -184,6 +185,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		Log: r.Component("api-dashboards")})
 	agentlogs.Register(v1, agentlogs.Deps{DB: b.DB, Tenant: tenantKey, WriteError: WriteError, AgentGuard: agent,
 		Log: r.Component("api-agent-logs")})
+	exp := export.New(export.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Feature: acc.licence.CheckFeature,
+		Audit: acc.audit, Settings: export.SettingsFrom(cfg.API), Log: r.Component("api-export")})
+	exp.Register(v1, public)
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,
@@ -222,7 +226,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// it, so nothing is handed to an evaluator that is gone.
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, srv, lv, watch, seen}
 	svcs = append(svcs, an.Services()...)
-	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
+	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service())
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -257,4 +257,3 @@ func checkParquet(t *testing.T, node, modules, file string) {
 		t.Errorf("%d rows differ", bad)
 	}
 }
-

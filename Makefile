@@ -87,6 +87,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzRuleInput$$' -fuzztime=$(FUZZEXECS) ./roles/api/anomaly
 	$(GO) test -run='^$$' -fuzz='^FuzzListParams$$' -fuzztime=$(FUZZEXECS) ./roles/api/events
 	$(GO) test -run='^$$' -fuzz='^FuzzStateHash$$' -fuzztime=$(FUZZEXECS) ./roles/api/events
+	$(GO) test -run='^$$' -fuzz='^FuzzParseSelection$$' -fuzztime=$(FUZZEXECS) ./roles/api/export
+	$(GO) test -run='^$$' -fuzz='^FuzzVerifyLink$$' -fuzztime=$(FUZZEXECS) ./roles/api/export
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLine$$' -fuzztime=$(FUZZEXECS) ./core/spool
 	$(GO) test -run='^$$' -fuzz='^FuzzParseMessage$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=$(FUZZEXECS) ./core/telemetry

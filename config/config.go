@@ -190,6 +190,12 @@ type API struct {
 	// answer 503.
 	GrafanaURL   string `mapstructure:"grafana_url"`
 	GrafanaToken Secret `mapstructure:"grafana_token"`
+	// ExportDir, ExportLinkTTL and ExportRetention are the background
+	// exports' directory, download link lifetime and file retention
+	// (docs/export.md).
+	ExportDir       string        `mapstructure:"export_dir"`
+	ExportLinkTTL   time.Duration `mapstructure:"export_link_ttl"`
+	ExportRetention time.Duration `mapstructure:"export_retention"`
 }
 
 // Values of api.dedup_mode.

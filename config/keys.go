@@ -168,6 +168,9 @@ var Keys = []Key{
 	{Name: "api.events_retention", Kind: Duration, Default: "2160h", Doc: "How long the event log keeps agents' state snapshots and audit records (GET /api/v1/audit/events reads the same records): older ones are deleted hourly, each agent's newest snapshot excepted; 0 keeps them. Default 90 days; see docs/events.md."},
 	{Name: "api.grafana_url", Env: "GRAFANA_URL", Kind: String, Default: "", Doc: "Base URL of the Grafana whose dashboards and alert rules the external-dashboards routes list and change (docs/external-dashboards.md); empty: those routes answer 503."},
 	{Name: "api.grafana_token", Env: "GRAFANA_TOKEN", Kind: String, Default: "", Secret: true, Doc: "Grafana service account token the external-dashboards routes send as a bearer token; it needs the rights to search dashboards and to read and write alert rules."},
+	{Name: "api.export_dir", Kind: String, Default: "", Doc: "Directory of the background exports' files (docs/export.md), one folder per tenant; API replicas must share it. Empty: edgeplat-export in the system's temporary directory."},
+	{Name: "api.export_link_ttl", Kind: Duration, Default: "1h", Doc: "How long an export's download link works after GET /export/jobs/:id hands it out (never past the file's retention)."},
+	{Name: "api.export_retention", Kind: Duration, Default: "24h", Doc: "How long a finished export job and its file are kept; then both are deleted."},
 
 	// spool
 	{Name: "spool.enabled", Env: "DISK_SPOOL_ENABLED", Kind: Bool, Default: false, Doc: "Spool telemetry to disk while the stream store or database is failing."},

@@ -151,6 +151,12 @@ func (c *Config) validate() problems {
 			if d := c.API.EventsRetention; d != 0 && d < time.Hour {
 				p.add("api.events_retention", "must be 0 (keep) or at least 1h, got %s", d)
 			}
+			if d := c.API.ExportLinkTTL; d < time.Minute || d > 30*24*time.Hour {
+				p.add("api.export_link_ttl", "must be between 1m and 30d, got %s", d)
+			}
+			if d := c.API.ExportRetention; d < time.Minute || d > 365*24*time.Hour {
+				p.add("api.export_retention", "must be between 1m and 365d, got %s", d)
+			}
 		case "spool":
 			if c.Spool.Enabled {
 				p.notEmpty("spool.path", c.Spool.Path)

@@ -34,6 +34,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/envelope"
 	eventlog "github.com/edgeplat/edgeplat/roles/api/events"
+	"github.com/edgeplat/edgeplat/roles/api/export"
 	"github.com/edgeplat/edgeplat/roles/api/jobs"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
 	"github.com/edgeplat/edgeplat/roles/api/openapi"
@@ -182,7 +183,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// Everything under /api/v1 but the routes that create a session or
 	// carry their own credential needs one; the caller's tenant comes from
 	// it and scopes every query.
-	_, v1 := acc.mount(engine)
+	public, v1 := acc.mount(engine)
 	if err := apibrokerauth.Register(engine, ba.Authorizer, cfg.BrokerAuth, WriteError); err != nil {
 		return nil, err
 	}
@@ -222,6 +223,9 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		Agents:  acc.agents, Readings: readings.Reader{DB: b.DB}, Incidents: an,
 		Events: ai.LogEvents{DB: b.DB}, Config: cfg.API, Registerer: r.Metrics,
 		Log: r.Component("api-ai")})
+	exp := export.New(export.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Feature: acc.licence.CheckFeature,
+		Audit: acc.audit, Settings: export.SettingsFrom(cfg.API), Log: r.Component("api-export")})
+	exp.Register(v1, public)
 	readings.Register(v1, readings.Deps{
 		DB:         b.DB,
 		Tenant:     tenantKey,
@@ -269,8 +273,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// server takes its first request.
 	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, sc, srv, lv, watch, seen, mon}
 	svcs = append(svcs, an.Services()...)
-	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0))
-	svcs = append(svcs, prune)
+	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -37,7 +37,8 @@ func testLicence(t *testing.T, maxAgents int) config.Licence {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := licence.Issue(priv, licence.Claims{Customer: "test", MaxAgents: maxAgents, ExpiresAt: time.Now().Add(24 * time.Hour)})
+	raw, err := licence.Issue(priv, licence.Claims{Customer: "test", MaxAgents: maxAgents, ExpiresAt: time.Now().Add(24 * time.Hour),
+		Features: []string{licence.FeatureExport}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +444,10 @@ VALUES ($1, $2, 'anomaly_alert', 'b-event', 'critical', $3, $3, '{}')`, tenantB,
 				t.Fatalf("create tenant B's %s: %d %s", what, r.status, r.raw)
 			}
 		}
+		exportB := call(t, e, "POST", "/api/v1/export/jobs", tokB, nil)
+		if exportB.status != http.StatusAccepted {
+			t.Fatalf("create tenant B's export job: %d %s", exportB.status, exportB.raw)
+		}
 		// idOf names tenant B's record of each family of :id routes.
 		idOf := func(path string) string {
 			switch {
@@ -456,6 +461,8 @@ VALUES ($1, $2, 'anomaly_alert', 'b-event', 'critical', $3, $3, '{}')`, tenantB,
 				return incidentB
 			case strings.HasPrefix(path, "/api/v1/anomaly/alerts/"):
 				return alertB.str("id")
+			case strings.HasPrefix(path, "/api/v1/export/jobs/"):
+				return exportB.str("id")
 			}
 			return ""
 		}

@@ -25,9 +25,32 @@ func byteOrder(d db.Dialect, column string) string {
 }
 
 // seriesFilter narrows the series walk; empty fields do not filter.
+// agents and metrics list several values (an export's selection), each
+// probed as agent and metric are; agent and metric are the one-value
+// form the readings endpoints use.
 type seriesFilter struct {
 	agent  string // canonical lowercase UUID
 	metric string
+	// agents are canonical lowercase UUIDs; both lists are sorted and
+	// hold each value once.
+	agents  []string
+	metrics []string
+}
+
+// agentList is every agent the filter names, none for all.
+func (f seriesFilter) agentList() []string {
+	if f.agent != "" {
+		return []string{f.agent}
+	}
+	return f.agents
+}
+
+// metricList is every metric the filter names, none for all.
+func (f seriesFilter) metricList() []string {
+	if f.metric != "" {
+		return []string{f.metric}
+	}
+	return f.metrics
 }
 
 // walkSeries writes a WITH RECURSIVE clause defining series(a, m): the
@@ -37,10 +60,17 @@ type seriesFilter struct {
 // them out.
 func (s *sqlBuilder) walkSeries(tenant string, f seriesFilter) {
 	s.Write("WITH RECURSIVE\n")
-	if f.agent != "" {
-		s.Write("walk(a) AS (\n",
-			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.Arg(f.agent), " ORDER BY r.agent_uuid LIMIT 1)\n",
-			"),\n")
+	if agents := f.agentList(); len(agents) > 0 {
+		// One key probe per named agent; an agent without readings gives
+		// a NULL row, which owned drops.
+		s.Write("walk(a) AS (\n")
+		for i, a := range agents {
+			if i > 0 {
+				s.Write("  UNION ALL\n")
+			}
+			s.Write("  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.Arg(a), " ORDER BY r.agent_uuid LIMIT 1)\n")
+		}
+		s.Write("),\n")
 	} else {
 		s.Write("walk(a) AS (\n",
 			"  SELECT (SELECT r.agent_uuid FROM readings r ORDER BY r.agent_uuid LIMIT 1)\n",
@@ -64,11 +94,16 @@ func (s *sqlBuilder) walkSeries(tenant string, f seriesFilter) {
 		"      (SELECT CAST(g.tenant_uuid AS TEXT) = ", s.Arg(tenantUUID), " FROM agents g WHERE g.uuid = walk.a),\n",
 		"      (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = walk.a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1)\n",
 		"),\n")
-	if f.metric != "" {
-		s.Write("series(a, m) AS (\n",
-			"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a AND r.metric_name = ", s.Arg(f.metric), " LIMIT 1)\n",
-			"  FROM owned\n",
-			")")
+	if metrics := f.metricList(); len(metrics) > 0 {
+		s.Write("series(a, m) AS (\n")
+		for i, m := range metrics {
+			if i > 0 {
+				s.Write("  UNION ALL\n")
+			}
+			s.Write("  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a AND r.metric_name = ", s.Arg(m), " LIMIT 1)\n",
+				"  FROM owned\n")
+		}
+		s.Write(")")
 		return
 	}
 	s.Write("series(a, m) AS (\n",
@@ -134,7 +169,8 @@ func metricNamesSQL(d db.Dialect, tenant string, limit int64) (string, []any) {
 
 // bucketSQL selects, per series and bucket of the given width, the count,
 // sum, minimum and maximum of the values in [lo, hi], ordered by series
-// and bucket, at most limit rows. Readings without a value are left out.
+// and bucket, at most limit rows (every row when limit is 0, for a
+// streamed export). Readings without a value are left out.
 func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, hi any, limit int64) (string, []any) {
 	s := &sqlBuilder{}
 	s.Arg(tenant)
@@ -146,8 +182,27 @@ func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, h
 		"\n  AND r.time >= ", s.Arg(lo), " AND r.time <= ", s.Arg(hi),
 		"\n  AND r.tenant_id = $1 AND r.value IS NOT NULL",
 		"\nGROUP BY 1, 2, 3",
-		"\nORDER BY r.agent_uuid, ", byteOrder(d, "r.metric_name"), ", b",
-		"\nLIMIT ", s.Arg(limit))
+		"\nORDER BY r.agent_uuid, ", byteOrder(d, "r.metric_name"), ", b")
+	if limit > 0 {
+		s.Write("\nLIMIT ", s.Arg(limit))
+	}
+	return s.String(), s.Args()
+}
+
+// seriesRawSQL selects every reading in [lo, hi] of the tenant's series
+// matching f, ordered by agent, metric (byte order) and time, for a
+// streamed export: the walk finds the series, the key reads each one's
+// range in order.
+func seriesRawSQL(d db.Dialect, tenant string, f seriesFilter, lo, hi any) (string, []any) {
+	s := &sqlBuilder{}
+	s.Arg(tenant)
+	s.walkSeries(tenant, f)
+	s.Write("\nSELECT r.agent_uuid, r.metric_name, r.time, r.value, r.device_name, r.protocol, r.unit, r.quality, r.anomaly_score",
+		"\nFROM series s CROSS JOIN readings r",
+		"\nWHERE s.m IS NOT NULL AND r.agent_uuid = s.a AND r.metric_name = s.m",
+		"\n  AND r.time >= ", s.Arg(lo), " AND r.time <= ", s.Arg(hi),
+		"\n  AND r.tenant_id = $1",
+		"\nORDER BY r.agent_uuid, ", byteOrder(d, "r.metric_name"), ", r.time")
 	return s.String(), s.Args()
 }
 

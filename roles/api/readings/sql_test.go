@@ -51,7 +51,14 @@ func TestSQLCarriesNoInput(t *testing.T) {
 			text, args = bucketSQL(d, tenant, f, bucket, d.TimeArg(lo), d.TimeArg(hi), 10)
 			add("buckets", text, args, append(want, d.TimeArg(lo), d.TimeArg(hi))...)
 		}
-		text, args := metricNamesSQL(d, tenant, 10)
+		// An export's selection: several agents and metrics.
+		const agent2, metric2 = `agent2"sentinel`, `metric2'sentinel`
+		multi := seriesFilter{agents: []string{agent, agent2}, metrics: []string{metric, metric2}}
+		text, args := seriesRawSQL(d, tenant, multi, d.TimeArg(lo), d.TimeArg(hi))
+		add("export raw", text, args, tenant, agent, agent2, metric, metric2, d.TimeArg(lo), d.TimeArg(hi))
+		text, args = bucketSQL(d, tenant, multi, bucket, d.TimeArg(lo), d.TimeArg(hi), 0)
+		add("export buckets", text, args, tenant, agent, agent2, metric, metric2, d.TimeArg(lo), d.TimeArg(hi))
+		text, args = metricNamesSQL(d, tenant, 10)
 		add("metric names", text, args, tenant)
 		text, args = rawSQL(tenant, agent, metric, d.TimeArg(lo), d.TimeArg(hi), 10)
 		add("raw", text, args, tenant, agent, metric, d.TimeArg(lo), d.TimeArg(hi))

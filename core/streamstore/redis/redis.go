@@ -87,6 +87,8 @@ const deadlineMargin = 100 * time.Millisecond
 type Store struct {
 	opts   Options
 	client goredis.UniversalClient
+	// cluster says keys are named for Redis Cluster; see keys.go.
+	cluster bool
 
 	mu     sync.Mutex
 	closed bool
@@ -119,7 +121,7 @@ func New(opts Options) (*Store, error) {
 	if opts.SubscriptionBuffer == 0 {
 		opts.SubscriptionBuffer = 256
 	}
-	return &Store{opts: opts, client: newClient(opts), subs: make(map[*subscription]struct{}), claims: newClaims()}, nil
+	return &Store{opts: opts, client: newClient(opts), cluster: opts.isCluster(), subs: make(map[*subscription]struct{}), claims: newClaims()}, nil
 }
 
 func (o Options) validate() error {

@@ -62,7 +62,8 @@ func nameOfKey(key string) string {
 		return key
 	}
 	id, tail, ok := strings.Cut(rest, "}:")
-	if !ok || id == "" || strings.ContainsAny(id, "{}") {
+	if !ok || id == "" || strings.ContainsAny(id, "{}:") { // clusterKey's ids have none
+
 		return key
 	}
 	return tenantPrefix + id + ":" + tail

@@ -3,7 +3,9 @@
 // as goredis so that callers can keep the short name. Options select a
 // single server, Redis Cluster or Sentinel; appends with a maxLen are one
 // Lua script, blocking reads are sliced so cancellation is noticed, and
-// trimming is exact. See docs/stream-store.md, section Redis.
+// trimming is exact. On Cluster a tenant's keys get its id as hash tag
+// (keys.go), so its stream, marks and claims share a slot. See
+// docs/stream-store.md, sections Redis and Redis Cluster.
 package redis
 
 import (

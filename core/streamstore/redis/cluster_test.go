@@ -356,3 +356,16 @@ func FuzzClusterKey(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkProduceBatchCluster(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs redis-server")
+	}
+	cluster := coretest.StartRedisCluster(b, 3)
+	st, err := New(Options{Addrs: cluster.Addrs()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	storetest.BenchProduceBatch(b, st)
+}

@@ -96,6 +96,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzAppendJSONMatchesStdlib$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=$(FUZZEXECS) ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/memory
+	$(GO) test -run='^$$' -fuzz='^FuzzClusterKey$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/redis
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchTopic$$' -fuzztime=$(FUZZEXECS) ./core/mqttx
 	$(GO) test -run='^$$' -fuzz='^FuzzFirstPacketConn$$' -fuzztime=$(FUZZEXECS) ./roles/broker
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTopic$$' -fuzztime=$(FUZZEXECS) ./roles/api/envelope

@@ -167,17 +167,17 @@ type Store interface {
 	// append Entries, then set the mark and publish Payload. The mark is set
 	// only with the append, so a message whose append failed is not taken
 	// for a duplicate when the broker redelivers it. Copies of one message
-	// produced at the same instant append once: where the backend allows it
-	// (one Redis server, Sentinel, the in-process store) a copy produced
-	// while another is being appended either sees it appended (a duplicate)
-	// or is refused with ErrCopyInFlight, to be retried. On a Redis Cluster,
-	// where the key and the stream live on different slots, the steps run
-	// in order, and two such copies may both be appended, which ingestion
+	// produced at the same instant append once: a copy produced while
+	// another is being appended either sees it appended (a duplicate) or is
+	// refused with ErrCopyInFlight, to be retried. On a Redis Cluster that
+	// holds only when the mark and the stream share a hash tag, as a
+	// tenant's keys do (docs/stream-store.md); otherwise the steps run in
+	// order, and two such copies may both be appended, which ingestion
 	// absorbs because rows are keyed.
 	Produce(ctx context.Context, req ProduceRequest) (ProduceResult, error)
 	// ProduceBatch performs Produce for each of reqs, in order, in as few
-	// round trips as the backend allows (two pipelines on one Redis server
-	// or Sentinel). results[i] and errs[i] belong to reqs[i]; both slices
+	// round trips as the backend allows (two pipelines on one Redis server,
+	// Sentinel, or each master of a Cluster). results[i] and errs[i] belong to reqs[i]; both slices
 	// have len(reqs). A request sees the marks and appends of the requests
 	// before it, so two copies of one message in one batch append once,
 	// and MaxLen counts the entries appended before it. A failed request

@@ -27,16 +27,10 @@ func markKind(req streamstore.ProduceRequest) string {
 }
 
 // Produce runs the Cloud API's per-message writes; see streamstore.Store
-// and ProduceBatch, which it is for one request. On Cluster the key and
-// the stream hash to different slots, which one transaction may not touch
-// together, so the steps run in order: EXISTS (or GETBIT), the append,
-// then SET (or SETBIT and PEXPIRE) and PUBLISH in one pipeline.
+// and ProduceBatch, which it is for one request.
 func (s *Store) Produce(ctx context.Context, req streamstore.ProduceRequest) (streamstore.ProduceResult, error) {
 	if err := checkProduce(req); err != nil {
 		return streamstore.ProduceResult{}, err
-	}
-	if s.opts.isCluster() {
-		return s.produceInSteps(ctx, req, produceTTL(req))
 	}
 	results, errs := s.ProduceBatch(ctx, []streamstore.ProduceRequest{req})
 	return results[0], errs[0]
@@ -73,12 +67,30 @@ const claimTTL = 30 * time.Second
 // 30-40 µs per telemetry message on top of its commands (it copies every
 // argument into Lua and back, some 7 KB for 50 readings); the transactions
 // and claims cost a few µs.
+//
+// On Cluster the same two round trips run on each master for the requests
+// whose keys live there, masters in parallel; see produceBatchCluster.
 func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequest) ([]streamstore.ProduceResult, []error) {
-	if s.opts.isCluster() {
-		return s.produceBatchInSteps(ctx, reqs)
-	}
-	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
 	s.releaseOrphans(ctx)
+	if cluster, ok := s.client.(*goredis.ClusterClient); ok {
+		return s.produceBatchCluster(ctx, cluster, reqs)
+	}
+	results, errs, _ := s.produceOn(ctx, s.client, reqs, true)
+	return results, errs
+}
+
+// pipeliner is a client that pipelines: one server, or one master of a
+// Cluster.
+type pipeliner interface {
+	Pipeline() goredis.Pipeliner
+}
+
+// produceOn runs ProduceBatch's two round trips on c, which holds every
+// key of reqs. With register, the second adds the streams appended to the
+// registry; either way it returns them (their keys) for a caller that
+// registers them itself.
+func (s *Store) produceOn(ctx context.Context, c pipeliner, reqs []streamstore.ProduceRequest, register bool) ([]streamstore.ProduceResult, []error, []string) {
+	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
 
 	// Step 1: marks, claims and stream lengths. XLEN also tells a stream
 	// key that holds something else (WRONGTYPE) before anything is written.
@@ -96,7 +108,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 	ofReq := make([]*markState, len(reqs))
 	checks := make([]*goredis.IntCmd, len(reqs))
 	lengths := make(map[string]*goredis.IntCmd)
-	pipe := s.client.Pipeline()
+	pipe := c.Pipeline()
 	for i, req := range reqs {
 		if errs[i] = checkProduce(req); errs[i] != nil {
 			continue
@@ -123,7 +135,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 		ofReq[i] = st
 	}
 	if pipe.Len() == 0 {
-		return results, errs
+		return results, errs, nil
 	}
 	if err := execPipeline(ctx, pipe); err != nil {
 		// The claims may have been taken before the connection broke,
@@ -134,7 +146,8 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 			lost = append(lost, orphan{key: st.claimKey, token: st.token, at: time.Now()})
 		}
 		s.claims.lost(lost)
-		return failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
+		results, errs = failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
+		return results, errs, nil
 	}
 	if s.afterClaims != nil {
 		s.afterClaims()
@@ -157,7 +170,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 	copyOf := make([]int, len(reqs))
 	length := make(map[string]int64, len(lengths))
 	execs := make([]*goredis.Cmd, len(reqs))
-	pipe = s.client.Pipeline()
+	pipe = c.Pipeline()
 	for i, req := range reqs {
 		copyOf[i] = -1
 		if errs[i] != nil {
@@ -210,14 +223,20 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 			st.release = pipe.Del(ctx, st.claimKey) // claimed, but nothing appended under it
 		}
 	}
-	if appended := appendedStreams(reqs, execs); len(appended) > 0 {
-		pipe.SAdd(ctx, registryKey, appended...) // after the appends; see registryKey
+	appended := appendedStreams(reqs, execs)
+	if register && len(appended) > 0 {
+		members := make([]any, len(appended))
+		for i, a := range appended {
+			members[i] = a
+		}
+		pipe.SAdd(ctx, registryKey, members...) // after the appends; see registryKey
 	}
 	if pipe.Len() > 0 {
 		if err := execPipeline(ctx, pipe); err != nil {
 			// The transactions may have run: a retry finds their marks.
 			held(func(*markState) bool { return false })
-			return failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
+			results, errs = failAll(results, errs, s.wrap(ctx, "produce", reqs[0].Stream, err))
+			return results, errs, appended
 		}
 	}
 	held(func(st *markState) bool {
@@ -243,7 +262,7 @@ func (s *Store) ProduceBatch(ctx context.Context, reqs []streamstore.ProduceRequ
 			}
 		}
 	}
-	return results, errs
+	return results, errs, appended
 }
 
 // execPipeline runs pipe and returns the error that failed it as a whole:
@@ -262,10 +281,10 @@ func execPipeline(ctx context.Context, pipe goredis.Pipeliner) error {
 
 // appendedStreams lists, once each, the streams of the requests with a
 // transaction queued.
-func appendedStreams(reqs []streamstore.ProduceRequest, execs []*goredis.Cmd) []any {
-	var out []any
+func appendedStreams(reqs []streamstore.ProduceRequest, execs []*goredis.Cmd) []string {
+	var out []string
 	for i, c := range execs {
-		if c != nil && !slices.ContainsFunc(out, func(s any) bool { return s == reqs[i].Stream }) {
+		if c != nil && !slices.Contains(out, reqs[i].Stream) {
 			out = append(out, reqs[i].Stream)
 		}
 	}
@@ -363,18 +382,6 @@ func (s *Store) produceResult(ctx context.Context, req streamstore.ProduceReques
 	// and appended again. (Neither can fail once the transaction runs:
 	// Redis refuses a transaction for memory before it starts.)
 	return streamstore.ProduceResult{IDs: ids}, nil
-}
-
-// produceBatchInSteps is ProduceBatch on Cluster: Produce's steps, request
-// after request, so each sees the marks of the ones before it.
-func (s *Store) produceBatchInSteps(ctx context.Context, reqs []streamstore.ProduceRequest) ([]streamstore.ProduceResult, []error) {
-	results, errs := make([]streamstore.ProduceResult, len(reqs)), make([]error, len(reqs))
-	for i, req := range reqs {
-		if errs[i] = checkProduce(req); errs[i] == nil {
-			results[i], errs[i] = s.produceInSteps(ctx, req, produceTTL(req))
-		}
-	}
-	return results, errs
 }
 
 // checkProduce refuses a request before any I/O, with an error that says

@@ -3,7 +3,9 @@
 // as goredis so that callers can keep the short name. Options select a
 // single server, Redis Cluster or Sentinel; appends with a maxLen are one
 // Lua script, blocking reads are sliced so cancellation is noticed, and
-// trimming is exact. See docs/stream-store.md, section Redis.
+// trimming is exact. On Cluster a tenant's keys get its id as hash tag
+// (keys.go), so its stream, marks and claims share a slot. See
+// docs/stream-store.md, sections Redis and Redis Cluster.
 package redis
 
 import (
@@ -87,6 +89,8 @@ const deadlineMargin = 100 * time.Millisecond
 type Store struct {
 	opts   Options
 	client goredis.UniversalClient
+	// cluster says keys are named for Redis Cluster; see keys.go.
+	cluster bool
 
 	mu     sync.Mutex
 	closed bool
@@ -119,7 +123,7 @@ func New(opts Options) (*Store, error) {
 	if opts.SubscriptionBuffer == 0 {
 		opts.SubscriptionBuffer = 256
 	}
-	return &Store{opts: opts, client: newClient(opts), subs: make(map[*subscription]struct{}), claims: newClaims()}, nil
+	return &Store{opts: opts, client: newClient(opts), cluster: opts.isCluster(), subs: make(map[*subscription]struct{}), claims: newClaims()}, nil
 }
 
 func (o Options) validate() error {

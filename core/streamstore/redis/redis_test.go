@@ -440,23 +440,6 @@ func TestProduceClaimIntegration(t *testing.T) {
 	}
 }
 
-// TestProduceBatchInStepsIntegration runs the Cluster path of ProduceBatch
-// on the single test server.
-func TestProduceBatchInStepsIntegration(t *testing.T) {
-	st := newStore(t, Options{})
-	name := uniqueName(t)
-	reqs, want := testBatch(name)
-	t.Cleanup(func() { _, _ = st.Delete(context.Background(), name+":ingest", name+":msgid", name+":seq") })
-	results, errs := st.produceBatchInSteps(t.Context(), reqs)
-	checkBatch(t, "produceBatchInSteps", want, results, errs)
-	if n, err := st.Len(t.Context(), name+":ingest"); err != nil || n != 3 {
-		t.Errorf("Len = %d, %v; want 3", n, err)
-	}
-	if results, errs := st.produceBatchInSteps(t.Context(), nil); len(results) != 0 || len(errs) != 0 {
-		t.Errorf("empty batch = %v, %v", results, errs)
-	}
-}
-
 // TestProduceBatchUnreachable: with nothing listening every request fails
 // with the connection's error, none as a copy in flight or a duplicate (a
 // failed dial leaves the pipeline's commands without errors of their own).

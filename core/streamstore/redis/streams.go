@@ -54,8 +54,8 @@ func (s *Store) Add(ctx context.Context, stream string, values map[string]string
 	}
 	var add *goredis.StringCmd
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		add = p.XAdd(ctx, &goredis.XAddArgs{Stream: stream, Values: values})
-		p.SAdd(ctx, registryKey, stream)
+		add = p.XAdd(ctx, &goredis.XAddArgs{Stream: s.wireKey(stream), Values: values})
+		s.queueRegister(ctx, p, stream)
 		return nil
 	})
 	// The entry is in once XADD answered with its id, whatever became of
@@ -91,7 +91,7 @@ func (s *Store) AddBatch(ctx context.Context, stream string, batch []map[string]
 			args = append(args, k, v)
 		}
 	}
-	res, err := addScript.Run(ctx, s.client, []string{stream}, args...).StringSlice()
+	res, err := addScript.Run(ctx, s.client, []string{s.wireKey(stream)}, args...).StringSlice()
 	if err != nil {
 		return nil, s.wrap(ctx, "xadd", stream, err)
 	}
@@ -100,7 +100,7 @@ func (s *Store) AddBatch(ctx context.Context, stream string, batch []map[string]
 	}
 	// The entries are in: failing now would have them appended again. The
 	// stream's next write repeats the registration.
-	_ = s.client.SAdd(ctx, registryKey, stream).Err()
+	s.register(ctx, []string{stream})
 	return res, nil
 }
 
@@ -112,8 +112,8 @@ func (s *Store) EnsureGroup(ctx context.Context, stream, group, startID string) 
 	}
 	var create *goredis.StatusCmd
 	_, perr := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		create = p.XGroupCreateMkStream(ctx, stream, group, startID)
-		p.SAdd(ctx, registryKey, stream)
+		create = p.XGroupCreateMkStream(ctx, s.wireKey(stream), group, startID)
+		s.queueRegister(ctx, p, stream)
 		return nil
 	})
 	// The group's outcome is XGROUP's reply; the pipeline's error counts
@@ -157,7 +157,7 @@ func (s *Store) ReadGroup(ctx context.Context, stream, group, consumer string, c
 			}
 		}
 		res, err := s.client.XReadGroup(ctx, &goredis.XReadGroupArgs{
-			Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(count), Block: wait,
+			Group: group, Consumer: consumer, Streams: []string{s.wireKey(stream), ">"}, Count: int64(count), Block: wait,
 		}).Result()
 		if err != nil && !errors.Is(err, goredis.Nil) {
 			return nil, s.wrap(ctx, "xreadgroup", stream, err)
@@ -201,7 +201,7 @@ func (s *Store) Ack(ctx context.Context, stream, group string, ids ...string) (i
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	n, err := s.client.XAck(ctx, stream, group, ids...).Result()
+	n, err := s.client.XAck(ctx, s.wireKey(stream), group, ids...).Result()
 	if err != nil {
 		return 0, s.wrap(ctx, "xack", stream, err)
 	}
@@ -216,7 +216,7 @@ func (s *Store) AutoClaim(ctx context.Context, stream, group, consumer string, m
 		count = streamstore.DefaultCount
 	}
 	msgs, next, err := s.client.XAutoClaim(ctx, &goredis.XAutoClaimArgs{
-		Stream: stream, Group: group, Consumer: consumer, MinIdle: max(minIdle, 0), Start: start, Count: int64(count),
+		Stream: s.wireKey(stream), Group: group, Consumer: consumer, MinIdle: max(minIdle, 0), Start: start, Count: int64(count),
 	}).Result()
 	if err != nil {
 		return nil, "", s.wrap(ctx, "xautoclaim", stream, err)
@@ -231,7 +231,7 @@ func (s *Store) PendingEntries(ctx context.Context, stream, group string, count 
 		count = streamstore.DefaultCount
 	}
 	res, err := s.client.XPendingExt(ctx, &goredis.XPendingExtArgs{
-		Stream: stream, Group: group, Start: "-", End: "+", Count: int64(count),
+		Stream: s.wireKey(stream), Group: group, Start: "-", End: "+", Count: int64(count),
 	}).Result()
 	if err != nil {
 		return nil, s.wrap(ctx, "xpending", stream, err)
@@ -247,7 +247,7 @@ func (s *Store) PendingEntries(ctx context.Context, stream, group string, count 
 // because go-redis turns an unknown (nil) lag into 0, which would read as
 // "caught up".
 func (s *Store) Group(ctx context.Context, stream, group string) (streamstore.GroupInfo, error) {
-	res, err := s.client.Do(ctx, "xinfo", "groups", stream).Result()
+	res, err := xinfoGroups(ctx, s.client, s.wireKey(stream)).Result()
 	if err != nil {
 		return streamstore.GroupInfo{}, s.wrap(ctx, "xinfo groups", stream, err)
 	}
@@ -256,6 +256,21 @@ func (s *Store) Group(ctx context.Context, stream, group string) (streamstore.Gr
 		return streamstore.GroupInfo{}, fmt.Errorf("xinfo groups %s: %w", stream, err)
 	}
 	return info, nil
+}
+
+// xinfoGroups queues or runs XINFO GROUPS key. go-redis routes a command
+// it has no key position for by its second word, for XINFO "groups": on
+// Cluster a single command was then redirected to the stream's master, and
+// in SafeTrimID's transaction it ran apart from XPENDING, so the two reads
+// were no snapshot, and not even in order (trimming an entry delivered
+// between them).
+func xinfoGroups(ctx context.Context, c interface {
+	Process(context.Context, goredis.Cmder) error
+}, key string) *goredis.Cmd {
+	cmd := goredis.NewCmd(ctx, "xinfo", "groups", key)
+	cmd.SetFirstKeyPos(2)
+	_ = c.Process(ctx, cmd)
+	return cmd
 }
 
 // findGroup picks group out of an XINFO GROUPS reply: a list of maps
@@ -297,7 +312,7 @@ func findGroup(reply any, group string) (streamstore.GroupInfo, error) {
 
 // TrimMinID runs XTRIM MINID, exactly; see streamstore.Store.
 func (s *Store) TrimMinID(ctx context.Context, stream, minID string) (int64, error) {
-	n, err := s.client.XTrimMinID(ctx, stream, minID).Result()
+	n, err := s.client.XTrimMinID(ctx, s.wireKey(stream), minID).Result()
 	if err != nil {
 		return 0, s.wrap(ctx, "xtrim", stream, err)
 	}
@@ -313,8 +328,8 @@ func (s *Store) SafeTrimID(ctx context.Context, stream, group string) (string, e
 	var groups *goredis.Cmd
 	var pending *goredis.XPendingCmd
 	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		groups = p.Do(ctx, "xinfo", "groups", stream)
-		pending = p.XPending(ctx, stream, group)
+		groups = xinfoGroups(ctx, p, s.wireKey(stream))
+		pending = p.XPending(ctx, s.wireKey(stream), group)
 		return nil
 	})
 	if err != nil {
@@ -343,7 +358,7 @@ func (s *Store) SafeTrimID(ctx context.Context, stream, group string) (string, e
 
 // Len runs XLEN; see streamstore.Store.
 func (s *Store) Len(ctx context.Context, stream string) (int64, error) {
-	n, err := s.client.XLen(ctx, stream).Result()
+	n, err := s.client.XLen(ctx, s.wireKey(stream)).Result()
 	if err != nil {
 		return 0, s.wrap(ctx, "xlen", stream, err)
 	}
@@ -355,7 +370,7 @@ func (s *Store) Range(ctx context.Context, stream, start, end string, count int)
 	if count <= 0 {
 		count = streamstore.DefaultCount
 	}
-	msgs, err := s.client.XRangeN(ctx, stream, start, end, int64(count)).Result()
+	msgs, err := s.client.XRangeN(ctx, s.wireKey(stream), start, end, int64(count)).Result()
 	if err != nil {
 		return nil, s.wrap(ctx, "xrange", stream, err)
 	}
@@ -373,6 +388,9 @@ const scanCount = 1000
 // a few thousand messages a second): a SCAN of it every few seconds cost
 // Redis far more than the streams it found.
 //
+// On Cluster the registry is split into sets of their own slots; see
+// registryShards.
+//
 // adoptedKey says that the keyspace was scanned once for streams older than
 // the registry (written before it existed) and they were added.
 const (
@@ -380,12 +398,12 @@ const (
 	adoptedKey  = "edgeplat:streams:adopted"
 )
 
-// Streams returns the registered streams matching pattern (SSCAN MATCH),
-// dropping from the registry the members no longer there (deleted other
-// than through Delete). The first call on a server whose keyspace was
-// never scanned for older streams scans it once, SCAN MATCH * TYPE stream
-// (never KEYS, which blocks the server; on Cluster on every master), and
-// adds them. See streamstore.Store.
+// Streams returns the registered streams matching pattern (SSCAN MATCH of
+// each registry set), dropping from the registry the members no longer
+// there (deleted other than through Delete). The first call on a server
+// whose keyspace was never scanned for older streams scans it once, SCAN
+// MATCH * TYPE stream (never KEYS, which blocks the server; on Cluster on
+// every master), and adds them. See streamstore.Store.
 func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 	if err := s.adoptStreams(ctx); err != nil {
 		return nil, err
@@ -394,15 +412,17 @@ func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 		pattern = "*"
 	}
 	var members []string
-	var cursor uint64
-	for {
-		keys, next, err := s.client.SScan(ctx, registryKey, cursor, pattern, scanCount).Result()
-		if err != nil {
-			return nil, s.wrap(ctx, "sscan", registryKey, err)
-		}
-		members = append(members, keys...)
-		if cursor = next; cursor == 0 {
-			break
+	for _, set := range s.registries() {
+		var cursor uint64
+		for {
+			keys, next, err := s.client.SScan(ctx, set, cursor, pattern, scanCount).Result()
+			if err != nil {
+				return nil, s.wrap(ctx, "sscan", set, err)
+			}
+			members = append(members, keys...)
+			if cursor = next; cursor == 0 {
+				break
+			}
 		}
 	}
 	slices.Sort(members)
@@ -413,7 +433,7 @@ func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 	types := make([]*goredis.StatusCmd, len(members))
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, m := range members {
-			types[i] = p.Type(ctx, m)
+			types[i] = p.Type(ctx, s.wireKey(m))
 		}
 		return nil
 	})
@@ -421,7 +441,7 @@ func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 		return nil, s.wrap(ctx, "type", pattern, err)
 	}
 	out := make([]string, 0, len(members))
-	var gone []any
+	var gone []string
 	for i, m := range members {
 		switch types[i].Val() {
 		case "stream":
@@ -430,13 +450,18 @@ func (s *Store) Streams(ctx context.Context, pattern string) ([]string, error) {
 			gone = append(gone, m)
 		}
 	}
-	if len(gone) > 0 {
-		// A stream recreated since is registered again by its next write.
-		if err := s.client.SRem(ctx, registryKey, gone...).Err(); err != nil {
-			return nil, s.wrap(ctx, "srem", registryKey, err)
+	// A stream recreated since is registered again by its next write.
+	for set, members := range s.byRegistry(gone) {
+		if err := s.client.SRem(ctx, set, members...).Err(); err != nil {
+			return nil, s.wrap(ctx, "srem", set, err)
 		}
 	}
 	return out, nil
+}
+
+// queueRegister queues stream's registration on p.
+func (s *Store) queueRegister(ctx context.Context, p goredis.Pipeliner, stream string) {
+	p.SAdd(ctx, s.registryOf(stream), s.nameOf(s.wireKey(stream)))
 }
 
 // adoptStreams adds the streams already in the keyspace to the registry,
@@ -452,7 +477,7 @@ func (s *Store) adoptStreams(ctx context.Context) error {
 		return nil
 	}
 	var mu sync.Mutex
-	var found []any
+	var found []string
 	scan := func(ctx context.Context, c goredis.Cmdable) error {
 		var cursor uint64
 		for {
@@ -462,7 +487,7 @@ func (s *Store) adoptStreams(ctx context.Context) error {
 			}
 			mu.Lock()
 			for _, k := range keys {
-				found = append(found, k)
+				found = append(found, s.nameOf(k))
 			}
 			mu.Unlock()
 			if cursor = next; cursor == 0 {
@@ -478,9 +503,11 @@ func (s *Store) adoptStreams(ctx context.Context) error {
 	if err != nil {
 		return s.wrap(ctx, "scan", "streams", err)
 	}
-	for chunk := range slices.Chunk(found, scanCount) {
-		if err := s.client.SAdd(ctx, registryKey, chunk...).Err(); err != nil {
-			return s.wrap(ctx, "sadd", registryKey, err)
+	for set, members := range s.byRegistry(found) {
+		for chunk := range slices.Chunk(members, scanCount) {
+			if err := s.client.SAdd(ctx, set, chunk...).Err(); err != nil {
+				return s.wrap(ctx, "sadd", set, err)
+			}
 		}
 	}
 	if err := s.client.Set(ctx, adoptedKey, "1", 0).Err(); err != nil {
@@ -498,13 +525,11 @@ func (s *Store) Delete(ctx context.Context, keys ...string) (int64, error) {
 	dels := make([]*goredis.IntCmd, len(keys))
 	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, k := range keys {
-			dels[i] = p.Del(ctx, k)
+			dels[i] = p.Del(ctx, s.wireKey(k))
 		}
-		members := make([]any, len(keys))
-		for i, k := range keys {
-			members[i] = k
+		for set, members := range s.byRegistry(keys) {
+			p.SRem(ctx, set, members...)
 		}
-		p.SRem(ctx, registryKey, members...)
 		return nil
 	})
 	if err != nil {
@@ -519,7 +544,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) (int64, error) {
 
 // SetNX runs SET key value NX PX ttl; see streamstore.Store.
 func (s *Store) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	ok, err := s.client.SetNX(ctx, key, value, max(ttl, 0)).Result()
+	ok, err := s.client.SetNX(ctx, s.wireKey(key), value, max(ttl, 0)).Result()
 	if err != nil {
 		return false, s.wrap(ctx, "set nx", key, err)
 	}

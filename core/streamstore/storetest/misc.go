@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,9 +129,12 @@ func testPubSub(t *testing.T, e *env) {
 
 func testStreamsDiscovery(t *testing.T, e *env) {
 	// Tenant ids carry the test's unique prefix, so the exact pattern below
-	// only sees this test's streams even on a shared Redis.
+	// only sees this test's streams even on a shared Redis. It goes without
+	// its braces: these are tenant names as the roles write them, which
+	// Redis Cluster spreads over slots by tenant.
+	prefix := strings.Trim(e.prefix, "{}")
 	tenant := func(id, suffix string) string {
-		n := "tenant:" + e.prefix + "-" + id + ":agent:devices:" + suffix
+		n := "tenant:" + prefix + "-" + id + ":agent:devices:" + suffix
 		e.track(n)
 		return n
 	}
@@ -141,7 +145,7 @@ func testStreamsDiscovery(t *testing.T, e *env) {
 	if ok, err := e.st.SetNX(e.ctx, tenant("t9", "ingestion"), "not a stream", time.Hour); !ok || err != nil {
 		t.Fatalf("SetNX: %v %v", ok, err)
 	}
-	mine := "tenant:" + e.prefix + "-*:agent:devices:ingestion"
+	mine := "tenant:" + prefix + "-*:agent:devices:ingestion"
 	streams := func(pattern string) []string {
 		t.Helper()
 		got, err := e.st.Streams(e.ctx, pattern)
@@ -170,11 +174,11 @@ func testStreamsDiscovery(t *testing.T, e *env) {
 		t.Error("Streams result is not sorted")
 	}
 	for pattern, want := range map[string][]string{
-		"tenant:" + e.prefix + "-t[12]:agent:devices:ingestion": {t1, t2},
-		"tenant:" + e.prefix + "-t[^1]:agent:devices:*":         {t2, t3},
-		"tenant:" + e.prefix + "-t?:agent:devices:dlq":          {tenant("t1", "dlq")},
-		"tenant:" + e.prefix + "-t1:agent:devices:ingestion":    {t1},
-		"tenant:" + e.prefix + "-nobody*":                       nil,
+		"tenant:" + prefix + "-t[12]:agent:devices:ingestion": {t1, t2},
+		"tenant:" + prefix + "-t[^1]:agent:devices:*":         {t2, t3},
+		"tenant:" + prefix + "-t?:agent:devices:dlq":          {tenant("t1", "dlq")},
+		"tenant:" + prefix + "-t1:agent:devices:ingestion":    {t1},
+		"tenant:" + prefix + "-nobody*":                       nil,
 	} {
 		if got := streams(pattern); !slices.Equal(got, want) {
 			t.Errorf("Streams(%s) = %v, want %v", pattern, got, want)

@@ -164,7 +164,9 @@ func TestContainerImageIntegration(t *testing.T) {
 	})
 	start = time.Now()
 	must("build", "--quiet", "-t", base, baseCtx)
-	must("build", "--quiet", "--format", "docker",
+	// --platform sets TARGETPLATFORM explicitly; buildah 1.28 warns
+	// that it is missing otherwise (while filling it with the host's).
+	must("build", "--quiet", "--format", "docker", "--platform", platform,
 		"--build-arg", "BASE_IMAGE="+base,
 		"--build-arg", "VERSION="+version,
 		"--build-arg", "REVISION=0123456789abcdef",

@@ -152,8 +152,10 @@ bench-agent: build
 docs:
 	$(GO) test ./config -run TestConfigurationDoc -update
 
+# Without images: dockers_v2 needs Docker with buildx; podman builds the
+# image from the same Dockerfile (docs/packaging.md, "Container image").
 release-snapshot:
-	goreleaser release --snapshot --clean --skip=publish
+	goreleaser release --snapshot --clean --skip=publish,docker
 
 clean:
 	rm -rf build

@@ -117,7 +117,7 @@ embedded MQTT broker (all-in-one).`,
 		c.GroupID = "roles"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd(), newDLQCmd(), newManCmd()} {
+	for _, c := range []*cobra.Command{newVersionCmd(), newCodecCmd(), newTokenCmd(), newLicenseCmd(), newBenchCmd(), newDLQCmd(), newManCmd(), newHealthcheckCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}

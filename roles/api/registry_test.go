@@ -27,22 +27,15 @@ import (
 	memstore "github.com/edgeplat/edgeplat/core/streamstore/memory"
 	apibrokerauth "github.com/edgeplat/edgeplat/roles/api/brokerauth"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
+	"github.com/edgeplat/edgeplat/roles/api/licence/licencetest"
 )
 
 // testLicence issues a licence for maxAgents (0: unlimited) with its own
 // key pair and returns the config that loads it.
 func testLicence(t *testing.T, maxAgents int) config.Licence {
 	t.Helper()
-	priv, pub, err := licence.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := licence.Issue(priv, licence.Claims{Customer: "test", MaxAgents: maxAgents, ExpiresAt: time.Now().Add(24 * time.Hour),
+	return licencetest.Config(t, licence.Claims{MaxAgents: maxAgents, ExpiresAt: time.Now().Add(24 * time.Hour),
 		Features: []string{licence.FeatureExport}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return config.Licence{Key: raw, PublicKey: string(pub)}
 }
 
 // admin bootstraps the installation and returns the admin's access token.

@@ -22,6 +22,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/apitest"
 	"github.com/edgeplat/edgeplat/roles/api/dashboards"
 	"github.com/edgeplat/edgeplat/roles/api/licence"
+	"github.com/edgeplat/edgeplat/roles/api/licence/licencetest"
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 )
@@ -70,17 +71,7 @@ func newHarness(t *testing.T, engine string, cfg config.API, features ...string)
 // production.
 func testLicence(t *testing.T, features ...string) *licence.Manager {
 	t.Helper()
-	priv, pub, err := licence.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := licence.Issue(priv, licence.Claims{Customer: "test", Features: features, ExpiresAt: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := licence.New(config.Licence{Key: tok, PublicKey: string(pub)}, slog.New(slog.DiscardHandler))
-	m.Load(t.Context())
-	return m
+	return licencetest.Manager(t, features...)
 }
 
 func (h *harness) call(method, path, who string, body any) apitest.Reply {

@@ -10,14 +10,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.uber.org/goleak"
 
-	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 	"github.com/edgeplat/edgeplat/roles/api/accounts/accountstest"
 	"github.com/edgeplat/edgeplat/roles/api/apitest"
-	"github.com/edgeplat/edgeplat/roles/api/licence"
+	"github.com/edgeplat/edgeplat/roles/api/licence/licencetest"
 )
 
 // TestMain fails the run if a test leaves a goroutine behind.
@@ -94,16 +93,7 @@ func newHarness(t *testing.T, engine string) *harness {
 // without correlation_rules), issued and verified as in production.
 func (h *harness) useLicence(features ...string) {
 	h.t.Helper()
-	priv, pub, err := licence.GenerateKey()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	tok, err := licence.Issue(priv, licence.Claims{Customer: "test", Features: features, ExpiresAt: time.Now().Add(time.Hour)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	m := licence.New(config.Licence{Key: tok, PublicKey: string(pub)}, slog.New(slog.DiscardHandler))
-	m.Load(h.t.Context())
+	m := licencetest.Manager(h.t, features...)
 	h.mu.Lock()
 	h.check = m.CheckFeature
 	h.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/edgeplat/edgeplat/roles/api/query"
 )
 
 // Prometheus clients send the earliest and latest times Prometheus can
@@ -33,7 +35,7 @@ func parseTime(param, s string) (t time.Time, ok bool, err error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		// Years 1 to 9999, what both engines store, in Unix seconds.
 		if math.IsNaN(f) || f < -62135596800 || f > 253402300799 {
-			return time.Time{}, false, &paramError{param, fmt.Sprintf("cannot parse %q to a valid timestamp", shorten(s))}
+			return time.Time{}, false, &paramError{param, fmt.Sprintf("cannot parse %q to a valid timestamp", query.Shorten(s))}
 		}
 		sec, frac := math.Modf(f)
 		ms := math.Round(frac * 1000)
@@ -42,7 +44,7 @@ func parseTime(param, s string) (t time.Time, ok bool, err error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t.UTC().Truncate(time.Microsecond), true, nil
 	}
-	return time.Time{}, false, &paramError{param, fmt.Sprintf("cannot parse %q to a valid timestamp", shorten(s))}
+	return time.Time{}, false, &paramError{param, fmt.Sprintf("cannot parse %q to a valid timestamp", query.Shorten(s))}
 }
 
 // parseStep reads a duration as Prometheus's API does: seconds with an
@@ -54,14 +56,28 @@ func parseStep(param, s string) (time.Duration, error) {
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		d := f * float64(time.Second)
 		if math.IsNaN(d) || d <= 0 || d >= float64(maxDuration) {
-			return 0, &paramError{param, fmt.Sprintf("cannot parse %q to a valid duration", shorten(s))}
+			return 0, &paramError{param, fmt.Sprintf("cannot parse %q to a valid duration", query.Shorten(s))}
 		}
 		return time.Duration(d).Round(time.Microsecond), nil
 	}
 	if d, ok := parseDuration(s); ok {
 		return d, nil
 	}
-	return 0, &paramError{param, fmt.Sprintf("cannot parse %q to a valid duration", shorten(s))}
+	return 0, &paramError{param, fmt.Sprintf("cannot parse %q to a valid duration", query.Shorten(s))}
+}
+
+// maxDuration keeps durations far beyond any limit a query may reach, and
+// their sums from overflowing.
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+// parseDuration reads a PromQL duration ("5m", "1h30m", "250ms") the way
+// the query lexer does, and nothing else around it.
+func parseDuration(s string) (time.Duration, bool) {
+	t, err := query.NewLexer(s, "").Next()
+	if err != nil || t.Kind != query.TokDuration || t.Text != s || t.Dur > maxDuration {
+		return 0, false
+	}
+	return t.Dur, true
 }
 
 // formatTime writes a time as Prometheus's API does, Unix seconds with the

@@ -37,7 +37,7 @@ func TestParseStep(t *testing.T) {
 	}{
 		{"15", 15 * time.Second}, {"0.5", 500 * time.Millisecond}, {"1m30s", 90 * time.Second}, {"1h", time.Hour},
 		{"250ms", 250 * time.Millisecond}, {"2w", 14 * 24 * time.Hour},
-		{"", 0}, {"0", 0}, {"-1", 0}, {"1m1h", 0}, {"5x", 0}, {"Inf", 0}, {"1e30", 0},
+		{"", 0}, {"0", 0}, {"-1", 0}, {"1m1h", 0}, {"5x", 0}, {"Inf", 0}, {"1e30", 0}, {"100y", 100 * 365 * 24 * time.Hour}, {"101y", 0}, {" 5m", 0}, {"5m ", 0}, {"5m#", 0},
 	} {
 		got, err := parseStep("step", tt.in)
 		if got != tt.want || (err != nil) != (tt.want == 0) {

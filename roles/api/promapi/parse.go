@@ -1,8 +1,11 @@
 package promapi
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,75 +128,113 @@ func sortedKeys[V any](m map[string]V) string {
 const maxDepth = 50
 
 type parser struct {
-	lex   lexer
-	tok   token
-	ahead *token
+	*query.Scanner
 	depth int
 }
 
-// parse reads a PromQL expression.
+// identChars are what PromQL metric names hold besides the query
+// language's identifier characters: ':' from PromQL, and '.' because
+// edgeplat metric names are <device>.<reading> (PromQL gives '.' no other
+// meaning outside numbers).
+const identChars = ":."
+
+// parse reads a PromQL expression. Errors are *errorAt.
 func parse(src string) (node, error) {
-	p := &parser{lex: lexer{src: src}}
-	if err := p.advance(); err != nil {
+	p := &parser{Scanner: query.NewScanner(query.NewLexer(src, identChars))}
+	n, err := p.parse()
+	var pe *query.ParseError
+	if errors.As(err, &pe) { // from the lexer
+		return nil, &errorAt{pos: pe.Offset, msg: pe.Msg}
+	}
+	return n, err
+}
+
+func (p *parser) parse() (node, error) {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
 	n, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err
 	}
-	if p.tok.kind != tokEOF {
+	if p.Tok.Kind != query.TokEOF {
 		return nil, p.unexpected("end of input")
 	}
 	return n, nil
 }
 
-func (p *parser) advance() error {
-	if p.ahead != nil {
-		p.tok, p.ahead = *p.ahead, nil
-		return nil
-	}
-	t, err := p.lex.next()
-	if err != nil {
-		return err
-	}
-	p.tok = t
-	return nil
+// errorAt is a syntax error in the query at a byte offset; the handler
+// answers it with bad_data.
+type errorAt struct {
+	pos int
+	msg string
 }
 
-func (p *parser) peek() (token, error) {
-	if p.ahead == nil {
-		t, err := p.lex.next()
-		if err != nil {
-			return token{}, err
-		}
-		p.ahead = &t
-	}
-	return *p.ahead, nil
-}
+func (e *errorAt) Error() string { return e.msg }
 
 func (p *parser) errorf(pos int, format string, args ...any) error {
-	return p.lex.errorf(pos, format, args...)
+	return &errorAt{pos: pos, msg: fmt.Sprintf(format, args...)}
+}
+
+// describe names a token in an error message, as written.
+func describe(t query.Token) string {
+	switch t.Kind {
+	case query.TokEOF:
+		return "end of input"
+	case query.TokString:
+		return "string " + query.Shorten(t.Text)
+	}
+	return strconv.Quote(t.Text)
+}
+
+// labelName is the label a token names, when it can name one: PromQL's
+// Inf and NaN lex as numbers but are names inside braces and groupings.
+func labelName(t query.Token) (string, bool) {
+	switch t.Kind {
+	case query.TokIdent:
+		return t.Text, true
+	case query.TokString:
+		return t.Val, true
+	case query.TokNumber:
+		if strings.EqualFold(t.Text, "inf") || strings.EqualFold(t.Text, "nan") {
+			return t.Text, true
+		}
+	}
+	return "", false
+}
+
+// checkRange refuses what the query language's lexer reads but Prometheus
+// does not: a number beyond float64 (1e400) or a duration over maxDuration.
+func (p *parser) checkRange(t query.Token) error {
+	if (t.Kind == query.TokNumber && math.IsInf(t.Num, 0) && !strings.EqualFold(t.Text, "inf")) ||
+		(t.Kind == query.TokDuration && t.Dur > maxDuration) {
+		return p.errorf(t.Pos, "invalid number or duration %q", query.Shorten(t.Text))
+	}
+	return nil
 }
 
 // unexpected names the PromQL feature the current token starts when it is
 // one this API leaves out.
 func (p *parser) unexpected(want string) error {
-	t := p.tok
-	switch {
-	case t.kind == tokAt:
-		return p.errorf(t.pos, "unsupported: the @ modifier")
-	case t.kind == tokColon:
-		return p.errorf(t.pos, "unsupported: subqueries")
-	case t.kind == tokIdent && strings.EqualFold(t.text, "offset"):
-		return p.errorf(t.pos, "unsupported: the offset modifier")
-	case t.kind == tokBinOp:
-		return p.errorf(t.pos, "unsupported: binary operator %q between series (only arithmetic between numbers, such as 1+1, is supported)", t.text)
-	case t.kind == tokIdent && isSetOp(t.text):
-		return p.errorf(t.pos, "unsupported: binary operator %q", t.text)
-	case t.kind == tokLBracket:
-		return p.errorf(t.pos, "a range [...] may only follow a vector selector, as in metric[5m]")
+	t := p.Tok
+	if err := p.checkRange(t); err != nil {
+		return err
 	}
-	return p.errorf(t.pos, "unexpected %s, expected %s", t.describe(), want)
+	switch {
+	case t.Kind == query.TokAt:
+		return p.errorf(t.Pos, "unsupported: the @ modifier")
+	case t.Kind == query.TokColon:
+		return p.errorf(t.Pos, "unsupported: subqueries")
+	case t.Kind == query.TokIdent && strings.EqualFold(t.Text, "offset"):
+		return p.errorf(t.Pos, "unsupported: the offset modifier")
+	case t.Kind == query.TokBinOp:
+		return p.errorf(t.Pos, "unsupported: binary operator %q between series (only arithmetic between numbers, such as 1+1, is supported)", t.Text)
+	case t.Kind == query.TokIdent && isSetOp(t.Text):
+		return p.errorf(t.Pos, "unsupported: binary operator %q", t.Text)
+	case t.Kind == query.TokLBracket:
+		return p.errorf(t.Pos, "a range [...] may only follow a vector selector, as in metric[5m]")
+	}
+	return p.errorf(t.Pos, "unexpected %s, expected %s", describe(t), want)
 }
 
 func isSetOp(s string) bool {
@@ -204,17 +245,17 @@ func isSetOp(s string) bool {
 	return false
 }
 
-func (p *parser) expect(k tokKind, want string) error {
-	if p.tok.kind != k {
+func (p *parser) expect(k query.TokKind, want string) error {
+	if p.Tok.Kind != k {
 		return p.unexpected(want)
 	}
-	return p.advance()
+	return p.Advance()
 }
 
 func (p *parser) enter() error {
 	p.depth++
 	if p.depth > maxDepth {
-		return p.errorf(p.tok.pos, "expression nested deeper than %d levels", maxDepth)
+		return p.errorf(p.Tok.Pos, "expression nested deeper than %d levels", maxDepth)
 	}
 	return nil
 }
@@ -244,24 +285,24 @@ func (p *parser) parseExpr(minPrec int) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for p.tok.kind == tokBinOp || (p.tok.kind == tokIdent && isSetOp(p.tok.text)) {
-		op := p.tok
-		if op.kind != tokBinOp {
+	for p.Tok.Kind == query.TokBinOp || (p.Tok.Kind == query.TokIdent && isSetOp(p.Tok.Text)) {
+		op := p.Tok
+		if op.Kind != query.TokBinOp {
 			return nil, p.unexpected("")
 		}
-		prec := precedence(op.text)
+		prec := precedence(op.Text)
 		if prec < minPrec {
 			break
 		}
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
-		if p.tok.kind == tokIdent && (strings.EqualFold(p.tok.text, "bool") || strings.EqualFold(p.tok.text, "on") ||
-			strings.EqualFold(p.tok.text, "ignoring")) {
-			return nil, p.errorf(p.tok.pos, "unsupported: %q in binary operations", p.tok.text)
+		if p.Tok.Kind == query.TokIdent && (strings.EqualFold(p.Tok.Text, "bool") || strings.EqualFold(p.Tok.Text, "on") ||
+			strings.EqualFold(p.Tok.Text, "ignoring")) {
+			return nil, p.errorf(p.Tok.Pos, "unsupported: %q in binary operations", p.Tok.Text)
 		}
 		next := prec + 1
-		if op.text == "^" {
+		if op.Text == "^" {
 			next = prec // right-associative
 		}
 		right, err := p.parseExpr(next)
@@ -271,9 +312,9 @@ func (p *parser) parseExpr(minPrec int) (node, error) {
 		l, lok := left.(*number)
 		r, rok := right.(*number)
 		if !lok || !rok || prec == 1 {
-			return nil, p.errorf(op.pos, "unsupported: binary operator %q between series or comparisons (only arithmetic between numbers, such as 1+1, is supported)", op.text)
+			return nil, p.errorf(op.Pos, "unsupported: binary operator %q between series or comparisons (only arithmetic between numbers, such as 1+1, is supported)", op.Text)
 		}
-		left = &number{v: arith(op.text, l.v, r.v)}
+		left = &number{v: arith(op.Text, l.v, r.v)}
 	}
 	return left, nil
 }
@@ -298,9 +339,9 @@ func arith(op string, a, b float64) float64 {
 
 // parseUnary parses an operand with an optional sign.
 func (p *parser) parseUnary() (node, error) {
-	if p.tok.kind == tokBinOp && (p.tok.text == "-" || p.tok.text == "+") {
-		op := p.tok
-		if err := p.advance(); err != nil {
+	if p.Tok.Kind == query.TokBinOp && (p.Tok.Text == "-" || p.Tok.Text == "+") {
+		op := p.Tok
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
 		n, err := p.parseUnary()
@@ -309,9 +350,9 @@ func (p *parser) parseUnary() (node, error) {
 		}
 		num, ok := n.(*number)
 		if !ok {
-			return nil, p.errorf(op.pos, "unsupported: unary %q on a series", op.text)
+			return nil, p.errorf(op.Pos, "unsupported: unary %q on a series", op.Text)
 		}
-		if op.text == "-" {
+		if op.Text == "-" {
 			return &number{v: -num.v}, nil
 		}
 		return num, nil
@@ -326,114 +367,112 @@ func (p *parser) parseUnary() (node, error) {
 // parseSuffix parses what may follow an operand: a range, which makes a
 // vector selector a range selector; offset, @ and subqueries are refused.
 func (p *parser) parseSuffix(n node) (node, error) {
-	if p.tok.kind != tokLBracket {
-		if p.tok.kind == tokAt || (p.tok.kind == tokIdent && strings.EqualFold(p.tok.text, "offset")) {
+	if p.Tok.Kind != query.TokLBracket {
+		if p.Tok.Kind == query.TokAt || (p.Tok.Kind == query.TokIdent && strings.EqualFold(p.Tok.Text, "offset")) {
 			return nil, p.unexpected("")
 		}
 		return n, nil
 	}
 	sel, ok := n.(*vectorSel)
 	if !ok {
-		return nil, p.errorf(p.tok.pos, "unsupported: subqueries (a range after an expression other than a vector selector)")
+		return nil, p.errorf(p.Tok.Pos, "unsupported: subqueries (a range after an expression other than a vector selector)")
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	dt := p.tok
-	switch dt.kind {
-	case tokDuration:
-	case tokNumber:
-		return nil, p.errorf(dt.pos, "range %q needs a unit, as in [5m]", dt.text)
+	dt := p.Tok
+	if err := p.checkRange(dt); err != nil {
+		return nil, err
+	}
+	switch dt.Kind {
+	case query.TokDuration:
+	case query.TokNumber:
+		return nil, p.errorf(dt.Pos, "range %q needs a unit, as in [5m]", dt.Text)
 	default:
 		return nil, p.unexpected("a duration such as 5m")
 	}
-	if dt.dur <= 0 {
-		return nil, p.errorf(dt.pos, "range must be positive, got %q", dt.text)
+	if dt.Dur <= 0 {
+		return nil, p.errorf(dt.Pos, "range must be positive, got %q", dt.Text)
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	if p.tok.kind == tokColon {
+	if p.Tok.Kind == query.TokColon {
 		return nil, p.unexpected("")
 	}
-	if err := p.expect(tokRBracket, `"]"`); err != nil {
+	if err := p.expect(query.TokRBracket, `"]"`); err != nil {
 		return nil, err
 	}
-	m := &matrixSel{sel: sel, rng: dt.dur}
-	if p.tok.kind == tokAt || (p.tok.kind == tokIdent && strings.EqualFold(p.tok.text, "offset")) {
+	m := &matrixSel{sel: sel, rng: dt.Dur}
+	if p.Tok.Kind == query.TokAt || (p.Tok.Kind == query.TokIdent && strings.EqualFold(p.Tok.Text, "offset")) {
 		return nil, p.unexpected("")
 	}
 	return m, nil
 }
 
 func (p *parser) parseOperand() (node, error) {
-	t := p.tok
-	switch t.kind {
-	case tokNumber:
-		if err := p.advance(); err != nil {
+	t := p.Tok
+	switch t.Kind {
+	case query.TokNumber:
+		if err := p.checkRange(t); err != nil {
 			return nil, err
 		}
-		return &number{v: t.num}, nil
-	case tokLParen:
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
+			return nil, err
+		}
+		return &number{v: t.Num}, nil
+	case query.TokLParen:
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
 		n, err := p.parseExpr(0)
 		if err != nil {
 			return nil, err
 		}
-		return n, p.expect(tokRParen, `")"`)
-	case tokLBrace:
-		return p.parseSelector("", t.pos)
-	case tokString:
-		return nil, p.errorf(t.pos, "unsupported: string literals")
-	case tokIdent:
+		return n, p.expect(query.TokRParen, `")"`)
+	case query.TokLBrace:
+		return p.parseSelector("", t.Pos)
+	case query.TokString:
+		return nil, p.errorf(t.Pos, "unsupported: string literals")
+	case query.TokIdent:
 		return p.parseIdent()
 	}
 	return nil, p.unexpected("a selector, function, aggregation or number")
 }
 
 func (p *parser) parseIdent() (node, error) {
-	t := p.tok
-	next, err := p.peek()
+	t := p.Tok
+	next, err := p.Peek()
 	if err != nil {
 		return nil, err
 	}
-	lower := strings.ToLower(t.text)
+	lower := strings.ToLower(t.Text)
 	switch {
-	case lower == "inf" || lower == "nan":
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		if lower == "nan" {
-			return &number{v: math.NaN()}, nil
-		}
-		return &number{v: math.Inf(1)}, nil
-	case aggOps[lower] && (next.kind == tokLParen || isGrouping(next)):
+	case aggOps[lower] && (next.Kind == query.TokLParen || isGrouping(next)):
 		return p.parseAggregate()
-	case promAggOps[lower] && (next.kind == tokLParen || isGrouping(next)):
-		return nil, p.errorf(t.pos, "unsupported: aggregation %q; supported aggregations are %s", t.text, sortedKeys(aggOps))
-	case next.kind == tokLParen:
-		if f, ok := rangeFuncs[t.text]; ok {
+	case promAggOps[lower] && (next.Kind == query.TokLParen || isGrouping(next)):
+		return nil, p.errorf(t.Pos, "unsupported: aggregation %q; supported aggregations are %s", t.Text, sortedKeys(aggOps))
+	case next.Kind == query.TokLParen:
+		if f, ok := rangeFuncs[t.Text]; ok {
 			return p.parseCall(f)
 		}
-		return nil, p.errorf(t.pos, "unsupported: function %q; supported functions are %s, and the aggregations %s",
-			t.text, sortedKeys(rangeFuncs), sortedKeys(aggOps))
-	case isSetOp(t.text) || strings.EqualFold(t.text, "by") || strings.EqualFold(t.text, "without") ||
-		strings.EqualFold(t.text, "offset") || strings.EqualFold(t.text, "bool"):
+		return nil, p.errorf(t.Pos, "unsupported: function %q; supported functions are %s, and the aggregations %s",
+			t.Text, sortedKeys(rangeFuncs), sortedKeys(aggOps))
+	case isSetOp(t.Text) || strings.EqualFold(t.Text, "by") || strings.EqualFold(t.Text, "without") ||
+		strings.EqualFold(t.Text, "offset") || strings.EqualFold(t.Text, "bool"):
 		return nil, p.unexpected("a selector, function, aggregation or number")
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	if p.tok.kind == tokLBrace {
-		return p.parseSelector(t.text, t.pos)
+	if p.Tok.Kind == query.TokLBrace {
+		return p.parseSelector(t.Text, t.Pos)
 	}
-	return &vectorSel{matchers: []query.Matcher{{Label: query.LabelMetricName, Op: query.MatchEqual, Value: t.text}}}, nil
+	return &vectorSel{matchers: []query.Matcher{{Label: query.LabelMetricName, Op: query.MatchEqual, Value: t.Text}}}, nil
 }
 
-func isGrouping(t token) bool {
-	return t.kind == tokIdent && (strings.EqualFold(t.text, "by") || strings.EqualFold(t.text, "without"))
+func isGrouping(t query.Token) bool {
+	return t.Kind == query.TokIdent && (strings.EqualFold(t.Text, "by") || strings.EqualFold(t.Text, "without"))
 }
 
 // parseSelector parses {matchers} after an optional metric name. Inside
@@ -444,23 +483,23 @@ func (p *parser) parseSelector(metric string, pos int) (node, error) {
 	if metric != "" {
 		sel.matchers = append(sel.matchers, query.Matcher{Label: query.LabelMetricName, Op: query.MatchEqual, Value: metric})
 	}
-	if err := p.expect(tokLBrace, `"{"`); err != nil {
+	if err := p.expect(query.TokLBrace, `"{"`); err != nil {
 		return nil, err
 	}
-	for p.tok.kind != tokRBrace {
-		lt := p.tok
-		if lt.kind != tokIdent && lt.kind != tokString {
+	for p.Tok.Kind != query.TokRBrace {
+		lt := p.Tok
+		if _, ok := labelName(lt); !ok {
 			return nil, p.unexpected("a label name")
 		}
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
-		if lt.kind == tokString && (p.tok.kind == tokComma || p.tok.kind == tokRBrace) {
+		if lt.Kind == query.TokString && (p.Tok.Kind == query.TokComma || p.Tok.Kind == query.TokRBrace) {
 			if metric != "" {
-				return nil, p.errorf(lt.pos, "the metric name is given twice")
+				return nil, p.errorf(lt.Pos, "the metric name is given twice")
 			}
-			metric = lt.val
-			sel.matchers = append(sel.matchers, query.Matcher{Label: query.LabelMetricName, Op: query.MatchEqual, Value: lt.val})
+			metric = lt.Val
+			sel.matchers = append(sel.matchers, query.Matcher{Label: query.LabelMetricName, Op: query.MatchEqual, Value: lt.Val})
 		} else {
 			m, err := p.parseMatcher(lt)
 			if err != nil {
@@ -468,17 +507,17 @@ func (p *parser) parseSelector(metric string, pos int) (node, error) {
 			}
 			sel.matchers = append(sel.matchers, m)
 		}
-		if p.tok.kind == tokComma {
-			if err := p.advance(); err != nil {
+		if p.Tok.Kind == query.TokComma {
+			if err := p.Advance(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if p.tok.kind != tokRBrace {
+		if p.Tok.Kind != query.TokRBrace {
 			return nil, p.unexpected(`"," or "}"`)
 		}
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
 	if len(sel.matchers) == 0 {
@@ -487,89 +526,86 @@ func (p *parser) parseSelector(metric string, pos int) (node, error) {
 	return sel, nil
 }
 
-func (p *parser) parseMatcher(lt token) (query.Matcher, error) {
-	name := lt.text
-	if lt.kind == tokString {
-		name = lt.val
-	}
+func (p *parser) parseMatcher(lt query.Token) (query.Matcher, error) {
+	name, _ := labelName(lt)
 	label, ok := labelNames[name]
 	if !ok {
 		if name == "tenant_id" || name == "tenant" {
-			return query.Matcher{}, p.errorf(lt.pos, "%s cannot be matched: every query is scoped to the credential's tenant", name)
+			return query.Matcher{}, p.errorf(lt.Pos, "%s cannot be matched: every query is scoped to the credential's tenant", name)
 		}
-		return query.Matcher{}, p.errorf(lt.pos, "unknown label %q: labels are __name__, agent, device, protocol and unit, and quality can be matched", name)
+		return query.Matcher{}, p.errorf(lt.Pos, "unknown label %q: labels are __name__, agent, device, protocol and unit, and quality can be matched", name)
 	}
 	var op query.MatchOp
-	switch p.tok.kind {
-	case tokEq:
+	switch p.Tok.Kind {
+	case query.TokEq:
 		op = query.MatchEqual
-	case tokNeq:
+	case query.TokNeq:
 		op = query.MatchNotEqual
-	case tokRe:
+	case query.TokRe:
 		op = query.MatchRegexp
-	case tokNre:
+	case query.TokNre:
 		op = query.MatchNotRegexp
 	default:
 		return query.Matcher{}, p.unexpected(`"=", "!=", "=~" or "!~"`)
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return query.Matcher{}, err
 	}
-	vt := p.tok
-	if vt.kind != tokString {
+	vt := p.Tok
+	if vt.Kind != query.TokString {
 		return query.Matcher{}, p.unexpected("a quoted string")
 	}
 	if label == query.LabelAgentUUID && (op == query.MatchEqual || op == query.MatchNotEqual) {
-		if _, err := codec.ParseUUID(vt.val); err != nil {
-			return query.Matcher{}, p.errorf(vt.pos, "%s %s %s: not an agent UUID (8-4-4-4-12 hex digits); use =~ to match part of one", name, op, shorten(vt.text))
+		if _, err := codec.ParseUUID(vt.Val); err != nil {
+			return query.Matcher{}, p.errorf(vt.Pos, "%s %s %s: not an agent UUID (8-4-4-4-12 hex digits); use =~ to match part of one", name, op, query.Shorten(vt.Text))
 		}
 	}
-	return query.Matcher{Label: label, Op: op, Value: vt.val}, p.advance()
+	return query.Matcher{Label: label, Op: op, Value: vt.Val}, p.Advance()
 }
 
 // parseCall parses fn(expr); translate checks that expr is a range
 // selector.
 func (p *parser) parseCall(f query.Func) (node, error) {
-	c := &call{fn: f, pos: p.tok.pos}
-	if err := p.advance(); err != nil {
+	c := &call{fn: f, pos: p.Tok.Pos}
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	if err := p.expect(tokLParen, `"("`); err != nil {
+	if err := p.expect(query.TokLParen, `"("`); err != nil {
 		return nil, err
 	}
 	arg, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err
 	}
-	if p.tok.kind == tokComma {
-		return nil, p.errorf(p.tok.pos, "%s takes one argument", f)
+	if p.Tok.Kind == query.TokComma {
+		return nil, p.errorf(p.Tok.Pos, "%s takes one argument", f)
 	}
 	c.arg = arg
-	return c, p.expect(tokRParen, `")"`)
+	return c, p.expect(query.TokRParen, `")"`)
 }
 
 // parseAggregate parses op [grouping] ([param,] expr) [grouping].
 func (p *parser) parseAggregate() (node, error) {
-	a := &aggregate{op: query.AggOp(strings.ToLower(p.tok.text)), pos: p.tok.pos}
-	if err := p.advance(); err != nil {
+	a := &aggregate{op: query.AggOp(strings.ToLower(p.Tok.Text)), pos: p.Tok.Pos}
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
 	grouped := false
-	if isGrouping(p.tok) {
+	if isGrouping(p.Tok) {
 		if err := p.parseGrouping(a); err != nil {
 			return nil, err
 		}
 		grouped = true
 	}
-	if err := p.expect(tokLParen, `"("`); err != nil {
+	if err := p.expect(query.TokLParen, `"("`); err != nil {
 		return nil, err
 	}
 	first, err := p.parseExpr(0)
 	if err != nil {
 		return nil, err
 	}
-	if p.tok.kind == tokComma {
-		if err := p.advance(); err != nil {
+	if p.Tok.Kind == query.TokComma {
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
 		a.param = first
@@ -578,10 +614,10 @@ func (p *parser) parseAggregate() (node, error) {
 		}
 	}
 	a.expr = first
-	if err := p.expect(tokRParen, `")"`); err != nil {
+	if err := p.expect(query.TokRParen, `")"`); err != nil {
 		return nil, err
 	}
-	if !grouped && isGrouping(p.tok) {
+	if !grouped && isGrouping(p.Tok) {
 		if err := p.parseGrouping(a); err != nil {
 			return nil, err
 		}
@@ -590,44 +626,41 @@ func (p *parser) parseAggregate() (node, error) {
 }
 
 func (p *parser) parseGrouping(a *aggregate) error {
-	a.without = strings.EqualFold(p.tok.text, "without")
-	if err := p.advance(); err != nil {
+	a.without = strings.EqualFold(p.Tok.Text, "without")
+	if err := p.Advance(); err != nil {
 		return err
 	}
-	if err := p.expect(tokLParen, `"("`); err != nil {
+	if err := p.expect(query.TokLParen, `"("`); err != nil {
 		return err
 	}
-	for p.tok.kind != tokRParen {
-		t := p.tok
-		if t.kind != tokIdent && t.kind != tokString {
+	for p.Tok.Kind != query.TokRParen {
+		t := p.Tok
+		name, ok := labelName(t)
+		if !ok {
 			return p.unexpected(`a label name or ")"`)
 		}
-		name := t.text
-		if t.kind == tokString {
-			name = t.val
-		}
-		label, ok := labelNames[name]
+		label, known := labelNames[name]
 		switch {
-		case !ok:
-			return p.errorf(t.pos, "unknown label %q: labels are __name__, agent, device, protocol and unit", name)
+		case !known:
+			return p.errorf(t.Pos, "unknown label %q: labels are __name__, agent, device, protocol and unit", name)
 		case label == query.AttrQuality:
-			return p.errorf(t.pos, "quality is a sample attribute, not a series label: it can be matched but not grouped by")
+			return p.errorf(t.Pos, "quality is a sample attribute, not a series label: it can be matched but not grouped by")
 		}
 		if !slices.Contains(a.grouping, label) {
 			a.grouping = append(a.grouping, label)
 		}
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
 			return err
 		}
-		if p.tok.kind == tokComma {
-			if err := p.advance(); err != nil {
+		if p.Tok.Kind == query.TokComma {
+			if err := p.Advance(); err != nil {
 				return err
 			}
 			continue
 		}
-		if p.tok.kind != tokRParen {
+		if p.Tok.Kind != query.TokRParen {
 			return p.unexpected(`"," or ")"`)
 		}
 	}
-	return p.advance()
+	return p.Advance()
 }

@@ -30,6 +30,8 @@ func TestTranslate(t *testing.T) {
 		{`topk(3.9, x)`, `topk (3, last_over_time(readings{metric_name="x"}[5m]))`},
 		{`quantile(0.9, avg by (device) (x))`, `quantile (0.9, avg by (device_name) (last_over_time(readings{metric_name="x"}[5m])))`},
 		{`(((x)))  # comment`, `last_over_time(readings{metric_name="x"}[5m])`},
+		{`job:up.rate{device="a"}`, `last_over_time(readings{metric_name="job:up.rate", device_name="a"}[5m])`},
+		{`infinity.x`, `last_over_time(readings{metric_name="infinity.x"}[5m])`},
 	} {
 		n, err := parse(tt.src)
 		if err != nil {
@@ -56,7 +58,7 @@ func TestScalarsAndRangeSelectors(t *testing.T) {
 		want float64
 	}{
 		{`1+1`, 2}, {`2 * 3 + 4`, 10}, {`2 + 3 * 4`, 14}, {`2 ^ 3 ^ 2`, 512}, {`-(1 - 3) / 4`, 0.5}, {`7 % 4`, 3}, {`0x10`, 16},
-		{`1e3`, 1000}, {`.5`, 0.5}, {`+Inf`, math.Inf(1)},
+		{`1e3`, 1000}, {`.5`, 0.5}, {`+Inf`, math.Inf(1)}, {`-inf`, math.Inf(-1)}, {`1e308 * 10`, math.Inf(1)},
 	} {
 		n, err := parse(tt.src)
 		if err != nil {
@@ -104,6 +106,13 @@ func TestUnsupported(t *testing.T) {
 		{`-x`, `unary "-"`},
 		{`x[5]`, `needs a unit`},
 		{`x{unit="\q"}`, `invalid escape`},
+		{`x{unit="\xff"}`, `not valid UTF-8`},
+		{`x{unit="a\x00"}`, `NUL`},
+		{`1e400`, `invalid number or duration "1e400"`},
+		{`x 1e400`, `invalid number or duration "1e400"`},
+		{`x[200y]`, `invalid number or duration "200y"`},
+		{`x{NaN="1"}`, `unknown label "NaN"`},
+		{`sum by (inf) (x)`, `unknown label "inf"`},
 		{`x{`, `expected`},
 		{strings.Repeat("(", 60) + "x" + strings.Repeat(")", 60), `nested deeper`},
 	} {

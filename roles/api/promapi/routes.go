@@ -311,7 +311,7 @@ func (h *handler) lookup(c *gin.Context, required bool) (series []map[string]str
 		if m != "" {
 			p, err := h.compile(m)
 			if err == nil && p.sel == nil {
-				err = &paramError{"match[]", fmt.Sprintf("%q is not a vector selector", shorten(m))}
+				err = &paramError{"match[]", fmt.Sprintf("%q is not a vector selector", query.Shorten(m))}
 			}
 			var e query.Expr
 			if err == nil {
@@ -406,7 +406,7 @@ func (h *handler) labels(c *gin.Context) {
 func (h *handler) labelValues(c *gin.Context) {
 	name := c.Param("name")
 	if !utf8.ValidString(name) || name == "" {
-		writeError(c, http.StatusBadRequest, "bad_data", fmt.Sprintf("invalid label name: %q", shorten(name)))
+		writeError(c, http.StatusBadRequest, "bad_data", fmt.Sprintf("invalid label name: %q", query.Shorten(name)))
 		return
 	}
 	known := false

@@ -4,6 +4,8 @@
 // series. No input reaches SQL as text: statements are built from constant
 // fragments in sql.go, a fixed label whitelist and $n placeholders, which
 // FuzzTranslate checks.
+// Its Lexer and Scanner are exported for roles/api/promapi, which reads
+// PromQL with the same tokens.
 //
 //	expr, err := query.Parse(src)                                // *ParseError, *LimitError
 //	plan, err := query.NewPlan(expr, tenant, rng, dialect, lim)  // *ParamError, *LimitError

@@ -9,101 +9,100 @@ import (
 	"unicode/utf8"
 )
 
-// tokKind is the kind of a lexical token.
-type tokKind int
+// TokKind is the kind of a lexical token.
+type TokKind int
 
 const (
-	tokEOF      tokKind = iota
-	tokIdent            // readings, sum, by, metric_name
-	tokString           // "x", 'x', `x` (val holds the unquoted value)
-	tokNumber           // 3, 0.5, 1e3, 0x1f, Inf, NaN
-	tokDuration         // 5m, 1h30m, 250ms
-	tokLBrace           // {
-	tokRBrace           // }
-	tokLParen           // (
-	tokRParen           // )
-	tokLBracket         // [
-	tokRBracket         // ]
-	tokComma            // ,
-	tokEq               // =
-	tokNeq              // !=
-	tokRe               // =~
-	tokNre              // !~
-	tokBinOp            // + - * / % ^ == < > <= >= (lexed only to report them)
-	tokAt               // @ (lexed only to report it)
-	tokColon            // : (subqueries; lexed only to report them)
+	TokEOF      TokKind = iota
+	TokIdent            // readings, sum, by, metric_name
+	TokString           // "x", 'x', `x` (Val holds the unquoted value)
+	TokNumber           // 3, 0.5, 1e3, 0x1f, Inf, NaN
+	TokDuration         // 5m, 1h30m, 250ms
+	TokLBrace           // {
+	TokRBrace           // }
+	TokLParen           // (
+	TokRParen           // )
+	TokLBracket         // [
+	TokRBracket         // ]
+	TokComma            // ,
+	TokEq               // =
+	TokNeq              // !=
+	TokRe               // =~
+	TokNre              // !~
+	TokBinOp            // + - * / % ^ == < > <= >= (lexed only to report them)
+	TokAt               // @ (lexed only to report it)
+	TokColon            // : (subqueries; lexed only to report them)
 )
 
-func (k tokKind) String() string {
+func (k TokKind) String() string {
 	switch k {
-	case tokEOF:
+	case TokEOF:
 		return "end of input"
-	case tokIdent:
+	case TokIdent:
 		return "identifier"
-	case tokString:
+	case TokString:
 		return "string"
-	case tokNumber:
+	case TokNumber:
 		return "number"
-	case tokDuration:
+	case TokDuration:
 		return "duration"
-	case tokLBrace:
+	case TokLBrace:
 		return `"{"`
-	case tokRBrace:
+	case TokRBrace:
 		return `"}"`
-	case tokLParen:
+	case TokLParen:
 		return `"("`
-	case tokRParen:
+	case TokRParen:
 		return `")"`
-	case tokLBracket:
+	case TokLBracket:
 		return `"["`
-	case tokRBracket:
+	case TokRBracket:
 		return `"]"`
-	case tokComma:
+	case TokComma:
 		return `","`
-	case tokEq:
+	case TokEq:
 		return `"="`
-	case tokNeq:
+	case TokNeq:
 		return `"!="`
-	case tokRe:
+	case TokRe:
 		return `"=~"`
-	case tokNre:
+	case TokNre:
 		return `"!~"`
-	case tokBinOp:
+	case TokBinOp:
 		return "operator"
-	case tokAt:
+	case TokAt:
 		return `"@"`
-	case tokColon:
+	case TokColon:
 		return `":"`
 	}
 	return fmt.Sprintf("token(%d)", int(k))
 }
 
-// token is one lexeme. text is the source text; val the unquoted string
-// for tokString; num the value for tokNumber; dur for tokDuration.
-type token struct {
-	kind tokKind
-	pos  int // byte offset
-	text string
-	val  string
-	num  float64
-	dur  time.Duration
+// Token is one lexeme.
+type Token struct {
+	Kind TokKind
+	Pos  int           // byte offset into the source
+	Text string        // the source text
+	Val  string        // TokString: the unquoted value
+	Num  float64       // TokNumber: the value
+	Dur  time.Duration // TokDuration: the value
 }
 
 // describe names a token in an error message.
-func (t token) describe() string {
-	switch t.kind {
-	case tokEOF:
+func (t Token) describe() string {
+	switch t.Kind {
+	case TokEOF:
 		return "end of input"
-	case tokIdent, tokNumber, tokDuration, tokBinOp:
-		return fmt.Sprintf("%s %q", t.kind, t.text)
-	case tokString:
-		return "string " + shorten(t.text)
+	case TokIdent, TokNumber, TokDuration, TokBinOp:
+		return fmt.Sprintf("%s %q", t.Kind, t.Text)
+	case TokString:
+		return "string " + Shorten(t.Text)
 	}
-	return t.kind.String()
+	return t.Kind.String()
 }
 
-// shorten keeps error messages bounded when they quote the query.
-func shorten(s string) string {
+// Shorten keeps error messages bounded when they quote the query.
+func Shorten(s string) string {
 	const max = 40
 	if len(s) <= max {
 		return s
@@ -115,33 +114,47 @@ func shorten(s string) string {
 	return s[:cut] + "..."
 }
 
-// lexer turns the query into tokens, PromQL style: # starts a comment to the
+// Lexer turns a query into tokens, PromQL style: # starts a comment to the
 // end of the line; strings are double-quoted or single-quoted with Go
-// escapes, or backquoted raw.
-type lexer struct {
-	src string
-	pos int
+// escapes, or backquoted raw. The Prometheus API reads PromQL with it too,
+// so the two accept the same strings, numbers and durations.
+type Lexer struct {
+	src        string
+	pos        int
+	identChars string
 }
 
-func (l *lexer) errorf(pos int, format string, args ...any) *ParseError {
+// NewLexer returns a lexer over src. identChars lists the bytes besides
+// letters, digits and '_' that may continue (never start) an identifier:
+// the query language has none; PromQL metric names take ':', and
+// edgeplat's <device>.<reading> names '.'.
+func NewLexer(src, identChars string) *Lexer {
+	return &Lexer{src: src, identChars: identChars}
+}
+
+func (l *Lexer) errorf(pos int, format string, args ...any) *ParseError {
 	return newParseError(l.src, pos, format, args...)
 }
 
-// next returns the next token or a *ParseError.
-func (l *lexer) next() (token, error) {
+func (l *Lexer) continuesIdent(c byte) bool {
+	return isIdentChar(c) || strings.IndexByte(l.identChars, c) >= 0
+}
+
+// Next returns the next token, TokEOF at the end, or a *ParseError.
+func (l *Lexer) Next() (Token, error) {
 	l.skipSpace()
 	start := l.pos
 	if l.pos >= len(l.src) {
-		return token{kind: tokEOF, pos: start}, nil
+		return Token{Kind: TokEOF, Pos: start}, nil
 	}
 	c := l.src[l.pos]
-	single := func(k tokKind) (token, error) {
+	single := func(k TokKind) (Token, error) {
 		l.pos++
-		return token{kind: k, pos: start, text: l.src[start:l.pos]}, nil
+		return Token{Kind: k, Pos: start, Text: l.src[start:l.pos]}, nil
 	}
-	two := func(k tokKind) (token, error) {
+	two := func(k TokKind) (Token, error) {
 		l.pos += 2
-		return token{kind: k, pos: start, text: l.src[start:l.pos]}, nil
+		return Token{Kind: k, Pos: start, Text: l.src[start:l.pos]}, nil
 	}
 	peek := byte(0)
 	if l.pos+1 < len(l.src) {
@@ -149,61 +162,61 @@ func (l *lexer) next() (token, error) {
 	}
 	switch {
 	case c == '{':
-		return single(tokLBrace)
+		return single(TokLBrace)
 	case c == '}':
-		return single(tokRBrace)
+		return single(TokRBrace)
 	case c == '(':
-		return single(tokLParen)
+		return single(TokLParen)
 	case c == ')':
-		return single(tokRParen)
+		return single(TokRParen)
 	case c == '[':
-		return single(tokLBracket)
+		return single(TokLBracket)
 	case c == ']':
-		return single(tokRBracket)
+		return single(TokRBracket)
 	case c == ',':
-		return single(tokComma)
+		return single(TokComma)
 	case c == '@':
-		return single(tokAt)
+		return single(TokAt)
 	case c == ':':
-		return single(tokColon)
+		return single(TokColon)
 	case c == '=' && peek == '~':
-		return two(tokRe)
+		return two(TokRe)
 	case c == '=' && peek == '=':
-		return two(tokBinOp)
+		return two(TokBinOp)
 	case c == '=':
-		return single(tokEq)
+		return single(TokEq)
 	case c == '!' && peek == '=':
-		return two(tokNeq)
+		return two(TokNeq)
 	case c == '!' && peek == '~':
-		return two(tokNre)
+		return two(TokNre)
 	case (c == '<' || c == '>') && peek == '=':
-		return two(tokBinOp)
+		return two(TokBinOp)
 	case strings.IndexByte("+-*/%^<>", c) >= 0:
-		return single(tokBinOp)
+		return single(TokBinOp)
 	case c == '"' || c == '\'' || c == '`':
 		return l.lexString()
 	case isDigit(c) || (c == '.' && isDigit(peek)):
 		return l.lexNumberOrDuration()
 	case isIdentStart(c):
-		for l.pos < len(l.src) && isIdentChar(l.src[l.pos]) {
+		for l.pos < len(l.src) && l.continuesIdent(l.src[l.pos]) {
 			l.pos++
 		}
 		text := l.src[start:l.pos]
 		switch strings.ToLower(text) {
 		case "inf", "nan":
 			v, _ := strconv.ParseFloat(text, 64)
-			return token{kind: tokNumber, pos: start, text: text, num: v}, nil
+			return Token{Kind: TokNumber, Pos: start, Text: text, Num: v}, nil
 		}
-		return token{kind: tokIdent, pos: start, text: text}, nil
+		return Token{Kind: TokIdent, Pos: start, Text: text}, nil
 	}
 	r, _ := utf8.DecodeRuneInString(l.src[l.pos:])
 	if r == utf8.RuneError {
-		return token{}, l.errorf(start, "invalid UTF-8 in query")
+		return Token{}, l.errorf(start, "invalid UTF-8 in query")
 	}
-	return token{}, l.errorf(start, "unexpected character %q", r)
+	return Token{}, l.errorf(start, "unexpected character %q", r)
 }
 
-func (l *lexer) skipSpace() {
+func (l *Lexer) skipSpace() {
 	for l.pos < len(l.src) {
 		switch l.src[l.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -228,7 +241,7 @@ func isHexDigit(c byte) bool {
 // lexNumberOrDuration reads a number (decimal, with optional fraction and
 // exponent, or 0x hex) or, when digits run straight into a unit, a duration
 // (1h30m, 250ms).
-func (l *lexer) lexNumberOrDuration() (token, error) {
+func (l *Lexer) lexNumberOrDuration() (Token, error) {
 	start := l.pos
 	s := l.src
 	if s[l.pos] == '0' && l.pos+1 < len(s) && (s[l.pos+1] == 'x' || s[l.pos+1] == 'X') {
@@ -238,16 +251,16 @@ func (l *lexer) lexNumberOrDuration() (token, error) {
 		}
 		text := s[start:l.pos]
 		if len(text) == 2 {
-			return token{}, l.errorf(start, "invalid number %q: no digits after 0x", text)
+			return Token{}, l.errorf(start, "invalid number %q: no digits after 0x", text)
 		}
 		if l.pos < len(s) && isIdentChar(s[l.pos]) {
-			return token{}, l.errorf(start, "invalid number %q", s[start:l.pos+1])
+			return Token{}, l.errorf(start, "invalid number %q", s[start:l.pos+1])
 		}
 		u, err := strconv.ParseUint(text[2:], 16, 64)
 		if err != nil {
-			return token{}, l.errorf(start, "invalid number %q: too large", text)
+			return Token{}, l.errorf(start, "invalid number %q: too large", text)
 		}
-		return token{kind: tokNumber, pos: start, text: text, num: float64(u)}, nil
+		return Token{Kind: TokNumber, Pos: start, Text: text, Num: float64(u)}, nil
 	}
 	intStart := l.pos
 	for l.pos < len(s) && isDigit(s[l.pos]) {
@@ -278,13 +291,13 @@ func (l *lexer) lexNumberOrDuration() (token, error) {
 	}
 	text := s[start:l.pos]
 	if l.pos < len(s) && (isIdentChar(s[l.pos]) || s[l.pos] == '.') {
-		return token{}, l.errorf(start, "invalid number %q", s[start:l.pos+1])
+		return Token{}, l.errorf(start, "invalid number %q", s[start:l.pos+1])
 	}
 	v, err := strconv.ParseFloat(text, 64)
 	if err != nil && !isRangeErr(err) {
-		return token{}, l.errorf(start, "invalid number %q", text)
+		return Token{}, l.errorf(start, "invalid number %q", text)
 	}
-	return token{kind: tokNumber, pos: start, text: text, num: v}, nil
+	return Token{Kind: TokNumber, Pos: start, Text: text, Num: v}, nil
 }
 
 func isRangeErr(err error) bool {
@@ -309,7 +322,7 @@ var durationUnits = []struct {
 
 // lexDuration reads one or more <integer><unit> parts with units strictly
 // decreasing.
-func (l *lexer) lexDuration() (token, error) {
+func (l *Lexer) lexDuration() (Token, error) {
 	start := l.pos
 	s := l.src
 	var total time.Duration
@@ -332,24 +345,24 @@ func (l *lexer) lexDuration() (token, error) {
 			}
 		}
 		if unit < 0 {
-			return token{}, l.errorf(numStart, "invalid duration %q: missing unit (ms, s, m, h, d, w or y)", s[start:l.pos])
+			return Token{}, l.errorf(numStart, "invalid duration %q: missing unit (ms, s, m, h, d, w or y)", s[start:l.pos])
 		}
 		if unit <= last {
-			return token{}, l.errorf(numStart, "invalid duration %q: units must go from largest to smallest, each once", s[start:l.pos+len(durationUnits[unit].name)])
+			return Token{}, l.errorf(numStart, "invalid duration %q: units must go from largest to smallest, each once", s[start:l.pos+len(durationUnits[unit].name)])
 		}
 		last = unit
 		l.pos += len(durationUnits[unit].name)
 		n, err := strconv.ParseInt(digits, 10, 64)
 		u := durationUnits[unit].d
 		if err != nil || n > math.MaxInt64/int64(u) || total > math.MaxInt64-time.Duration(n)*u {
-			return token{}, l.errorf(start, "invalid duration %q: too large", s[start:l.pos])
+			return Token{}, l.errorf(start, "invalid duration %q: too large", s[start:l.pos])
 		}
 		total += time.Duration(n) * u
 	}
 	if l.pos < len(s) && (isIdentChar(s[l.pos]) || s[l.pos] == '.') {
-		return token{}, l.errorf(start, "invalid duration %q", s[start:l.pos+1])
+		return Token{}, l.errorf(start, "invalid duration %q", s[start:l.pos+1])
 	}
-	return token{kind: tokDuration, pos: start, text: s[start:l.pos], dur: total}, nil
+	return Token{Kind: TokDuration, Pos: start, Text: s[start:l.pos], Dur: total}, nil
 }
 
 // formatDuration writes d the way lexDuration reads it, exactly: d must be a
@@ -391,14 +404,14 @@ func displayDuration(d time.Duration) string {
 // \f \n \r \t \v \\, the quote itself, \xHH, \OOO, \uHHHH, \UHHHHHHHH.
 // Backquoted strings are raw. The value must be valid UTF-8 without NUL: no
 // stored label can contain either, and PostgreSQL refuses both in text.
-func (l *lexer) lexString() (token, error) {
+func (l *Lexer) lexString() (Token, error) {
 	start := l.pos
 	quote := l.src[l.pos]
 	l.pos++
 	var b strings.Builder
 	for {
 		if l.pos >= len(l.src) {
-			return token{}, l.errorf(start, "unterminated string")
+			return Token{}, l.errorf(start, "unterminated string")
 		}
 		c := l.src[l.pos]
 		if c == quote {
@@ -406,7 +419,7 @@ func (l *lexer) lexString() (token, error) {
 			break
 		}
 		if quote != '`' && c == '\n' {
-			return token{}, l.errorf(start, "unterminated string (newline in a quoted string; use \\n)")
+			return Token{}, l.errorf(start, "unterminated string (newline in a quoted string; use \\n)")
 		}
 		if quote == '`' || c != '\\' {
 			b.WriteByte(c)
@@ -414,21 +427,21 @@ func (l *lexer) lexString() (token, error) {
 			continue
 		}
 		if err := l.lexEscape(&b, quote); err != nil {
-			return token{}, err
+			return Token{}, err
 		}
 	}
 	val := b.String()
 	if !utf8.ValidString(val) {
-		return token{}, l.errorf(start, "string is not valid UTF-8")
+		return Token{}, l.errorf(start, "string is not valid UTF-8")
 	}
 	if strings.IndexByte(val, 0) >= 0 {
-		return token{}, l.errorf(start, "string contains a NUL character")
+		return Token{}, l.errorf(start, "string contains a NUL character")
 	}
-	return token{kind: tokString, pos: start, text: l.src[start:l.pos], val: val}, nil
+	return Token{Kind: TokString, Pos: start, Text: l.src[start:l.pos], Val: val}, nil
 }
 
 // lexEscape reads the escape at l.pos (a backslash) into b.
-func (l *lexer) lexEscape(b *strings.Builder, quote byte) error {
+func (l *Lexer) lexEscape(b *strings.Builder, quote byte) error {
 	esc := l.pos
 	l.pos++
 	if l.pos >= len(l.src) {
@@ -496,4 +509,42 @@ func (l *lexer) lexEscape(b *strings.Builder, quote byte) error {
 		return l.errorf(esc, "invalid escape sequence \\%c", r)
 	}
 	return nil
+}
+
+// Scanner reads tokens from a Lexer with one token of lookahead: what both
+// the query language's parser and the Prometheus API's read from.
+type Scanner struct {
+	// Tok is the current token, set by Advance.
+	Tok   Token
+	lex   *Lexer
+	ahead *Token
+}
+
+// NewScanner returns a scanner over l; call Advance for the first token.
+func NewScanner(l *Lexer) *Scanner { return &Scanner{lex: l} }
+
+// Advance moves to the next token. Errors are *ParseError.
+func (s *Scanner) Advance() error {
+	if s.ahead != nil {
+		s.Tok, s.ahead = *s.ahead, nil
+		return nil
+	}
+	t, err := s.lex.Next()
+	if err != nil {
+		return err
+	}
+	s.Tok = t
+	return nil
+}
+
+// Peek returns the token after Tok without moving. Errors are *ParseError.
+func (s *Scanner) Peek() (Token, error) {
+	if s.ahead == nil {
+		t, err := s.lex.Next()
+		if err != nil {
+			return Token{}, err
+		}
+		s.ahead = &t
+	}
+	return *s.ahead, nil
 }

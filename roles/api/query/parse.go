@@ -24,50 +24,24 @@ func ParseLimits(src string, lim Limits) (Expr, error) {
 	if len(src) > lim.MaxQueryBytes {
 		return nil, limitError("max_query_bytes", "query length", fmt.Sprintf("%d bytes", len(src)), fmt.Sprintf("%d bytes", lim.MaxQueryBytes), "")
 	}
-	p := &parser{lex: lexer{src: src}, maxDepth: lim.MaxDepth}
-	if err := p.advance(); err != nil {
+	p := &parser{Scanner: NewScanner(NewLexer(src, "")), maxDepth: lim.MaxDepth}
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
 	e, err := p.parseExpr()
 	if err != nil {
 		return nil, err
 	}
-	if p.tok.kind != tokEOF {
+	if p.Tok.Kind != TokEOF {
 		return nil, p.unexpected("end of input")
 	}
 	return e, nil
 }
 
 type parser struct {
-	lex      lexer
-	tok      token
-	ahead    *token
+	*Scanner
 	depth    int
 	maxDepth int
-}
-
-func (p *parser) advance() error {
-	if p.ahead != nil {
-		p.tok, p.ahead = *p.ahead, nil
-		return nil
-	}
-	t, err := p.lex.next()
-	if err != nil {
-		return err
-	}
-	p.tok = t
-	return nil
-}
-
-func (p *parser) peek() (token, error) {
-	if p.ahead == nil {
-		t, err := p.lex.next()
-		if err != nil {
-			return token{}, err
-		}
-		p.ahead = &t
-	}
-	return *p.ahead, nil
 }
 
 func (p *parser) errorf(pos int, format string, args ...any) *ParseError {
@@ -77,27 +51,27 @@ func (p *parser) errorf(pos int, format string, args ...any) *ParseError {
 // unexpected reports the current token where want was expected, naming the
 // PromQL features this language leaves out when the token is one of theirs.
 func (p *parser) unexpected(want string) *ParseError {
-	t := p.tok
+	t := p.Tok
 	switch {
-	case t.kind == tokBinOp:
-		return p.errorf(t.pos, "binary operators (%s) are not supported", t.text)
-	case t.kind == tokAt:
-		return p.errorf(t.pos, "the @ modifier is not supported")
-	case t.kind == tokColon:
-		return p.errorf(t.pos, "subqueries are not supported")
-	case t.kind == tokIdent && strings.EqualFold(t.text, "offset"):
-		return p.errorf(t.pos, "offset modifiers are not supported")
-	case t.kind == tokLBracket:
-		return p.errorf(t.pos, "a range selector [...] is only allowed directly inside a range function, as in rate(readings{...}[5m])")
+	case t.Kind == TokBinOp:
+		return p.errorf(t.Pos, "binary operators (%s) are not supported", t.Text)
+	case t.Kind == TokAt:
+		return p.errorf(t.Pos, "the @ modifier is not supported")
+	case t.Kind == TokColon:
+		return p.errorf(t.Pos, "subqueries are not supported")
+	case t.Kind == TokIdent && strings.EqualFold(t.Text, "offset"):
+		return p.errorf(t.Pos, "offset modifiers are not supported")
+	case t.Kind == TokLBracket:
+		return p.errorf(t.Pos, "a range selector [...] is only allowed directly inside a range function, as in rate(readings{...}[5m])")
 	}
-	return p.errorf(t.pos, "unexpected %s, expected %s", t.describe(), want)
+	return p.errorf(t.Pos, "unexpected %s, expected %s", t.describe(), want)
 }
 
-func (p *parser) expect(k tokKind, want string) error {
-	if p.tok.kind != k {
+func (p *parser) expect(k TokKind, want string) error {
+	if p.Tok.Kind != k {
 		return p.unexpected(want)
 	}
-	return p.advance()
+	return p.Advance()
 }
 
 // enter counts one level of nesting.
@@ -114,51 +88,51 @@ func (p *parser) leave() { p.depth-- }
 // parseExpr parses a selector, call, aggregation or parenthesised
 // expression.
 func (p *parser) parseExpr() (Expr, error) {
-	t := p.tok
-	switch t.kind {
-	case tokLParen:
+	t := p.Tok
+	switch t.Kind {
+	case TokLParen:
 		if err := p.enter(); err != nil {
 			return nil, err
 		}
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
 		e, err := p.parseExpr()
 		if err != nil {
 			return nil, err
 		}
-		if err := p.expect(tokRParen, `")"`); err != nil {
+		if err := p.expect(TokRParen, `")"`); err != nil {
 			return nil, err
 		}
 		p.leave()
 		return e, nil
-	case tokLBrace:
+	case TokLBrace:
 		return p.parseSelector()
-	case tokIdent:
-		if t.text == "readings" {
+	case TokIdent:
+		if t.Text == "readings" {
 			return p.parseSelector()
 		}
-		if _, ok := aggOps[AggOp(strings.ToLower(t.text))]; ok {
+		if _, ok := aggOps[AggOp(strings.ToLower(t.Text))]; ok {
 			return p.parseAggregate()
 		}
-		if _, ok := funcs[Func(t.text)]; ok {
+		if _, ok := funcs[Func(t.Text)]; ok {
 			return p.parseCall()
 		}
-		if strings.EqualFold(t.text, "by") || strings.EqualFold(t.text, "without") {
-			return nil, p.errorf(t.pos, "unexpected %q: by and without follow an aggregation operator, as in sum by (agent_uuid) (...)", t.text)
+		if strings.EqualFold(t.Text, "by") || strings.EqualFold(t.Text, "without") {
+			return nil, p.errorf(t.Pos, "unexpected %q: by and without follow an aggregation operator, as in sum by (agent_uuid) (...)", t.Text)
 		}
-		next, err := p.peek()
+		next, err := p.Peek()
 		if err != nil {
 			return nil, err
 		}
-		if next.kind == tokLParen {
-			return nil, p.errorf(t.pos, "unknown function %q; range functions are %s; aggregations are %s", t.text, funcNames(), aggNames())
+		if next.Kind == TokLParen {
+			return nil, p.errorf(t.Pos, "unknown function %q; range functions are %s; aggregations are %s", t.Text, funcNames(), aggNames())
 		}
-		return nil, p.errorf(t.pos, "unknown metric %q: the only series source is readings; select a metric with readings{metric_name=%q}", t.text, t.text)
-	case tokNumber:
-		return nil, p.errorf(t.pos, "unexpected number %q: numbers are only allowed as the first argument of topk, bottomk and quantile", t.text)
-	case tokString:
-		return nil, p.errorf(t.pos, "unexpected string: label matchers go inside braces, as in readings{metric_name=\"...\"}")
+		return nil, p.errorf(t.Pos, "unknown metric %q: the only series source is readings; select a metric with readings{metric_name=%q}", t.Text, t.Text)
+	case TokNumber:
+		return nil, p.errorf(t.Pos, "unexpected number %q: numbers are only allowed as the first argument of topk, bottomk and quantile", t.Text)
+	case TokString:
+		return nil, p.errorf(t.Pos, "unexpected string: label matchers go inside braces, as in readings{metric_name=\"...\"}")
 	}
 	return nil, p.unexpected("a selector, range function or aggregation")
 }
@@ -183,15 +157,15 @@ func aggNames() string {
 
 // parseSelector parses readings, readings{...} or {...}.
 func (p *parser) parseSelector() (*Selector, error) {
-	start := p.tok.pos
-	bare := p.tok.kind == tokLBrace
+	start := p.Tok.Pos
+	bare := p.Tok.Kind == TokLBrace
 	if !bare {
-		if err := p.advance(); err != nil {
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
 	}
 	sel := &Selector{}
-	if p.tok.kind == tokLBrace {
+	if p.Tok.Kind == TokLBrace {
 		ms, err := p.parseMatchers()
 		if err != nil {
 			return nil, err
@@ -209,92 +183,92 @@ func (p *parser) parseSelector() (*Selector, error) {
 // parseMatchers parses {label op "value", ...}; a trailing comma is
 // allowed.
 func (p *parser) parseMatchers() ([]Matcher, error) {
-	if err := p.expect(tokLBrace, `"{"`); err != nil {
+	if err := p.expect(TokLBrace, `"{"`); err != nil {
 		return nil, err
 	}
 	var ms []Matcher
-	for p.tok.kind != tokRBrace {
+	for p.Tok.Kind != TokRBrace {
 		m, err := p.parseMatcher()
 		if err != nil {
 			return nil, err
 		}
 		ms = append(ms, m)
-		if p.tok.kind == tokComma {
-			if err := p.advance(); err != nil {
+		if p.Tok.Kind == TokComma {
+			if err := p.Advance(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if p.tok.kind != tokRBrace {
+		if p.Tok.Kind != TokRBrace {
 			return nil, p.unexpected(`"," or "}"`)
 		}
 	}
-	return ms, p.advance()
+	return ms, p.Advance()
 }
 
 func (p *parser) parseMatcher() (Matcher, error) {
-	lt := p.tok
-	if lt.kind != tokIdent {
+	lt := p.Tok
+	if lt.Kind != TokIdent {
 		return Matcher{}, p.unexpected("a label name")
 	}
-	if err := checkMatchLabel(lt.text); err != nil {
-		return Matcher{}, p.errorf(lt.pos, "%s", err)
+	if err := checkMatchLabel(lt.Text); err != nil {
+		return Matcher{}, p.errorf(lt.Pos, "%s", err)
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return Matcher{}, err
 	}
 	var op MatchOp
-	switch p.tok.kind {
-	case tokEq:
+	switch p.Tok.Kind {
+	case TokEq:
 		op = MatchEqual
-	case tokNeq:
+	case TokNeq:
 		op = MatchNotEqual
-	case tokRe:
+	case TokRe:
 		op = MatchRegexp
-	case tokNre:
+	case TokNre:
 		op = MatchNotRegexp
 	default:
 		return Matcher{}, p.unexpected(`"=", "!=", "=~" or "!~"`)
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return Matcher{}, err
 	}
-	vt := p.tok
-	if vt.kind != tokString {
+	vt := p.Tok
+	if vt.Kind != TokString {
 		return Matcher{}, p.unexpected("a quoted string")
 	}
-	m := Matcher{Label: lt.text, Op: op, Value: vt.val}
+	m := Matcher{Label: lt.Text, Op: op, Value: vt.Val}
 	switch {
 	case op == MatchRegexp || op == MatchNotRegexp:
 		if _, err := pgRegex(m.Value); err != nil {
-			return Matcher{}, p.errorf(vt.pos, "%s", err)
+			return Matcher{}, p.errorf(vt.Pos, "%s", err)
 		}
 	case m.Label == LabelAgentUUID:
 		u, err := codec.ParseUUID(m.Value)
 		if err != nil {
-			return Matcher{}, p.errorf(vt.pos, "agent_uuid %s %s: not a UUID (8-4-4-4-12 hex digits); use =~ to match part of one", op, shorten(strconv.Quote(m.Value)))
+			return Matcher{}, p.errorf(vt.Pos, "agent_uuid %s %s: not a UUID (8-4-4-4-12 hex digits); use =~ to match part of one", op, Shorten(strconv.Quote(m.Value)))
 		}
 		m.Value = u.String()
 	}
-	return m, p.advance()
+	return m, p.Advance()
 }
 
 // parseCall parses func(selector[range]).
 func (p *parser) parseCall() (*Call, error) {
-	ft := p.tok
-	c := &Call{Func: Func(ft.text)}
+	ft := p.Tok
+	c := &Call{Func: Func(ft.Text)}
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	if err := p.expect(tokLParen, fmt.Sprintf(`"(" after %s`, ft.text)); err != nil {
+	if err := p.expect(TokLParen, fmt.Sprintf(`"(" after %s`, ft.Text)); err != nil {
 		return nil, err
 	}
-	if !(p.tok.kind == tokLBrace || (p.tok.kind == tokIdent && p.tok.text == "readings")) {
-		if p.tok.kind == tokIdent || p.tok.kind == tokLParen {
-			return nil, p.errorf(p.tok.pos, "%s takes a range selector such as readings{...}[5m], not an expression", ft.text)
+	if !(p.Tok.Kind == TokLBrace || (p.Tok.Kind == TokIdent && p.Tok.Text == "readings")) {
+		if p.Tok.Kind == TokIdent || p.Tok.Kind == TokLParen {
+			return nil, p.errorf(p.Tok.Pos, "%s takes a range selector such as readings{...}[5m], not an expression", ft.Text)
 		}
 		return nil, p.unexpected("a range selector such as readings{...}[5m]")
 	}
@@ -303,31 +277,31 @@ func (p *parser) parseCall() (*Call, error) {
 		return nil, err
 	}
 	c.Selector = sel
-	if p.tok.kind != tokLBracket {
-		return nil, p.errorf(p.tok.pos, "%s needs a range: %s(%s[5m])", ft.text, ft.text, shorten(sel.String()))
+	if p.Tok.Kind != TokLBracket {
+		return nil, p.errorf(p.Tok.Pos, "%s needs a range: %s(%s[5m])", ft.Text, ft.Text, Shorten(sel.String()))
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	dt := p.tok
-	switch dt.kind {
-	case tokDuration:
-	case tokNumber:
-		return nil, p.errorf(dt.pos, "range %q needs a unit, as in [5m] (units ms, s, m, h, d, w, y)", dt.text)
+	dt := p.Tok
+	switch dt.Kind {
+	case TokDuration:
+	case TokNumber:
+		return nil, p.errorf(dt.Pos, "range %q needs a unit, as in [5m] (units ms, s, m, h, d, w, y)", dt.Text)
 	default:
 		return nil, p.unexpected("a duration such as 5m")
 	}
-	if dt.dur <= 0 {
-		return nil, p.errorf(dt.pos, "range must be positive, got %q", dt.text)
+	if dt.Dur <= 0 {
+		return nil, p.errorf(dt.Pos, "range must be positive, got %q", dt.Text)
 	}
-	c.Range = dt.dur
-	if err := p.advance(); err != nil {
+	c.Range = dt.Dur
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
-	if err := p.expect(tokRBracket, `"]"`); err != nil {
+	if err := p.expect(TokRBracket, `"]"`); err != nil {
 		return nil, err
 	}
-	if err := p.expect(tokRParen, `")"`); err != nil {
+	if err := p.expect(TokRParen, `")"`); err != nil {
 		return nil, err
 	}
 	p.leave()
@@ -336,12 +310,12 @@ func (p *parser) parseCall() (*Call, error) {
 
 // parseAggregate parses op [grouping] ([param,] expr) [grouping].
 func (p *parser) parseAggregate() (*Aggregate, error) {
-	ot := p.tok
-	a := &Aggregate{Op: AggOp(strings.ToLower(ot.text))}
+	ot := p.Tok
+	a := &Aggregate{Op: AggOp(strings.ToLower(ot.Text))}
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
-	if err := p.advance(); err != nil {
+	if err := p.Advance(); err != nil {
 		return nil, err
 	}
 	grouped := false
@@ -351,35 +325,35 @@ func (p *parser) parseAggregate() (*Aggregate, error) {
 		}
 		grouped = true
 	}
-	if err := p.expect(tokLParen, fmt.Sprintf(`"(" after %s`, a.Op)); err != nil {
+	if err := p.expect(TokLParen, fmt.Sprintf(`"(" after %s`, a.Op)); err != nil {
 		return nil, err
 	}
 	if aggOps[a.Op].param {
-		nt := p.tok
-		if nt.kind != tokNumber {
-			return nil, p.errorf(nt.pos, "%s needs a number first, as in %s", a.Op, paramExample(a.Op))
+		nt := p.Tok
+		if nt.Kind != TokNumber {
+			return nil, p.errorf(nt.Pos, "%s needs a number first, as in %s", a.Op, paramExample(a.Op))
 		}
-		if err := checkParam(a.Op, nt.num); err != nil {
-			return nil, p.errorf(nt.pos, "%s", err)
+		if err := checkParam(a.Op, nt.Num); err != nil {
+			return nil, p.errorf(nt.Pos, "%s", err)
 		}
-		a.Param = nt.num
-		if err := p.advance(); err != nil {
+		a.Param = nt.Num
+		if err := p.Advance(); err != nil {
 			return nil, err
 		}
-		if err := p.expect(tokComma, `","`); err != nil {
+		if err := p.expect(TokComma, `","`); err != nil {
 			return nil, err
 		}
 	}
-	inner := p.tok
+	inner := p.Tok
 	e, err := p.parseExpr()
 	if err != nil {
 		return nil, err
 	}
 	if _, raw := e.(*Selector); raw {
-		return nil, p.errorf(inner.pos, "%s over raw samples is not supported: wrap the selector in a range function, as in %s(avg_over_time(readings{...}[5m]))", a.Op, a.Op)
+		return nil, p.errorf(inner.Pos, "%s over raw samples is not supported: wrap the selector in a range function, as in %s(avg_over_time(readings{...}[5m]))", a.Op, a.Op)
 	}
 	a.Expr = e
-	if err := p.expect(tokRParen, `")"`); err != nil {
+	if err := p.expect(TokRParen, `")"`); err != nil {
 		return nil, err
 	}
 	if !grouped && p.isGroupingKeyword() {
@@ -413,41 +387,41 @@ func checkParam(op AggOp, v float64) error {
 }
 
 func (p *parser) isGroupingKeyword() bool {
-	return p.tok.kind == tokIdent && (strings.EqualFold(p.tok.text, "by") || strings.EqualFold(p.tok.text, "without"))
+	return p.Tok.Kind == TokIdent && (strings.EqualFold(p.Tok.Text, "by") || strings.EqualFold(p.Tok.Text, "without"))
 }
 
 // parseGrouping parses by (l, ...) or without (l, ...); by () is the same as
 // no grouping and is stored as none.
 func (p *parser) parseGrouping(a *Aggregate) error {
-	a.Without = strings.EqualFold(p.tok.text, "without")
-	if err := p.advance(); err != nil {
+	a.Without = strings.EqualFold(p.Tok.Text, "without")
+	if err := p.Advance(); err != nil {
 		return err
 	}
-	if err := p.expect(tokLParen, `"(" and label names`); err != nil {
+	if err := p.expect(TokLParen, `"(" and label names`); err != nil {
 		return err
 	}
 	var labels []string
-	for p.tok.kind != tokRParen {
-		if p.tok.kind != tokIdent {
+	for p.Tok.Kind != TokRParen {
+		if p.Tok.Kind != TokIdent {
 			return p.unexpected(`a label name or ")"`)
 		}
-		if err := checkGroupLabel(p.tok.text); err != nil {
-			return p.errorf(p.tok.pos, "%s", err)
+		if err := checkGroupLabel(p.Tok.Text); err != nil {
+			return p.errorf(p.Tok.Pos, "%s", err)
 		}
-		labels = append(labels, p.tok.text)
-		if err := p.advance(); err != nil {
+		labels = append(labels, p.Tok.Text)
+		if err := p.Advance(); err != nil {
 			return err
 		}
-		if p.tok.kind == tokComma {
-			if err := p.advance(); err != nil {
+		if p.Tok.Kind == TokComma {
+			if err := p.Advance(); err != nil {
 				return err
 			}
 			continue
 		}
-		if p.tok.kind != tokRParen {
+		if p.Tok.Kind != TokRParen {
 			return p.unexpected(`"," or ")"`)
 		}
 	}
 	a.Grouping = labels
-	return p.advance()
+	return p.Advance()
 }

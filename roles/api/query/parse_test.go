@@ -3,6 +3,7 @@ package query
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,9 +220,9 @@ func TestLexDurationRoundTrip(t *testing.T) {
 		365 * 24 * time.Hour,
 	} {
 		s := formatDuration(d)
-		l := lexer{src: s}
-		tok, err := l.next()
-		if err != nil || tok.kind != tokDuration || tok.dur != d || l.pos != len(s) {
+		l := NewLexer(s, "")
+		tok, err := l.Next()
+		if err != nil || tok.Kind != TokDuration || tok.Dur != d || l.pos != len(s) {
 			t.Errorf("%v -> %q -> %+v, %v", d, s, tok, err)
 		}
 	}
@@ -234,16 +235,67 @@ func TestLexNumbers(t *testing.T) {
 	for src, want := range map[string]float64{
 		"1": 1, "1.5": 1.5, ".5": 0.5, "1e3": 1000, "1E-2": 0.01, "0x1F": 31, "2.": 2,
 	} {
-		l := lexer{src: src}
-		tok, err := l.next()
-		if err != nil || tok.kind != tokNumber || tok.num != want {
+		l := NewLexer(src, "")
+		tok, err := l.Next()
+		if err != nil || tok.Kind != TokNumber || tok.Num != want {
 			t.Errorf("lex %q = %+v, %v; want number %v", src, tok, err, want)
 		}
 	}
 	for _, src := range []string{"Inf", "inf", "NaN", "nan"} {
-		l := lexer{src: src}
-		if tok, err := l.next(); err != nil || tok.kind != tokNumber {
+		l := NewLexer(src, "")
+		if tok, err := l.Next(); err != nil || tok.Kind != TokNumber {
 			t.Errorf("lex %q = %+v, %v; want a number", src, tok, err)
 		}
+	}
+}
+
+// TestLexerIdentChars: the extra identifier characters the Prometheus API
+// passes continue identifiers only; ':' still ends a duration, and a
+// number still refuses a letter or '.' right after it.
+func TestLexerIdentChars(t *testing.T) {
+	for _, tt := range []struct {
+		src, identChars string
+		want            []string // kind:text, or "error" for the last
+	}{
+		{`boiler.temp:x[5m:1m]`, ".:", []string{`identifier:boiler.temp:x`, `"[":[`, `duration:5m`, `":"::`, `duration:1m`, `"]":]`}},
+		{`inf nan.x Inf`, ".:", []string{`number:inf`, `identifier:nan.x`, `number:Inf`}},
+		{`:a`, ".:", []string{`":"::`, `identifier:a`}},
+		{`boiler.temp`, "", []string{`identifier:boiler`, "error"}},
+		{`1.x`, ".:", []string{"error"}},
+	} {
+		l := NewLexer(tt.src, tt.identChars)
+		var got []string
+		for {
+			tok, err := l.Next()
+			if err != nil {
+				got = append(got, "error")
+				break
+			}
+			if tok.Kind == TokEOF {
+				break
+			}
+			got = append(got, tok.Kind.String()+":"+tok.Text)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%q with %q: %q, want %q", tt.src, tt.identChars, got, tt.want)
+		}
+	}
+}
+
+func TestScannerPeek(t *testing.T) {
+	s := NewScanner(NewLexer("a ( b", ""))
+	if err := s.Advance(); err != nil || s.Tok.Text != "a" {
+		t.Fatalf("first: %+v, %v", s.Tok, err)
+	}
+	if next, err := s.Peek(); err != nil || next.Kind != TokLParen || s.Tok.Text != "a" {
+		t.Fatalf("peek: %+v (current %+v), %v", next, s.Tok, err)
+	}
+	for _, want := range []string{"(", "b", ""} {
+		if err := s.Advance(); err != nil || s.Tok.Text != want {
+			t.Fatalf("advance: %+v, %v; want %q", s.Tok, err, want)
+		}
+	}
+	if s.Tok.Kind != TokEOF {
+		t.Errorf("at the end: %+v", s.Tok)
 	}
 }

@@ -70,20 +70,20 @@ func compileAnchored(pattern string) (*regexp.Regexp, error) {
 // strings.
 func pgRegex(pattern string) (string, error) {
 	if _, err := compileAnchored(pattern); err != nil {
-		return "", fmt.Errorf("invalid regex %s: %s", shorten(strconv.Quote(pattern)), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		return "", fmt.Errorf("invalid regex %s: %s", Shorten(strconv.Quote(pattern)), strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 	}
 	tree, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil { // unreachable: compiled above with the same flags
-		return "", fmt.Errorf("invalid regex %s: %w", shorten(strconv.Quote(pattern)), err)
+		return "", fmt.Errorf("invalid regex %s: %w", Shorten(strconv.Quote(pattern)), err)
 	}
 	var b strings.Builder
 	b.WriteString("^(?:")
 	if err := writeARE(&b, tree); err != nil {
-		return "", fmt.Errorf("regex %s: %w (see the regex section of docs/query-language.md)", shorten(strconv.Quote(pattern)), err)
+		return "", fmt.Errorf("regex %s: %w (see the regex section of docs/query-language.md)", Shorten(strconv.Quote(pattern)), err)
 	}
 	b.WriteString(")$")
 	if b.Len() > maxPGRegexBytes {
-		return "", fmt.Errorf("regex %s is too large once translated for the database (%d bytes, limit %d); large Unicode classes such as \\pL count in full", shorten(strconv.Quote(pattern)), b.Len(), maxPGRegexBytes)
+		return "", fmt.Errorf("regex %s is too large once translated for the database (%d bytes, limit %d); large Unicode classes such as \\pL count in full", Shorten(strconv.Quote(pattern)), b.Len(), maxPGRegexBytes)
 	}
 	return b.String(), nil
 }

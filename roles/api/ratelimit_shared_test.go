@@ -120,3 +120,37 @@ func TestGlobalLimitPerInstallationIntegration(t *testing.T) {
 		t.Fatalf("requests alternating between replicas: first 429 at %d, want 6 (limit 5)", got)
 	}
 }
+
+// TestWrongLoginsWithRedisStoppedIntegration: with the limits' Redis
+// stopped, a replica still refuses the 11th wrong login, on its own counts
+// (docs/access.md: the limits do not fail open), and counts the fallback.
+func TestWrongLoginsWithRedisStoppedIntegration(t *testing.T) {
+	srv := coretest.PrivateRedis(t)
+	rs, err := redisstore.New(redisstore.Options{Addrs: []string{srv.Addr()}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	limits := redislimit.NewStore(rs.Scripter(), redislimit.Options{})
+	d := dbtest.Migrated(t, "sqlite")
+	h, r, _, _ := roleServicesWith(t, rt.Backends{DB: d, RateLimits: limits}, nil, testLicence(t, 0),
+		func(c *config.Config) { c.Auth.RateLimitAuth = 10 })
+	login := func() int {
+		return call(t, h, "POST", "/api/v1/auth/login", "", map[string]string{"email": "ops@example.com", "password": "wrong password"}).status
+	}
+	for i := 1; i <= 4; i++ {
+		if s := login(); s != http.StatusUnauthorized {
+			t.Fatalf("login %d with Redis up: %d", i, s)
+		}
+	}
+	srv.Stop()
+	if n := firstStatus(8, http.StatusTooManyRequests, login); n != 7 {
+		t.Fatalf("with Redis stopped: first 429 at login %d after the stop, want 7 (the 11th)", n)
+	}
+	if limits.Fallbacks() == 0 {
+		t.Error("no fallback decision counted")
+	}
+	if got := coretest.MetricValue(t, r.Metrics, "edgeplat_api_ratelimit_fallback_decisions_total", nil); got != float64(limits.Fallbacks()) {
+		t.Errorf("metric %v, store counted %d", got, limits.Fallbacks())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/httpx/redislimit"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
@@ -31,6 +32,7 @@ type backends struct {
 	health *health.Registry
 	db     *db.DB
 	store  streamstore.Store
+	limits *redislimit.Store
 }
 
 func newBackends(cfg *config.Config, r *rt.Runtime) (*backends, error) {
@@ -38,21 +40,29 @@ func newBackends(cfg *config.Config, r *rt.Runtime) (*backends, error) {
 	if err != nil {
 		return nil, err
 	}
-	var store streamstore.Store
+	b := &backends{health: r.Health, db: d}
 	switch cfg.StreamStore.Driver {
 	case "memory":
-		store, err = memory.New(memory.Options{})
+		b.store, err = memory.New(memory.Options{})
 	default:
-		store, err = redisstore.New(redisstore.OptionsFromConfig(cfg.StreamStore))
+		var rs *redisstore.Store
+		rs, err = redisstore.New(redisstore.OptionsFromConfig(cfg.StreamStore))
+		if err == nil {
+			b.store = rs
+			// Replicas share the stream store's Redis, and so their rate limits.
+			b.limits = redislimit.NewStore(rs.Scripter(), redislimit.Options{Log: r.Component("ratelimit")})
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("stream store: %w", err)
 	}
-	return &backends{health: r.Health, db: d, store: store}, nil
+	return b, nil
 }
 
 // handles returns what the roles are given; usable once Start has run.
-func (b *backends) handles() rt.Backends { return rt.Backends{DB: b.db, Streams: b.store} }
+func (b *backends) handles() rt.Backends {
+	return rt.Backends{DB: b.db, Streams: b.store, RateLimits: b.limits}
+}
 
 func (b *backends) Name() string { return "backends" }
 

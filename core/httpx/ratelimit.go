@@ -1,6 +1,7 @@
 package httpx
 
 import (
+	"context"
 	"fmt"
 	"hash/maphash"
 	"net/http"
@@ -266,14 +267,48 @@ func (s *limiterShard) evictOne() {
 	delete(s.tat, victim)
 }
 
+// RateLimiter is a rate limit as the handlers use it: one count per key,
+// either this process's own (Local) or one every replica shares
+// (httpx/redislimit). The limit itself lives in each process and changes
+// with SetLimit; Take, Peek and Forget act on the count.
+type RateLimiter interface {
+	// Take counts a request for key when it is allowed; see Limiter.Take.
+	Take(ctx context.Context, key string) Decision
+	// Peek reports what a request for key would get, counting nothing.
+	Peek(ctx context.Context, key string) Decision
+	// Forget drops key's count, giving it a full budget.
+	Forget(ctx context.Context, key string)
+	// SetLimit replaces the limit; 0 turns the limit off.
+	SetLimit(limit int)
+	// Limit returns the current limit; 0 when limiting is off.
+	Limit() int
+}
+
+// Local is l as a RateLimiter: counts kept in this process only. A nil l
+// gives a nil RateLimiter, which RateLimit and Attempts treat as no limit.
+func Local(l *Limiter) RateLimiter {
+	if l == nil {
+		return nil
+	}
+	return local{l}
+}
+
+type local struct{ l *Limiter }
+
+func (l local) Take(_ context.Context, key string) Decision { return l.l.Take(key) }
+func (l local) Peek(_ context.Context, key string) Decision { return l.l.Peek(key) }
+func (l local) Forget(_ context.Context, key string)        { l.l.Forget(key) }
+func (l local) SetLimit(limit int)                          { l.l.SetLimit(limit) }
+func (l local) Limit() int                                  { return l.l.Limit() }
+
 // RateLimit returns middleware that counts each request against l under
 // the key that key returns, and answers 429 with Retry-After (whole
 // seconds, rounded up) in the role's error shape once the key is over its
 // limit. An empty key (no credential of the kind this limit is for) skips
-// the limit. Allowed requests carry X-RateLimit-Limit and
+// the limit, as does a nil l. Allowed requests carry X-RateLimit-Limit and
 // X-RateLimit-Remaining; when several limits apply, the innermost sets
 // them last.
-func RateLimit(l *Limiter, key func(*gin.Context) string, write ErrorWriter) gin.HandlerFunc {
+func RateLimit(l RateLimiter, key func(*gin.Context) string, write ErrorWriter) gin.HandlerFunc {
 	if key == nil || write == nil {
 		panic("BUG: httpx.RateLimit needs a key function and an error writer")
 	}
@@ -282,15 +317,18 @@ func RateLimit(l *Limiter, key func(*gin.Context) string, write ErrorWriter) gin
 	}
 	return func(c *gin.Context) {
 		// Read on every request: SetLimit may have changed it.
-		r := l.rate.Load()
 		k := key(c)
-		if k == "" || r.limit == 0 {
+		if k == "" || l.Limit() == 0 {
 			c.Next()
 			return
 		}
-		d := l.Take(k)
+		d := l.Take(c.Request.Context(), k)
+		if d.Limit == 0 { // turned off since Limit was read
+			c.Next()
+			return
+		}
 		h := c.Writer.Header()
-		h.Set("X-RateLimit-Limit", r.text)
+		h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(d.Remaining))
 		if d.Allowed {
 			c.Next()
@@ -321,39 +359,46 @@ func RetryAfterSeconds(d time.Duration) int {
 // accounts' counts, while not folding would give every spelling of an
 // e-mail address its own budget.
 type Attempts struct {
-	account, ip *Limiter
+	account, ip RateLimiter
 }
 
 // NewAttempts allows perAccount failures per account and perIP failures
-// per client address within window; a limit of 0 turns that count off.
+// per client address within window, counted in this process; a limit of
+// 0 turns that count off.
 func NewAttempts(perAccount, perIP int, window time.Duration, opts ...LimiterOption) *Attempts {
-	return &Attempts{account: NewLimiter(perAccount, window, opts...), ip: NewLimiter(perIP, window, opts...)}
+	return &Attempts{account: Local(NewLimiter(perAccount, window, opts...)), ip: Local(NewLimiter(perIP, window, opts...))}
+}
+
+// NewSharedAttempts counts failures per account in account and per client
+// address in ip, limiters the caller built (for example on Redis, so that
+// every replica sees one count). A nil limiter turns that count off.
+func NewSharedAttempts(account, ip RateLimiter) *Attempts {
+	return &Attempts{account: account, ip: ip}
 }
 
 // SetLimits changes the failures allowed per account and per address;
 // counts made so far carry over (Limiter.SetLimit).
 func (a *Attempts) SetLimits(perAccount, perIP int) {
-	a.account.SetLimit(perAccount)
-	a.ip.SetLimit(perIP)
+	if a.account != nil {
+		a.account.SetLimit(perAccount)
+	}
+	if a.ip != nil {
+		a.ip.SetLimit(perIP)
+	}
 }
 
 // Check reports whether a login for account from ip is blocked, and for
 // how long.
-func (a *Attempts) Check(account, ip string) (blocked bool, retryAfter time.Duration) {
-	return a.blocked(a.account.Peek(foldAccount(account)), a.ip.Peek(ip))
+func (a *Attempts) Check(ctx context.Context, account, ip string) (blocked bool, retryAfter time.Duration) {
+	return a.blocked(a.peek(ctx, a.account, foldAccount(account)), a.peek(ctx, a.ip, ip))
 }
 
 // Fail records a failed login for account from ip and reports whether
 // further attempts are now blocked, and for how long.
-func (a *Attempts) Fail(account, ip string) (blocked bool, retryAfter time.Duration) {
-	acc := foldAccount(account)
-	if acc != "" {
-		a.account.Take(acc)
-	}
-	if ip != "" {
-		a.ip.Take(ip)
-	}
-	return a.Check(account, ip)
+func (a *Attempts) Fail(ctx context.Context, account, ip string) (blocked bool, retryAfter time.Duration) {
+	a.take(ctx, a.account, foldAccount(account))
+	a.take(ctx, a.ip, ip)
+	return a.Check(ctx, account, ip)
 }
 
 // Reserve counts a login attempt for account from ip as a failure before
@@ -363,23 +408,31 @@ func (a *Attempts) Fail(account, ip string) (blocked bool, retryAfter time.Durat
 // after a slow password check lets every request already in flight
 // through. A login that succeeds hands the account's count back with
 // Succeed.
-func (a *Attempts) Reserve(account, ip string) (blocked bool, retryAfter time.Duration) {
-	acc := foldAccount(account)
-	da, di := Decision{Allowed: true}, Decision{Allowed: true}
-	if acc != "" {
-		da = a.account.Take(acc)
-	}
-	if ip != "" {
-		di = a.ip.Take(ip)
-	}
-	return a.blocked(da, di)
+func (a *Attempts) Reserve(ctx context.Context, account, ip string) (blocked bool, retryAfter time.Duration) {
+	return a.blocked(a.take(ctx, a.account, foldAccount(account)), a.take(ctx, a.ip, ip))
 }
 
 // Succeed clears account's failures after a successful login. The
 // address's failures stay: an attacker holding one valid account must not
 // wipe its address's record by logging in to it between guesses.
-func (a *Attempts) Succeed(account string) {
-	a.account.Forget(foldAccount(account))
+func (a *Attempts) Succeed(ctx context.Context, account string) {
+	if a.account != nil {
+		a.account.Forget(ctx, foldAccount(account))
+	}
+}
+
+func (a *Attempts) take(ctx context.Context, l RateLimiter, key string) Decision {
+	if l == nil || key == "" {
+		return Decision{Allowed: true}
+	}
+	return l.Take(ctx, key)
+}
+
+func (a *Attempts) peek(ctx context.Context, l RateLimiter, key string) Decision {
+	if l == nil || key == "" {
+		return Decision{Allowed: true}
+	}
+	return l.Peek(ctx, key)
 }
 
 func (a *Attempts) blocked(ds ...Decision) (bool, time.Duration) {

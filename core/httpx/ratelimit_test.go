@@ -11,26 +11,12 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/edgeplat/edgeplat/core/coretest"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+func newFakeClock() *coretest.Clock {
+	return coretest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func TestLimiter(t *testing.T) {
@@ -211,7 +197,7 @@ func TestRateLimitMiddleware(t *testing.T) {
 	clk := newFakeClock()
 	l := NewLimiter(10, time.Minute, WithClock(clk.Now))
 	e := gin.New()
-	e.Use(RateLimit(l, func(c *gin.Context) string { return c.GetHeader("X-Key") }, writeTestError))
+	e.Use(RateLimit(Local(l), func(c *gin.Context) string { return c.GetHeader("X-Key") }, writeTestError))
 	e.GET("/x", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 
 	do := func(key string) *httptest.ResponseRecorder {
@@ -260,7 +246,7 @@ func TestRateLimitMiddleware(t *testing.T) {
 	}
 
 	off := gin.New()
-	off.Use(RateLimit(NewLimiter(0, time.Minute), func(*gin.Context) string { return "k" }, writeTestError))
+	off.Use(RateLimit(Local(NewLimiter(0, time.Minute)), func(*gin.Context) string { return "k" }, writeTestError))
 	off.GET("/x", func(c *gin.Context) { c.Status(http.StatusNoContent) })
 	for range 50 {
 		rec := httptest.NewRecorder()
@@ -341,11 +327,11 @@ func TestAttempts(t *testing.T) {
 				var retry time.Duration
 				switch o.kind {
 				case "fail":
-					blocked, retry = a.Fail(o.account, o.ip)
+					blocked, retry = a.Fail(t.Context(), o.account, o.ip)
 				case "check":
-					blocked, retry = a.Check(o.account, o.ip)
+					blocked, retry = a.Check(t.Context(), o.account, o.ip)
 				case "succeed":
-					a.Succeed(o.account)
+					a.Succeed(t.Context(), o.account)
 					continue
 				}
 				if blocked != o.blocked || retry != o.retry {
@@ -367,7 +353,7 @@ func TestAttemptsReserveHoldsUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if blocked, _ := a.Reserve("ops@example.com", fmt.Sprintf("192.0.2.%d", i)); !blocked {
+			if blocked, _ := a.Reserve(t.Context(), "ops@example.com", fmt.Sprintf("192.0.2.%d", i)); !blocked {
 				mu.Lock()
 				admitted++
 				mu.Unlock()
@@ -378,8 +364,8 @@ func TestAttemptsReserveHoldsUnderConcurrency(t *testing.T) {
 	if admitted != 3 {
 		t.Fatalf("%d of 40 concurrent attempts admitted, want the limit of 3", admitted)
 	}
-	a.Succeed("OPS@example.com")
-	if blocked, _ := a.Reserve("ops@example.com", "192.0.2.200"); blocked {
+	a.Succeed(t.Context(), "OPS@example.com")
+	if blocked, _ := a.Reserve(t.Context(), "ops@example.com", "192.0.2.200"); blocked {
 		t.Fatal("a success did not hand the account's count back")
 	}
 }
@@ -417,7 +403,7 @@ func TestLimiterSetLimit(t *testing.T) {
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	m := NewLimiter(0, time.Minute, WithClock(clk.Now))
-	e.GET("/", RateLimit(m, func(*gin.Context) string { return "c" }, func(c *gin.Context, status int, code, msg string) {
+	e.GET("/", RateLimit(Local(m), func(*gin.Context) string { return "c" }, func(c *gin.Context, status int, code, msg string) {
 		c.AbortWithStatusJSON(status, gin.H{"error": gin.H{"code": code, "message": msg}})
 	}), func(c *gin.Context) { c.Status(http.StatusNoContent) })
 	get := func() *httptest.ResponseRecorder {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/health"
+	"github.com/edgeplat/edgeplat/core/httpx/redislimit"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -41,4 +42,8 @@ func (r *Runtime) Component(name string) *slog.Logger {
 type Backends struct {
 	DB      *db.DB
 	Streams streamstore.Store
+	// RateLimits counts the Cloud API's rate limits once for every
+	// replica, on the stream store's Redis (streamstore.driver=redis); nil
+	// with the memory driver, where each process counts its own.
+	RateLimits *redislimit.Store
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -54,8 +55,9 @@ type access struct {
 
 	// Rate limits per minute (docs/api-errors.md, section Rate limits): every request by credential or
 	// client address, the auth endpoints by address, admin routes by
-	// admin; failed logins by account and by address.
-	global, authLimit, admin, device *httpx.Limiter
+	// admin; failed logins by account and by address. With b.RateLimits
+	// they count once for all replicas (docs/access.md).
+	global, authLimit, admin, device httpx.RateLimiter
 	attempts                         *httpx.Attempts
 }
 
@@ -82,7 +84,7 @@ func newAccess(cfg *config.Config, r *rt.Runtime, b rt.Backends, tokens *token.S
 	a.sync = newStandingSync(a.standing, b.Streams, r.Component("api-session-sync"))
 	a.accounts.OnChange(a.sync.publish)
 	a.auth = &authenticator{tokens: tokens, accounts: a.accounts, log: a.log,
-		failures: httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute), clientKey: a.clientKey,
+		failures: a.limiter("refused-credentials", cfg.Auth.RateLimitAuth), clientKey: a.clientKey,
 		standing: func(ctx context.Context, c token.Claims) (accounts.Standing, error) {
 			return a.standing.Standing(ctx, c.Subject, c.Family)
 		}}
@@ -97,12 +99,29 @@ func newAccess(cfg *config.Config, r *rt.Runtime, b rt.Backends, tokens *token.S
 		a.idp = v
 		a.auth.idp = v
 	}
-	a.global = httpx.NewLimiter(cfg.Auth.RateLimitGlobal, time.Minute)
-	a.authLimit = httpx.NewLimiter(cfg.Auth.RateLimitAuth, time.Minute)
-	a.admin = httpx.NewLimiter(cfg.Auth.RateLimitAdmin, time.Minute)
-	a.device = httpx.NewLimiter(cfg.Auth.RateLimitDevice, time.Minute)
-	a.attempts = httpx.NewAttempts(cfg.Auth.RateLimitAuth, cfg.Auth.RateLimitAuth, time.Minute)
+	a.global = a.limiter("global", cfg.Auth.RateLimitGlobal)
+	a.authLimit = a.limiter("auth", cfg.Auth.RateLimitAuth)
+	a.admin = a.limiter("admin", cfg.Auth.RateLimitAdmin)
+	a.device = a.limiter("device", cfg.Auth.RateLimitDevice)
+	a.attempts = httpx.NewSharedAttempts(a.limiter("login-account", cfg.Auth.RateLimitAuth), a.limiter("login-address", cfg.Auth.RateLimitAuth))
+	if b.RateLimits != nil {
+		st := b.RateLimits
+		r.Metrics.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "edgeplat_api_ratelimit_fallback_decisions_total",
+			Help: "Rate-limit decisions made on this replica's own counts because Redis did not answer.",
+		}, func() float64 { return float64(st.Fallbacks()) }))
+	}
 	return a, nil
+}
+
+// limiter returns the rate limit called name, limit requests per minute:
+// counted in Redis for every replica when the role has b.RateLimits
+// (streamstore.driver=redis), else in this process (all-in-one).
+func (a *access) limiter(name string, limit int) httpx.RateLimiter {
+	if a.b.RateLimits != nil {
+		return a.b.RateLimits.Limiter(name, limit, time.Minute)
+	}
+	return httpx.Local(httpx.NewLimiter(limit, time.Minute))
 }
 
 // clientIP is the request's client address: the TCP peer, or the address

@@ -445,7 +445,7 @@ func loginRateLimit(t *testing.T, d *db.DB) {
 	// still, so the count is all the test sees.
 	frozen := time.Now()
 	clock := httpx.WithClock(func() time.Time { return frozen })
-	a.authLimit = httpx.NewLimiter(10, time.Minute, clock)
+	a.authLimit = httpx.Local(httpx.NewLimiter(10, time.Minute, clock))
 	a.attempts = httpx.NewAttempts(10, 10, time.Minute, clock)
 	e := mountAccess(t, a)
 	admin(t, e)

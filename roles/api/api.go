@@ -222,7 +222,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		Licence: acc.licence.RequireFeature(licence.FeatureAI, WriteError),
 		Agents:  acc.agents, Readings: readings.Reader{DB: b.DB}, Incidents: an,
 		Events: ai.LogEvents{DB: b.DB}, Config: cfg.API, Registerer: r.Metrics,
-		Log: r.Component("api-ai")})
+		Limit: acc.limiter("ai", max(cfg.API.AIRateLimit, 0)), Log: r.Component("api-ai")})
 	exp := export.New(export.Deps{DB: b.DB, Caller: caller, WriteError: WriteError, Feature: acc.licence.CheckFeature,
 		Audit: acc.audit, Settings: export.SettingsFrom(cfg.API), Log: r.Component("api-export")})
 	exp.Register(v1, public)

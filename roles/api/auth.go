@@ -53,7 +53,7 @@ type authenticator struct {
 	// failures counts refused credentials per client address: once over,
 	// the address gets 429 before its next credential is even looked at,
 	// so a guesser cannot make every request a database lookup.
-	failures *httpx.Limiter
+	failures httpx.RateLimiter
 	// clientKey keys failures by client address.
 	clientKey func(*gin.Context) string
 	log       *slog.Logger
@@ -64,7 +64,7 @@ type authenticator struct {
 // logged at debug, never returned: it would tell a prober which part of a
 // forged token to fix.
 func (a *authenticator) require(c *gin.Context) {
-	if d := a.failures.Peek(a.key(c)); !d.Allowed {
+	if d := a.failures.Peek(c.Request.Context(), a.key(c)); !d.Allowed {
 		secs := strconv.Itoa(httpx.RetryAfterSeconds(d.RetryAfter))
 		c.Header("Retry-After", secs)
 		WriteError(c, http.StatusTooManyRequests, "rate_limited", "too many refused credentials from this address; retry in "+secs+" s")
@@ -190,7 +190,7 @@ func (a *authenticator) key(c *gin.Context) string {
 
 // refuse answers 401 and counts the refusal against the client's address.
 func (a *authenticator) refuse(c *gin.Context, message string) {
-	a.failures.Take(a.key(c))
+	a.failures.Take(c.Request.Context(), a.key(c))
 	WriteError(c, http.StatusUnauthorized, "unauthorized", message)
 }
 

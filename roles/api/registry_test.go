@@ -324,6 +324,13 @@ func roleServices(t *testing.T, d *db.DB, lic config.Licence, tune func(*config.
 // runtime r; nil builds a memory store and a runtime that logs nothing.
 func roleServicesOn(t *testing.T, d *db.DB, streams streamstore.Store, r *rt.Runtime, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline, []lifecycle.Service) {
 	t.Helper()
+	return roleServicesWith(t, rt.Backends{DB: d, Streams: streams}, r, lic, tune)
+}
+
+// roleServicesWith is roleServicesOn on the backends b (a nil b.Streams
+// builds a memory store).
+func roleServicesWith(t *testing.T, b rt.Backends, r *rt.Runtime, lic config.Licence, tune func(*config.Config)) (http.Handler, *rt.Runtime, *pipeline, []lifecycle.Service) {
+	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
 		t.Fatal(err)
@@ -335,17 +342,17 @@ func roleServicesOn(t *testing.T, d *db.DB, streams streamstore.Store, r *rt.Run
 	if tune != nil {
 		tune(cfg)
 	}
-	if streams == nil {
+	if b.Streams == nil {
 		mem, err := memstore.New(memstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		streams = mem
+		b.Streams = mem
 	}
 	if r == nil {
 		r = &rt.Runtime{Logger: slog.New(slog.DiscardHandler), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
 	}
-	services, err := New(cfg, r, rt.Backends{DB: d, Streams: streams}, Options{})
+	services, err := New(cfg, r, b, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

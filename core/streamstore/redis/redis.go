@@ -222,6 +222,11 @@ func (s *Store) wrap(ctx context.Context, op, name string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, name, err)
 }
 
+// Scripter is the store's connection for other users of the same server
+// that need atomic scripts on keys of their own (the Cloud API's shared
+// rate limits: core/httpx/redislimit), so a process keeps one pool.
+func (s *Store) Scripter() goredis.Scripter { return s.client }
+
 // Ping checks the server answers (on Cluster: a node of it). When no
 // connection can be opened at all, the error names the address and the
 // settings to check, since that is the operator's next step.

@@ -219,7 +219,7 @@ func (r authRoutes) login(c *gin.Context) {
 	// mode every client is 127.0.0.1, and good logins must not use up
 	// that address's budget.
 	ip := c.ClientIP()
-	if blocked, retry := r.logins.Check(in.Username, ip); blocked {
+	if blocked, retry := r.logins.Check(c.Request.Context(), in.Username, ip); blocked {
 		c.Header("Retry-After", retryAfter(retry))
 		fail(c, http.StatusTooManyRequests, "too many failed logins; retry in %s", retry.Round(time.Second))
 		return
@@ -234,12 +234,12 @@ func (r authRoutes) login(c *gin.Context) {
 		hash = string(dummyHash())
 	}
 	if !checkPassword(hash, in.Password) || err != nil || !u.Active {
-		r.logins.Fail(in.Username, ip)
+		r.logins.Fail(c.Request.Context(), in.Username, ip)
 		r.Log.Warn("admin login failed", "username", in.Username, "ip", ip)
 		fail(c, http.StatusUnauthorized, "invalid username or password")
 		return
 	}
-	r.logins.Succeed(in.Username)
+	r.logins.Succeed(c.Request.Context(), in.Username)
 	// A new id at every login, so a session id planted before login is
 	// worthless after it.
 	if old, err := c.Cookie(sessionCookie); err == nil && old != "" {

@@ -69,8 +69,8 @@ type IdentityProvider interface {
 
 // LoginAttempts limits failed logins (httpx.Attempts).
 type LoginAttempts interface {
-	Reserve(account, ip string) (blocked bool, retryAfter time.Duration)
-	Succeed(account string)
+	Reserve(ctx context.Context, account, ip string) (blocked bool, retryAfter time.Duration)
+	Succeed(ctx context.Context, account string)
 }
 
 // maxBody caps the JSON bodies of these routes: credentials and names.
@@ -266,7 +266,7 @@ func (h *handler) login(c *gin.Context) {
 	if h.Attempts != nil {
 		// Every attempt counts as a failure until its password is known
 		// to be right, so concurrent guesses cannot outrun the count.
-		if blocked, wait := h.Attempts.Reserve(account, ip); blocked {
+		if blocked, wait := h.Attempts.Reserve(c.Request.Context(), account, ip); blocked {
 			h.tooMany(c, wait)
 			return
 		}
@@ -282,7 +282,7 @@ func (h *handler) login(c *gin.Context) {
 		return
 	}
 	if h.Attempts != nil {
-		h.Attempts.Succeed(account)
+		h.Attempts.Succeed(c.Request.Context(), account)
 	}
 	h.signIn(c, u, http.StatusOK, AuditLogin, nil)
 }

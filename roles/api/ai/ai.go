@@ -41,7 +41,11 @@ type Deps struct {
 	// per request and the rate limit per tenant.
 	Config     config.API
 	Registerer prometheus.Registerer
-	Log        *slog.Logger
+	// Limit counts the rate limit per tenant, shared by the replicas when
+	// the role has Redis; nil counts it in this process at
+	// Config.AIRateLimit.
+	Limit httpx.RateLimiter
+	Log   *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -69,7 +73,10 @@ func Register(protected gin.IRoutes, d Deps) {
 	h := &handler{Deps: &d, provider: NewProvider(d.Config), m: newMetrics(d.Registerer), reader: accounts.RequireUser(d.Caller, d.WriteError)}
 	// Per tenant: the provider's cost is the tenant's, whoever of its
 	// users asks.
-	limit := httpx.RateLimit(httpx.NewLimiter(max(d.Config.AIRateLimit, 0), time.Minute), func(c *gin.Context) string {
+	if d.Limit == nil {
+		d.Limit = httpx.Local(httpx.NewLimiter(max(d.Config.AIRateLimit, 0), time.Minute))
+	}
+	limit := httpx.RateLimit(d.Limit, func(c *gin.Context) string {
 		if who, ok := d.Caller(c); ok {
 			return "tenant:" + who.TenantUUID
 		}

@@ -52,11 +52,11 @@ type Deps struct {
 	WriteError httpx.ErrorWriter
 	// Limit is the device rate limit, keyed by the device's key id; nil
 	// limits nothing.
-	Limit *httpx.Limiter
+	Limit httpx.RateLimiter
 	// Failures counts refused keys per client address (ClientKey): once
 	// over, the address gets 429 before its next key is looked up. nil
 	// counts nothing.
-	Failures  *httpx.Limiter
+	Failures  httpx.RateLimiter
 	ClientKey func(*gin.Context) string
 	Log       *slog.Logger
 }
@@ -101,19 +101,27 @@ func (h *handler) authenticate(c *gin.Context) {
 	if h.ClientKey != nil {
 		addr = h.ClientKey(c)
 	}
-	if d := h.Failures.Peek(addr); !d.Allowed {
-		h.tooMany(c, d.RetryAfter, "too many refused keys from this address")
-		return
+	ctx := c.Request.Context()
+	if h.Failures != nil {
+		if d := h.Failures.Peek(ctx, addr); !d.Allowed {
+			h.tooMany(c, d.RetryAfter, "too many refused keys from this address")
+			return
+		}
+	}
+	refused := func() {
+		if h.Failures != nil {
+			h.Failures.Take(ctx, addr)
+		}
 	}
 	key := strings.TrimSpace(c.GetHeader(HeaderAPIKey))
 	if key == "" {
-		h.Failures.Take(addr)
+		refused()
 		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "missing "+HeaderAPIKey+" header")
 		return
 	}
 	dev, err := h.Agents.DeviceByKey(c.Request.Context(), key)
 	if errors.Is(err, registry.ErrDeviceDenied) {
-		h.Failures.Take(addr)
+		refused()
 		h.WriteError(c, http.StatusUnauthorized, "unauthorized", "invalid or revoked device API key")
 		return
 	}
@@ -126,9 +134,11 @@ func (h *handler) authenticate(c *gin.Context) {
 		h.WriteError(c, http.StatusForbidden, "forbidden", "this device key belongs to another agent")
 		return
 	}
-	if ok, wait := h.Limit.Allow("device:" + dev.Kid); !ok {
-		h.tooMany(c, wait, "too many requests for this device")
-		return
+	if h.Limit != nil {
+		if d := h.Limit.Take(ctx, "device:"+dev.Kid); !d.Allowed {
+			h.tooMany(c, d.RetryAfter, "too many requests for this device")
+			return
+		}
 	}
 	c.Set(deviceKey, dev)
 	c.Next()

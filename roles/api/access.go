@@ -14,7 +14,9 @@ import (
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
+	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/httpx"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/roles/api/accounts"
 	"github.com/edgeplat/edgeplat/roles/api/brokerusers"
@@ -112,6 +114,27 @@ func newAccess(cfg *config.Config, r *rt.Runtime, b rt.Backends, tokens *token.S
 		}, func() float64 { return float64(st.Fallbacks()) }))
 	}
 	return a, nil
+}
+
+// limitScope puts the shared rate limits' keys under the installation's
+// id once the database is open: the replicas of one installation share
+// one database and so count together, while installations (and test runs)
+// sharing one Redis count apart. Before the HTTP server in the services'
+// order, so no request is counted under another scope. nil without
+// shared limits.
+func (a *access) limitScope(d *db.DB) lifecycle.Service {
+	st := a.b.RateLimits
+	if st == nil {
+		return nil
+	}
+	return &lifecycle.Funcs{ServiceName: "api-ratelimit-scope", StartFunc: func(ctx context.Context) error {
+		in, err := d.Installation(ctx)
+		if err != nil {
+			return fmt.Errorf("rate limits: the installation id that scopes them: %w", err)
+		}
+		st.SetScope(in.ID)
+		return nil
+	}}
 }
 
 // limiter returns the rate limit called name, limit requests per minute:

@@ -271,7 +271,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// it, so nothing is handed to an evaluator that is gone.
 	// The system config applies the stored settings before the HTTP
 	// server takes its first request.
-	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, sc, srv, lv, watch, seen, mon}
+	svcs := []lifecycle.Service{&licenceLoader{m: acc.licence, log: log}, acc.sync, sc}
+	if s := acc.limitScope(b.DB); s != nil {
+		svcs = append(svcs, s)
+	}
+	svcs = append(svcs, srv, lv, watch, seen, mon)
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune)
 	if cfg.API.DeliveryReceipts {

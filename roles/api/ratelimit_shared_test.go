@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db/dbtest"
 	"github.com/edgeplat/edgeplat/core/httpx/redislimit"
+	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/rt"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // sharedLimits is a rate-limit store on the machine's Redis, through a
@@ -152,5 +155,44 @@ func TestWrongLoginsWithRedisStoppedIntegration(t *testing.T) {
 	}
 	if got := coretest.MetricValue(t, r.Metrics, "edgeplat_api_ratelimit_fallback_decisions_total", nil); got != float64(limits.Fallbacks()) {
 		t.Errorf("metric %v, store counted %d", got, limits.Fallbacks())
+	}
+}
+
+// TestRateLimitScopeIsTheInstallationIntegration: once started, the role
+// counts its shared rate limits under its installation's id, so two
+// installations on one Redis never share a count (and the replicas of one,
+// sharing its database, always do).
+func TestRateLimitScopeIsTheInstallationIntegration(t *testing.T) {
+	limits := sharedLimits(t)
+	d := dbtest.Migrated(t, "sqlite")
+	_, _, _, svcs := roleServicesWith(t, rt.Backends{DB: d, RateLimits: limits}, nil, testLicence(t, 0), nil)
+	var scope lifecycle.Service
+	for _, s := range svcs {
+		if s.Name() == "api-ratelimit-scope" {
+			scope = s
+		}
+	}
+	if scope == nil {
+		t.Fatal("the role has shared rate limits but no service that scopes them")
+	}
+	if err := scope.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	in, err := d.Installation(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits.Limiter("global", 5, time.Minute).Take(t.Context(), "ip:192.0.2.7")
+	c := goredis.NewClient(&goredis.Options{Addr: coretest.RedisAddr(t)})
+	defer c.Close()
+	keys, err := c.Keys(t.Context(), "edgeplat:ratelimit-test:*"+in.ID+":global:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		defer c.Del(context.Background(), keys...)
+	}
+	if len(keys) != 1 {
+		t.Errorf("keys under installation %s: %v, want the one count", in.ID, keys)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 	"github.com/edgeplat/edgeplat/core/httpx"
 )
 
-// DefaultPrefix starts every key the limiters write:
-// <prefix><limit name>:<hash of the key>.
+// DefaultPrefix starts every key the limiters write; serve-api scopes
+// them by its installation id:
+// <prefix>[<scope>:]<limit name>:<hash of the key> (see Store.SetScope).
 const DefaultPrefix = "edgeplat:ratelimit:"
 
 // Defaults of Options.
@@ -54,6 +56,19 @@ type Store struct {
 	// it is in use.
 	downUntil atomic.Int64
 	fallbacks atomic.Uint64
+	// scope is the part of every key after the prefix (SetScope).
+	scope atomic.Pointer[string]
+}
+
+// SetScope puts the keys of every later decision under scope, such as the
+// installation's id: the replicas of one installation count together and
+// installations (or test runs) sharing one Redis count apart. Counts made
+// under an earlier scope are left to expire.
+func (s *Store) SetScope(scope string) {
+	if scope != "" {
+		scope += ":"
+	}
+	s.scope.Store(&scope)
 }
 
 // NewStore returns a Store counting in client's server. It does no I/O.
@@ -86,7 +101,7 @@ func (s *Store) Limiter(name string, limit int, window time.Duration) *Limiter {
 	if window < time.Microsecond {
 		panic(fmt.Sprintf("BUG: redislimit.Limiter %s with window %s", name, window))
 	}
-	l := &Limiter{s: s, prefix: s.o.Prefix + name + ":", window: window,
+	l := &Limiter{s: s, name: name + ":", window: window,
 		local: httpx.NewLimiter(limit, window)}
 	l.SetLimit(limit)
 	return l
@@ -96,7 +111,7 @@ func (s *Store) Limiter(name string, limit int, window time.Duration) *Limiter {
 // safe for concurrent use.
 type Limiter struct {
 	s      *Store
-	prefix string
+	name   string
 	window time.Duration
 	rate   atomic.Pointer[rate]
 	// local counts what this process sees, whether Redis answers or not,
@@ -154,7 +169,7 @@ func (l *Limiter) Forget(ctx context.Context, key string) {
 	rctx, cancel := context.WithTimeout(ctx, l.s.o.Timeout)
 	defer cancel()
 	if err := forgetScript.Run(rctx, l.s.client, []string{l.key(key)}).Err(); err != nil {
-		l.s.failed(ctx, fmt.Errorf("forget %s: %w", l.prefix, err))
+		l.s.failed(ctx, fmt.Errorf("forget %s: %w", strings.TrimSuffix(l.name, ":"), err))
 		return
 	}
 	l.s.recovered()
@@ -177,7 +192,7 @@ func (l *Limiter) decide(ctx context.Context, key string, take bool) httpx.Decis
 	}
 	d, err := l.s.run(ctx, l.key(key), r, take)
 	if err != nil {
-		l.s.failed(ctx, fmt.Errorf("rate limit %s: %w", l.prefix, err))
+		l.s.failed(ctx, fmt.Errorf("rate limit %s: %w", strings.TrimSuffix(l.name, ":"), err))
 		l.s.fellBack()
 		return ld
 	}
@@ -191,7 +206,11 @@ func (l *Limiter) decide(ctx context.Context, key string, take bool) httpx.Decis
 // Cluster any slot will do and no hash tag is needed.
 func (l *Limiter) key(k string) string {
 	sum := sha256.Sum256([]byte(k))
-	return l.prefix + base64.RawURLEncoding.EncodeToString(sum[:16])
+	scope := ""
+	if p := l.s.scope.Load(); p != nil {
+		scope = *p
+	}
+	return l.s.o.Prefix + scope + l.name + base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // takeScript is GCRA on one key holding the key's theoretical arrival

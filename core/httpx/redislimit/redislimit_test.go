@@ -107,6 +107,31 @@ func TestLimiterSharedIntegration(t *testing.T) {
 	}
 }
 
+// TestLimiterScopeIntegration: stores of one scope (the replicas of one
+// installation) count together, another scope (another installation on
+// the same Redis) apart.
+func TestLimiterScopeIntegration(t *testing.T) {
+	c, prefix := machineRedis(t)
+	store := func(scope string) *Limiter {
+		st := NewStore(c, Options{Prefix: prefix})
+		st.SetScope(scope)
+		return st.Limiter("auth", 3, time.Minute)
+	}
+	a1, a2, b := store("install-a"), store("install-a"), store("install-b")
+	ctx := t.Context()
+	for i, l := range []*Limiter{a1, a2, a1} {
+		if d := l.Take(ctx, "ip:192.0.2.9"); !d.Allowed {
+			t.Fatalf("request %d of 3 refused", i+1)
+		}
+	}
+	if d := a2.Take(ctx, "ip:192.0.2.9"); d.Allowed {
+		t.Errorf("the 4th request of installation a, on its second replica, was allowed: %+v", d)
+	}
+	if d := b.Take(ctx, "ip:192.0.2.9"); !d.Allowed || d.Remaining != 2 {
+		t.Errorf("installation b's first request = %+v, want allowed with 2 left", d)
+	}
+}
+
 // TestLimiterSetLimitIntegration: a new limit applies at once and the
 // share of the window used carries over, as with httpx.Limiter.
 func TestLimiterSetLimitIntegration(t *testing.T) {

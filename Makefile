@@ -9,9 +9,11 @@ STATICCHECK_VERSION ?= v0.8.0
 # Fuzz budgets are execution counts, not durations: Go 1.26's fuzz
 # coordinator can report a spurious "context deadline exceeded" failure when
 # a -fuzztime duration ends under CPU load (golang/go#75804, fixed in 1.27);
-# a count has no deadline to race.
+# a count has no deadline to race. `make test` runs them as a smoke check
+# of the 69 targets (about 10 s each on a 2-CPU runner at 10000); a longer
+# hunt sets FUZZEXECS, e.g. `make fuzz FUZZEXECS=1000000x`.
 FUZZDECODE  ?= 300000x
-FUZZEXECS   ?= 30000x
+FUZZEXECS   ?= 10000x
 VERSION     ?= dev
 LDFLAGS      = -s -w -X github.com/edgeplat/edgeplat/core/buildinfo.Version=$(VERSION)
 

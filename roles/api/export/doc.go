@@ -13,7 +13,7 @@
 //	export.Register(protected, public, export.Deps{DB: b.DB, Caller: caller,
 //		WriteError: WriteError, Feature: lic.CheckFeature, Settings: export.SettingsFrom(cfg.API)})
 //
-// Every user of the tenant may export, a member as well as an admin:
-// an export reads what the readings endpoints already show the user, and
-// changes nothing of the tenant's.
+// Every user of the tenant may stream an export, a member as well as an
+// admin: it reads what the readings endpoints already show the user, and
+// changes nothing of the tenant's. Background jobs are for admins.
 package export

@@ -162,7 +162,7 @@ func jsonNumber(v any) string {
 
 // TestExportTenancyAndAccessIntegration: tenant B exports nothing of
 // A's agents and cannot see A's jobs; the licence gates every route;
-// members export and create jobs, the read-only role only streams.
+// every user streams, only admins create jobs.
 func TestExportTenancyAndAccessIntegration(t *testing.T) {
 	apitest.ForEngines(t, func(t *testing.T, engine string) {
 		h := newHarness(t, engine, Settings{})
@@ -188,9 +188,11 @@ func TestExportTenancyAndAccessIntegration(t *testing.T) {
 			t.Errorf("tenant A: %d rows, want 270", len(rows)-1)
 		}
 
-		// Jobs: a member creates one; B cannot see it or download it.
+		// Jobs: an admin creates one (a member or a viewer may not); B
+		// cannot see it or download it.
 		h.call("POST", "/export/jobs?"+q, "viewer-a").ExpectError(t, 403, "forbidden")
-		j := h.call("POST", "/export/jobs?format=parquet&"+q, "member-a").Expect(t, "create job", 202)
+		h.call("POST", "/export/jobs?"+q, "member-a").ExpectError(t, 403, "forbidden")
+		j := h.call("POST", "/export/jobs?format=parquet&"+q, "admin-a").Expect(t, "create job", 202)
 		id := j.Str("id")
 		if j.Str("status") != StatusQueued || j.Str("downloadUrl") != "" {
 			t.Errorf("new job: %s", j.Raw)

@@ -17,10 +17,11 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 )
 
-// jobRoles may create background exports: a job writes a file on the
-// server, so a role accounts adds later is refused until listed here.
-// Streamed exports are for every user.
-var jobRoles = []string{accounts.RoleAdmin, accounts.RoleMember}
+// jobRoles may create background exports: a job is work the server does
+// and a file it keeps, which the API's rule gives to admins where a
+// request changes what the tenant has (docs/access.md). Streamed exports,
+// which only read, are for every user.
+var jobRoles = []string{accounts.RoleAdmin}
 
 // Register adds the routes: protected is the /api/v1 group behind the
 // user credential check, public the /api/v1 group without one, for the

@@ -194,6 +194,22 @@ func TestBadInputExitsNonZeroWithClearMessage(t *testing.T) {
 
 type aioPorts struct{ api, ingest, agent, mqtt int }
 
+// startAllInOne runs all-in-one on free ports with a clean environment
+// and a fresh data directory, and returns its ports and the agent's URL
+// once the agent answers ready.
+func startAllInOne(t *testing.T) (aioPorts, string) {
+	t.Helper()
+	clearEnv(t)
+	p := freeAIOPorts(t)
+	startRole(t, fmt.Sprintf("http://127.0.0.1:%d/health", p.api), p.args(filepath.Join(t.TempDir(), "data"))...)
+	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
+	coretest.Eventually(t, 30*time.Second, "the agent to be ready", func() bool {
+		code, _, err := get(agentURL + "/v1/readiness")
+		return err == nil && code == http.StatusOK
+	})
+	return p, agentURL
+}
+
 func freeAIOPorts(t *testing.T) aioPorts {
 	return aioPorts{coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t), coretest.FreePort(t)}
 }

@@ -158,14 +158,7 @@ func TestTargetStateNoticeAllInOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs all-in-one")
 	}
-	clearEnv(t)
-	p := freeAIOPorts(t)
-	startRole(t, fmt.Sprintf("http://127.0.0.1:%d/health", p.api), p.args(filepath.Join(t.TempDir(), "data"))...)
-	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
-	coretest.Eventually(t, 30*time.Second, "the agent to be ready", func() bool {
-		code, _, err := get(agentURL + "/v1/readiness")
-		return err == nil && code == http.StatusOK
-	})
+	p, agentURL := startAllInOne(t)
 	c := provisionAgent(t, p.api, agentURL)
 	c.checkFastPath(t)
 

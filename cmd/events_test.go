@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -22,14 +21,7 @@ func TestEventReplayAllInOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs all-in-one")
 	}
-	clearEnv(t)
-	p := freeAIOPorts(t)
-	startRole(t, fmt.Sprintf("http://127.0.0.1:%d/health", p.api), p.args(filepath.Join(t.TempDir(), "data"))...)
-	agentURL := fmt.Sprintf("http://127.0.0.1:%d", p.agent)
-	coretest.Eventually(t, 30*time.Second, "the agent to be ready", func() bool {
-		code, _, err := get(agentURL + "/v1/readiness")
-		return err == nil && code == http.StatusOK
-	})
+	p, agentURL := startAllInOne(t)
 	c := provisionAgent(t, p.api, agentURL)
 	c.setStatePoll(t, 3600000)
 	c.waitPlatformConnected(t)

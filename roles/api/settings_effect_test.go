@@ -56,17 +56,7 @@ func TestRateLimitSettingsIntegration(t *testing.T) {
 		}},
 		{"RATE_LIMIT_DEVICE_PER_MIN", func(c *config.Config) { c.Auth.RateLimitDevice = 3 }, func(t *testing.T, e http.Handler) func() int {
 			tok := admin(t, e)
-			dev := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "press"})
-			if dev.status != http.StatusCreated {
-				t.Fatalf("register: %d %s", dev.status, dev.raw)
-			}
-			return func() int {
-				req := httptest.NewRequest("GET", "/api/v1/device/"+dev.str("agentUuid")+"/state", nil)
-				req.Header.Set("X-Device-API-Key", dev.str("apiKey"))
-				w := httptest.NewRecorder()
-				e.ServeHTTP(w, req)
-				return w.Code
-			}
+			return deviceRequests(t, e, tok)
 		}},
 	}
 	for _, tt := range tests {
@@ -424,5 +414,23 @@ func TestSpoolSettings(t *testing.T) {
 		case on && (pipe.spoolOp == nil || pipe.spoolOp.Dir != dir || pipe.spoolOp.MaxBytes != 3<<20):
 			t.Errorf("spool %+v, want %s capped at 3 MiB", pipe.spoolOp, dir)
 		}
+	}
+}
+
+// deviceRequests registers an agent and returns a call of a device
+// route with its API key, answering the status: what the device rate
+// limit counts.
+func deviceRequests(t *testing.T, e http.Handler, tok string) func() int {
+	t.Helper()
+	dev := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "press"})
+	if dev.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", dev.status, dev.raw)
+	}
+	return func() int {
+		req := httptest.NewRequest("GET", "/api/v1/device/"+dev.str("agentUuid")+"/state", nil)
+		req.Header.Set("X-Device-API-Key", dev.str("apiKey"))
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		return w.Code
 	}
 }

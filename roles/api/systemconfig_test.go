@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -67,17 +66,7 @@ func TestSystemConfigRateLimitIntegration(t *testing.T) {
 			return func() int { return call(t, e, "GET", "/api/v1/users", tok, nil).status }
 		}},
 		{"auth.rate_limit_device", func(t *testing.T, e http.Handler, tok string) func() int {
-			dev := call(t, e, "POST", "/api/v1/provision/agent", "", map[string]string{"key": provisioningKey(t, e, tok), "agentName": "press"})
-			if dev.status != http.StatusCreated {
-				t.Fatalf("register: %d %s", dev.status, dev.raw)
-			}
-			return func() int {
-				req := httptest.NewRequest("GET", "/api/v1/device/"+dev.str("agentUuid")+"/state", nil)
-				req.Header.Set("X-Device-API-Key", dev.str("apiKey"))
-				w := httptest.NewRecorder()
-				e.ServeHTTP(w, req)
-				return w.Code
-			}
+			return deviceRequests(t, e, tok)
 		}},
 	}
 	for _, tt := range tests {

@@ -56,7 +56,7 @@ func (r *consoleRig) login(b *browsertest.Browser) {
 // loginConsole logs into the console at url through its login form.
 func loginConsole(b *browsertest.Browser, url, login, password string) {
 	b.Run("open the console", chromedp.Navigate(url))
-	b.WaitFor("the login form", `document.querySelector('#login-submit') !== null`)
+	b.WaitForPage("the login form", `document.querySelector('#login-submit') !== null`)
 	b.Run("log in", chromedp.SendKeys(`input[name=login]`, login), chromedp.SendKeys(`input[name=password]`, password),
 		chromedp.Click("#login-submit"))
 	b.WaitFor("the console's navigation", `document.querySelector('nav[aria-label=Main] a') !== null`)

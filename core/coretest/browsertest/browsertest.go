@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -36,7 +38,25 @@ type Browser struct {
 
 	mu       sync.Mutex
 	problems []string // console errors, exceptions, CSP violations
+	net      netTrace
 }
+
+// netTrace is what the page's network and log did, for the message of a
+// step that failed: which requests were still open and what failed.
+// Failed loads are not problems: a page that is left or an event stream
+// that is closed cancels its requests.
+type netTrace struct {
+	start  time.Time
+	open   map[network.RequestID]openRequest
+	events []string // the latest maxTraceEvents
+}
+
+type openRequest struct {
+	url  string
+	sent time.Time
+}
+
+const maxTraceEvents = 30
 
 // Find returns the Chromium executable: $EDGEPLAT_CHROMIUM, else the
 // first of Debian's and other distributions' names on PATH.
@@ -80,7 +100,7 @@ func New(t testing.TB) *Browser {
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	b := &Browser{t: t, ctx: ctx}
+	b := &Browser{t: t, ctx: ctx, net: netTrace{start: time.Now(), open: map[network.RequestID]openRequest{}}}
 	b.shots = os.Getenv("EDGEPLAT_SCREENSHOTS")
 	if b.shots == "" {
 		b.shots = filepath.Join(t.TempDir(), "screenshots")
@@ -97,6 +117,8 @@ func New(t testing.TB) *Browser {
 				}
 				b.problem("console.error: " + strings.Join(parts, " "))
 			}
+		default:
+			b.trace(ev)
 		}
 	})
 	// The first Run starts the browser, which lives as long as the
@@ -126,6 +148,65 @@ func (b *Browser) problem(s string) {
 	b.problems = append(b.problems, s)
 }
 
+// trace records the network and log events a failed step reports.
+func (b *Browser) trace(ev any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := &b.net
+	note := func(format string, args ...any) {
+		n.events = append(n.events, fmt.Sprintf("%.1fs ", time.Since(n.start).Seconds())+fmt.Sprintf(format, args...))
+		if len(n.events) > maxTraceEvents {
+			n.events = n.events[len(n.events)-maxTraceEvents:]
+		}
+	}
+	switch e := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		if e.Request != nil {
+			n.open[e.RequestID] = openRequest{url: e.Request.URL, sent: time.Now()}
+		}
+	case *network.EventResponseReceived:
+		if e.Response != nil && e.Response.Status >= 400 {
+			note("HTTP %d %s", e.Response.Status, e.Response.URL)
+		}
+	case *network.EventLoadingFinished:
+		delete(n.open, e.RequestID)
+	case *network.EventLoadingFailed:
+		note("failed %s: %s (canceled %v)", n.open[e.RequestID].url, e.ErrorText, e.Canceled)
+		delete(n.open, e.RequestID)
+	case *cdplog.EventEntryAdded:
+		if e.Entry != nil && (e.Entry.Level == cdplog.LevelError || e.Entry.Level == cdplog.LevelWarning) {
+			note("log %s %s: %s %s", e.Entry.Level, e.Entry.Source, e.Entry.Text, e.Entry.URL)
+		}
+	}
+}
+
+// Diagnosis describes the page for a step that failed: its load state
+// and the start of its body, the requests still open and the latest
+// failed loads and log errors.
+func (b *Browser) Diagnosis() string {
+	var page struct {
+		Ready string `json:"ready"`
+		URL   string `json:"url"`
+		Body  string `json:"body"`
+	}
+	var out strings.Builder
+	if err := b.Try(3*time.Second, chromedp.Evaluate(`({ready: document.readyState, url: location.href,
+		body: document.body ? document.body.innerHTML.slice(0, 300) : ''})`, &page)); err != nil {
+		fmt.Fprintf(&out, "page state: %v", err)
+	} else {
+		fmt.Fprintf(&out, "page %s %s, body %q", page.URL, page.Ready, page.Body)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.net.open {
+		fmt.Fprintf(&out, "; open for %.1fs: %s", time.Since(r.sent).Seconds(), r.url)
+	}
+	for _, e := range b.net.events {
+		fmt.Fprintf(&out, "; %s", e)
+	}
+	return out.String()
+}
+
 // Problems returns the page errors seen so far: uncaught exceptions,
 // console errors (which is where Chromium reports CSP violations).
 func (b *Browser) Problems() []string {
@@ -142,7 +223,7 @@ func (b *Browser) Run(what string, actions ...chromedp.Action) {
 	b.t.Helper()
 	if err := b.Try(Step, actions...); err != nil {
 		b.Screenshot("failed-" + what)
-		b.t.Fatalf("browser: %s: %v (page errors: %v)", what, err, b.Problems())
+		b.t.Fatalf("browser: %s: %v (page errors: %v; %s)", what, err, b.Problems(), b.Diagnosis())
 	}
 }
 
@@ -165,7 +246,33 @@ func (b *Browser) Eval(what, expr string, out any) {
 // Step) until it is true.
 func (b *Browser) WaitFor(what, expr string) {
 	b.t.Helper()
-	b.Run(what, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(Step-time.Second)))
+	b.Run(what, Poll(expr, Step-time.Second))
+}
+
+// Poll is chromedp.Poll of expr every 100 ms within timeout, with an
+// expr that throws counting as false. chromedp's poll loop dies silently
+// on the first throw after its first try (an unhandled rejection in a
+// timer), which left a test waiting out its step whenever a page happened
+// to be re-rendering (querySelector(...) null) at that tick.
+func Poll(expr string, timeout time.Duration) chromedp.Action {
+	guarded := "(() => { try { return (" + expr + "); } catch (e) { return false; } })()"
+	return chromedp.Poll(guarded, nil, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(timeout))
+}
+
+// WaitForPage is WaitFor for the first state of a page just opened. A
+// page that is not there within half a Step is logged with its
+// diagnosis and reloaded once: a first load on a machine loaded by
+// other tests has been seen to stall, and what the test is about comes
+// after it. A page that fails twice fails the test.
+func (b *Browser) WaitForPage(what, expr string) {
+	b.t.Helper()
+	if err := b.Try(Step/2, Poll(expr, Step/2-time.Second)); err == nil {
+		return
+	}
+	b.Screenshot("stalled-" + what)
+	b.t.Logf("browser: %s: not there in %s, reloading once (%s)", what, Step/2, b.Diagnosis())
+	b.Run("reload for "+what, chromedp.Reload())
+	b.Run(what, Poll(expr, Step-time.Second))
 }
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)

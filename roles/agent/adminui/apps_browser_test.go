@@ -233,7 +233,7 @@ func TestAdminUIAppsPagesIntegration(t *testing.T) {
 	t.Cleanup(srv.Close)
 	u := newUI(t, srv.URL)
 	u.Run("open the UI", chromedp.Navigate(srv.URL+"/admin/"))
-	u.WaitFor("setup form", `document.querySelector('#setup') !== null`)
+	u.WaitForPage("setup form", `document.querySelector('#setup') !== null`)
 	u.Run("fill setup",
 		chromedp.SendKeys(`#setup [data-input="username"]`, "root", chromedp.ByQuery),
 		chromedp.SendKeys(`#setup [data-input="password"]`, "correct horse"+kb.Enter, chromedp.ByQuery))

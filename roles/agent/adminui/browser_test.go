@@ -140,13 +140,13 @@ func (u ui) WaitFor(what, expr string) {
 	u.t.Helper()
 	deadline := time.Now().Add(browsertest.Step)
 	for {
-		err := u.Try(5*time.Second, chromedp.Poll(expr, nil, chromedp.WithPollingInterval(100*time.Millisecond)))
+		err := u.Try(5*time.Second, browsertest.Poll(expr, 5*time.Second))
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
 			u.Screenshot("failed-" + what)
-			u.t.Fatalf("browser: %s: %v (page errors: %v)", what, err, u.Problems())
+			u.t.Fatalf("browser: %s: %v (page errors: %v; %s)", what, err, u.Problems(), u.Diagnosis())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -183,7 +183,7 @@ func (u ui) set(form, name, value string) {
 func (u ui) setupAdmin() {
 	u.t.Helper()
 	u.Run("open the UI", chromedp.Navigate(u.base+"/admin/"))
-	u.WaitFor("setup form", `document.querySelector('#setup') !== null`)
+	u.WaitForPage("setup form", `document.querySelector('#setup') !== null`)
 	var asksKey bool
 	u.Eval("key field", `document.querySelector('#setup [data-input="apiKey"]') !== null`, &asksKey)
 	if asksKey {
@@ -230,7 +230,7 @@ func TestAdminUIIntegration(t *testing.T) {
 	// 1. First-run setup through the page (the key asked once), which
 	// logs in; then log out and log in through the form.
 	u.Run("open the UI", chromedp.Navigate(base+"/admin"))
-	u.WaitFor("setup form", `document.querySelector('#setup [data-input="apiKey"]') !== null`)
+	u.WaitForPage("setup form", `document.querySelector('#setup [data-input="apiKey"]') !== null`)
 	u.WaitFor("load event", `performance.getEntriesByType('navigation')[0].loadEventEnd > 0`)
 	var nav struct {
 		DOMContentLoaded float64 `json:"dcl"`

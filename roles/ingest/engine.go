@@ -72,6 +72,8 @@ type engine struct {
 	// writeSlots bounds concurrent database writes (ingest.write_concurrency);
 	// nil means no bound.
 	writeSlots chan struct{}
+	// bufs bounds the batches in flight and recycles their memory.
+	bufs *batchPool
 
 	// spoolFailing is set while spool appends fail (a full disk).
 	spoolFailing atomic.Bool
@@ -98,6 +100,7 @@ func newEngine(cfg *config.Config, r *rt.Runtime, back rt.Backends, every interv
 	if n := writeConcurrency(cfg.Ingest); n > 0 {
 		e.writeSlots = make(chan struct{}, n)
 	}
+	e.bufs = newBatchPool(batchesInFlight(cfg.Ingest))
 	host, _ := os.Hostname()
 	e.prefix = fmt.Sprintf("%s-%d", host, os.Getpid())
 	b, err := breaker.New(breaker.Options{OnChange: func(from, to breaker.State) {

@@ -91,18 +91,15 @@ func (p *batchPool) put(b *batchBuf) {
 	}
 }
 
-// batchesPerWriteSlot is how many batches may be in flight per concurrent
-// write: one being written, one read and decoded, ready for the slot when
-// it frees.
-const batchesPerWriteSlot = 2
-
-// batchesInFlight is the number of batches workers may hold at once: two
-// per write slot where writes are bounded (ingest.write_concurrency, and
-// copy mode's default), else one per worker the autoscaler may start, which
-// bounds nothing more than the workers do.
+// batchesInFlight is the number of batches workers may hold at once: one
+// per write slot plus one read and decoded ahead, ready for the first slot
+// that frees, where writes are bounded (ingest.write_concurrency, and copy
+// mode's default); else one per worker the autoscaler may start, which
+// bounds nothing more than the workers do. Two per write slot measured the
+// same readings/s on 2 CPUs with 20% more peak memory (docs/benchmarks.md).
 func batchesInFlight(in config.Ingest) int {
 	if n := writeConcurrency(in); n > 0 {
-		return batchesPerWriteSlot * n
+		return n + 1
 	}
 	return max(in.WorkerCount, in.Autoscale.MaxWorkers, 1)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/breaker"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/memlimit"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/spool"
 	"github.com/edgeplat/edgeplat/core/streamstore"
@@ -125,6 +126,7 @@ func newEngine(cfg *config.Config, r *rt.Runtime, back rt.Backends, every interv
 func (e *engine) Name() string { return "ingest-workers" }
 
 func (e *engine) Start(ctx context.Context) error {
+	e.applyMemoryLimit()
 	// Entries wait in the stream until they are rows: a Redis that keeps
 	// nothing over a restart loses a backlog serve-api already acknowledged.
 	streamstore.CheckPersistence(ctx, e.store, e.log)
@@ -142,6 +144,17 @@ func (e *engine) Start(ctx context.Context) error {
 	e.log.Info("ingestion starting", "workers", e.cfg.WorkerCount, "batch_size", e.cfg.BatchSize, "write_concurrency", cap(e.writeSlots),
 		"insert_mode", e.cfg.InsertMode, "profile", e.cfg.Profile, "streams", len(e.snapshot()), "spool", e.spool != nil)
 	return nil
+}
+
+// applyMemoryLimit sets the process's soft memory limit from
+// ingest.memory_limit_mb, unless GOMEMLIMIT is set (core/memlimit), and
+// logs the limit in force.
+func (e *engine) applyMemoryLimit() {
+	limit, src := memlimit.Apply(int64(e.cfg.MemoryLimitMB) << 20)
+	if src == memlimit.None {
+		return
+	}
+	e.log.Info("soft memory limit", "mib", limit>>20, "from", string(src), "setting", config.Label("ingest.memory_limit_mb"))
 }
 
 // Run returns once every worker has finished, written and acknowledged its

@@ -231,6 +231,7 @@ type Ingest struct {
 	DBSaturationHighWatermarkPct int       `mapstructure:"db_saturation_high_watermark_pct"`
 	DBBackpressureSleepMS        int       `mapstructure:"db_backpressure_sleep_ms"`
 	WriteConcurrency             int       `mapstructure:"write_concurrency"`
+	MemoryLimitMB                int       `mapstructure:"memory_limit_mb"`
 	Autoscale                    Autoscale `mapstructure:"autoscale"`
 }
 

@@ -234,6 +234,7 @@ func (in Ingest) validate(p *problems) {
 	p.between("ingest.db_saturation_high_watermark_pct", in.DBSaturationHighWatermarkPct, 1, 100)
 	p.between("ingest.db_backpressure_sleep_ms", in.DBBackpressureSleepMS, 0, 60000)
 	p.between("ingest.write_concurrency", in.WriteConcurrency, 0, 256)
+	p.between("ingest.memory_limit_mb", in.MemoryLimitMB, 0, 1<<20)
 	a := in.Autoscale
 	p.between("ingest.autoscale.min_workers", a.MinWorkers, 1, 256)
 	p.between("ingest.autoscale.max_workers", a.MaxWorkers, 1, 256)

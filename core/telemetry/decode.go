@@ -52,6 +52,8 @@ type decoder struct {
 	// a few of them over its readings, and each was an allocation.
 	interned  [16]string
 	ninterned int
+	// arena, when set, lends the readings slices (ReadingArena).
+	arena *ReadingArena
 }
 
 // floatSlab is how many values one allocation of decoder.floats holds.
@@ -471,13 +473,28 @@ func (d *decoder) readings(dst *[]Reading) error {
 	// Like encoding/json, a repeated key decodes into the slice it already
 	// holds, element by element, without zeroing reused elements first.
 	rs := *dst
+	// A first readings array takes its elements from the arena's spare
+	// room while it lasts. Those held another batch's readings, so each is
+	// zeroed as it is taken: the message then equals a freshly decoded one.
+	lent := d.arena != nil && cap(rs) == 0
+	outgrew := false
+	if lent {
+		rs = d.arena.spare()
+	}
 	n := 0
 	err := d.array(func() error {
 		switch {
 		case n < len(rs):
 		case n < cap(rs):
 			rs = rs[:n+1]
+			if lent {
+				rs[n] = Reading{}
+			}
 		default:
+			if lent {
+				// Moved out of the arena; Reset makes room next time.
+				outgrew, lent = true, false
+			}
 			rs = append(rs, Reading{})
 		}
 		r := &rs[n]
@@ -507,6 +524,14 @@ func (d *decoder) readings(dst *[]Reading) error {
 		rs = []Reading{}
 	} else {
 		rs = rs[:n]
+	}
+	if outgrew {
+		d.arena.short += n
+	}
+	if lent && n > 0 {
+		// Capped, so that appending to the message never writes into the
+		// next message's readings.
+		rs = d.arena.take(n)
 	}
 	*dst = rs
 	return err

@@ -221,7 +221,37 @@ func FuzzDecodeMatchesStdlib(f *testing.F) {
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("%q:\nencoding/json %#v\ndecodeMessage %#v", data, want, got)
 		}
+		// Through an arena whose spare room another message has dirtied
+		// (it outgrew the room and was moved out), the same message.
+		a := dirtyArena(t)
+		lent, err := a.Decode(string(data))
+		if err != nil {
+			t.Fatalf("%q: the arena's decoder refused what decodeMessage took: %v", data, err)
+		}
+		if !reflect.DeepEqual(want, lent) {
+			t.Fatalf("%q:\nencoding/json %#v\narena       %#v", data, want, lent)
+		}
 	})
+}
+
+// dirtyArena returns an arena of four readings that a five-reading message
+// has filled with values and then left.
+func dirtyArena(t *testing.T) *ReadingArena {
+	t.Helper()
+	a := NewReadingArena(64)
+	four := `{"readings":[{"name":"a"},{"name":"b"},{"name":"c"},{"name":"d"}]}`
+	if _, err := a.Decode(four); err != nil {
+		t.Fatal(err)
+	}
+	a.Reset()
+	r := `{"name":"old","value":1,"unit":"U","quality":"BAD","timestamp":1,"anomalyScore":0.5}`
+	if _, err := a.Decode(`{"readings":[` + strings.Repeat(r+",", 4) + r + `]}`); err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() != 0 || a.Cap() != 4 {
+		t.Fatalf("dirty arena lent %d of %d, want 0 of 4", a.Len(), a.Cap())
+	}
+	return a
 }
 
 // BenchmarkParseMessage decodes a 50-reading stream entry, as the Cloud API

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/breaker"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/memlimit"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/spool"
 	"github.com/edgeplat/edgeplat/core/streamstore"
@@ -72,6 +73,8 @@ type engine struct {
 	// writeSlots bounds concurrent database writes (ingest.write_concurrency);
 	// nil means no bound.
 	writeSlots chan struct{}
+	// bufs bounds the batches in flight and recycles their memory.
+	bufs *batchPool
 
 	// spoolFailing is set while spool appends fail (a full disk).
 	spoolFailing atomic.Bool
@@ -98,6 +101,7 @@ func newEngine(cfg *config.Config, r *rt.Runtime, back rt.Backends, every interv
 	if n := writeConcurrency(cfg.Ingest); n > 0 {
 		e.writeSlots = make(chan struct{}, n)
 	}
+	e.bufs = newBatchPool(batchesInFlight(cfg.Ingest))
 	host, _ := os.Hostname()
 	e.prefix = fmt.Sprintf("%s-%d", host, os.Getpid())
 	b, err := breaker.New(breaker.Options{OnChange: func(from, to breaker.State) {
@@ -122,6 +126,7 @@ func newEngine(cfg *config.Config, r *rt.Runtime, back rt.Backends, every interv
 func (e *engine) Name() string { return "ingest-workers" }
 
 func (e *engine) Start(ctx context.Context) error {
+	e.applyMemoryLimit()
 	// Entries wait in the stream until they are rows: a Redis that keeps
 	// nothing over a restart loses a backlog serve-api already acknowledged.
 	streamstore.CheckPersistence(ctx, e.store, e.log)
@@ -139,6 +144,17 @@ func (e *engine) Start(ctx context.Context) error {
 	e.log.Info("ingestion starting", "workers", e.cfg.WorkerCount, "batch_size", e.cfg.BatchSize, "write_concurrency", cap(e.writeSlots),
 		"insert_mode", e.cfg.InsertMode, "profile", e.cfg.Profile, "streams", len(e.snapshot()), "spool", e.spool != nil)
 	return nil
+}
+
+// applyMemoryLimit sets the process's soft memory limit from
+// ingest.memory_limit_mb, unless GOMEMLIMIT is set (core/memlimit), and
+// logs the limit in force.
+func (e *engine) applyMemoryLimit() {
+	limit, src := memlimit.Apply(int64(e.cfg.MemoryLimitMB) << 20)
+	if src == memlimit.None {
+		return
+	}
+	e.log.Info("soft memory limit", "mib", limit>>20, "from", string(src), "setting", config.Label("ingest.memory_limit_mb"))
 }
 
 // Run returns once every worker has finished, written and acknowledged its

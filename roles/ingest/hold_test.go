@@ -63,7 +63,7 @@ func detached(ctx context.Context, eng *engine, stream string, es []streamstore.
 	var done atomic.Bool
 	go func() {
 		defer done.Store(true)
-		eng.processDetached(ctx, stream, es)
+		eng.processDetached(ctx, stream, es, newBatchBuf())
 	}()
 	return done.Load
 }
@@ -85,7 +85,7 @@ func TestOverBudgetBatchReachesTheDLQIntegration(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		eng.processDetached(ctx, h.stream(), es)
+		eng.processDetached(ctx, h.stream(), es, newBatchBuf())
 		if ctx.Err() != nil {
 			t.Fatal("the worker held a batch that ran out of its time until its context ended")
 		}
@@ -244,7 +244,7 @@ func TestHangingDatabaseOpensTheBreakerIntegration(t *testing.T) {
 		// a held batch waits until its context ends.
 		for i := range es {
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			eng.processDetached(ctx, h.stream(), es[i:i+1])
+			eng.processDetached(ctx, h.stream(), es[i:i+1], newBatchBuf())
 			cancel()
 		}
 		if eng.breaker.Allow() {

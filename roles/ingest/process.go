@@ -84,15 +84,23 @@ func (e *engine) ack(ctx context.Context, stream string, ids []string) {
 	e.m.processed.Add(float64(n))
 }
 
-func rowsOf(tenant string, msgs []parsed) []telemetry.Row {
+// rowsOf builds the rows of msgs in buf's row array, sorted by key and
+// without in-batch duplicates (telemetry.Normalize). They are valid until
+// the next rowsOf on buf or its reset.
+func rowsOf(tenant string, msgs []parsed, buf *batchBuf) []telemetry.Row {
 	n := 0
 	for i := range msgs {
 		n += len(msgs[i].msg.Readings)
 	}
-	rows := make([]telemetry.Row, 0, n)
+	buf.clean = false
+	if cap(buf.rows) < n {
+		buf.rows = make([]telemetry.Row, 0, n)
+	}
+	rows := buf.rows[:0]
 	for i := range msgs {
 		rows = msgs[i].msg.Rows(tenant, msgs[i].msg.Timestamp.Time, rows)
 	}
+	buf.rows = rows
 	return telemetry.Normalize(rows)
 }
 
@@ -102,12 +110,12 @@ func rowsOf(tenant string, msgs []parsed) []telemetry.Row {
 // content). Entries are checked before they get here, so a refusal is rare;
 // when the batch is refused it is split in halves until the message at
 // fault is alone, which costs a few inserts rather than one per message.
-func (e *engine) storeMessages(ctx context.Context, stream string, msgs []parsed) (written, failed []parsed, dead []deadLetter) {
+func (e *engine) storeMessages(ctx context.Context, stream string, msgs []parsed, buf *batchBuf) (written, failed []parsed, dead []deadLetter) {
 	if len(msgs) == 0 {
 		return nil, nil, nil
 	}
 	tenant, _ := telemetry.TenantOfStream(stream)
-	err := e.write(ctx, rowsOf(tenant, msgs), len(msgs) == 1)
+	err := e.write(ctx, rowsOf(tenant, msgs, buf), len(msgs) == 1)
 	switch {
 	case err == nil:
 		return msgs, nil, nil
@@ -124,9 +132,11 @@ func (e *engine) storeMessages(ctx context.Context, stream string, msgs []parsed
 		return nil, nil, []deadLetter{{id: msgs[0].id, payload: msgs[0].payload,
 			reason: fmt.Sprintf("insert failed after %d attempts: %v", e.cfg.MaxRetries+1, err)}}
 	}
+	// Capped halves: appending the second half's results to the first's
+	// must not write over the first's failed messages.
 	half := len(msgs) / 2
-	w1, f1, d1 := e.storeMessages(ctx, stream, msgs[:half])
-	w2, f2, d2 := e.storeMessages(ctx, stream, msgs[half:])
+	w1, f1, d1 := e.storeMessages(ctx, stream, msgs[:half:half], buf)
+	w2, f2, d2 := e.storeMessages(ctx, stream, msgs[half:], buf)
 	return append(w1, w2...), append(f1, f2...), append(d1, d2...)
 }
 
@@ -155,15 +165,17 @@ func (e *engine) spoolMessages(stream string, msgs []parsed) error {
 // once (excuses). Entries left unwritten because the batch ran out of its
 // own time are not returned: a batch that outlasts its budget while the
 // backends answer may be what hangs every worker, so it stays pending, and
-// reclaim counts its deliveries. It never fails for bad input.
-func (e *engine) process(ctx context.Context, stream string, entries []streamstore.Entry) (held []streamstore.Entry) {
+// reclaim counts its deliveries. It never fails for bad input. It decodes
+// into buf and resets it before it returns.
+func (e *engine) process(ctx context.Context, stream string, entries []streamstore.Entry, buf *batchBuf) (held []streamstore.Entry) {
 	if len(entries) == 0 {
 		return nil
 	}
 	t0 := time.Now()
 	defer func() { e.m.batchDuration.Observe(time.Since(t0).Seconds()) }()
-	msgs, dead := decodeEntries(entries)
-	written, failed, dead2 := e.storeMessages(ctx, stream, msgs)
+	defer buf.reset()
+	msgs, dead := decodeEntries(entries, buf)
+	written, failed, dead2 := e.storeMessages(ctx, stream, msgs, buf)
 	dead = append(dead, dead2...)
 	done := make([]string, 0, len(written)+len(dead))
 	for i := range written {
@@ -199,10 +211,10 @@ func (e *engine) process(ctx context.Context, stream string, entries []streamsto
 // processBounded is process with the batch's time bounded by
 // processBudget, even once ctx ends, so shutdown does not strand
 // half-written work.
-func (e *engine) processBounded(ctx context.Context, stream string, entries []streamstore.Entry) []streamstore.Entry {
+func (e *engine) processBounded(ctx context.Context, stream string, entries []streamstore.Entry, buf *batchBuf) []streamstore.Entry {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), processBudget(e.every.processTO, entries))
 	defer cancel()
-	return e.process(pctx, stream, entries)
+	return e.process(pctx, stream, entries, buf)
 }
 
 // processBudget is processTO for each MaxPayloadBytes of data in entries
@@ -224,8 +236,8 @@ func processBudget(processTO time.Duration, entries []streamstore.Entry) time.Du
 // again by reclaim. Its delivery is excused once, however many times it is
 // tried, and reclaim leaves it alone while this worker holds it. It gives
 // up when ctx ends; the entries stay pending.
-func (e *engine) processDetached(ctx context.Context, stream string, entries []streamstore.Entry) {
-	held := e.processBounded(ctx, stream, entries)
+func (e *engine) processDetached(ctx context.Context, stream string, entries []streamstore.Entry, buf *batchBuf) {
+	held := e.processBounded(ctx, stream, entries, buf)
 	if len(held) == 0 {
 		return
 	}
@@ -233,7 +245,7 @@ func (e *engine) processDetached(ctx context.Context, stream string, entries []s
 	e.holding.add(stream, held)
 	defer e.holding.remove(stream, held)
 	for len(held) > 0 && e.waitForBackend(ctx) {
-		held = e.processBounded(ctx, stream, held)
+		held = e.processBounded(ctx, stream, held, buf)
 	}
 }
 

@@ -73,7 +73,7 @@ func TestSettleOutlivesTheBatchDeadlineIntegration(t *testing.T) {
 		eng := h.startedEngine()
 		spent, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		defer cancel()
-		if held := eng.process(spent, h.stream(), es); len(held) != 0 {
+		if held := eng.process(spent, h.stream(), es, newBatchBuf()); len(held) != 0 {
 			t.Errorf("held %d entries, want none: nothing here needs the database", len(held))
 		}
 		if n := h.dlqLen(); n != 2 {

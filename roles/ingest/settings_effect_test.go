@@ -129,7 +129,7 @@ func TestBackpressureSleepSetting(t *testing.T) {
 				}
 				st := &readHookStore{Store: mem}
 				e := &engine{cfg: config.Ingest{BatchSize: 10, FlushIntervalMS: 100, DBBackpressureSleepMS: tt.sleepMS},
-					store: st, breaker: b, streams: []string{stream}, wake: make(chan struct{})}
+					store: st, breaker: b, streams: []string{stream}, wake: make(chan struct{}), bufs: newBatchPool(1)}
 				e.saturated.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				var wg sync.WaitGroup

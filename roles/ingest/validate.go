@@ -106,9 +106,11 @@ func clip(s string) string {
 // without a timestamp gets its entry's time now, so a copy that goes through
 // the spool keeps it. Readings refused inside an otherwise valid message
 // travel with it (parsed.rejects) and are dead-lettered once its valid
-// readings are written.
-func decodeEntries(entries []streamstore.Entry) ([]parsed, []deadLetter) {
-	msgs := make([]parsed, 0, len(entries))
+// readings are written. The messages and their readings live in buf until
+// it is reset.
+func decodeEntries(entries []streamstore.Entry, buf *batchBuf) ([]parsed, []deadLetter) {
+	buf.clean = false
+	msgs := buf.msgs[:0]
 	var dead []deadLetter
 	for _, en := range entries {
 		data, ok := en.Values[telemetry.StreamField]
@@ -116,7 +118,7 @@ func decodeEntries(entries []streamstore.Entry) ([]parsed, []deadLetter) {
 			dead = append(dead, deadLetter{id: en.ID, payload: fmt.Sprint(en.Values), reason: "entry has no data field"})
 			continue
 		}
-		m, err := telemetry.DecodeMessage([]byte(data))
+		m, err := buf.arena.Decode(data)
 		if err != nil {
 			dead = append(dead, deadLetter{id: en.ID, payload: data, reason: err.Error()})
 			continue
@@ -139,6 +141,7 @@ func decodeEntries(entries []streamstore.Entry) ([]parsed, []deadLetter) {
 		}
 		msgs = append(msgs, p)
 	}
+	buf.msgs = msgs
 	return msgs, dead
 }
 

@@ -37,7 +37,7 @@ func TestDecodeEntriesChecksBeforeInsert(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			msgs, dead := decodeEntries([]streamstore.Entry{{ID: "1-0", Values: map[string]string{telemetry.StreamField: tc.data}}})
+			msgs, dead := decodeEntries([]streamstore.Entry{{ID: "1-0", Values: map[string]string{telemetry.StreamField: tc.data}}}, newBatchBuf())
 			if tc.dead != "" {
 				if len(dead) != 1 || len(msgs) != 0 || !strings.Contains(dead[0].reason, tc.dead) || dead[0].payload != tc.data {
 					t.Fatalf("dead %+v, msgs %d; want one dead letter with the data and %q", dead, len(msgs), tc.dead)

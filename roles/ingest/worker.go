@@ -47,10 +47,11 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 				return // reads ignore ctx; stop between them
 			}
 			s := streams[(turn+i)%len(streams)]
-			if entries := e.readBatch(ctx, s, consumer, 0); len(entries) > 0 {
-				got = true
-				e.processDetached(ctx, s, entries)
+			n, ok := e.readAndProcess(ctx, s, consumer, 0)
+			if !ok {
+				return
 			}
+			got = got || n > 0
 		}
 		turn++
 		if got || ctx.Err() != nil {
@@ -58,11 +59,28 @@ func (e *engine) work(ctx context.Context, consumer string, n int) {
 		}
 		// Everything is drained: wait on one stream (a different one each
 		// turn) so a single tenant's entry is picked up at once.
-		s := streams[turn%len(streams)]
-		if entries := e.readBatch(ctx, s, consumer, e.idleBlock()); len(entries) > 0 {
-			e.processDetached(ctx, s, entries)
+		if _, ok := e.readAndProcess(ctx, streams[turn%len(streams)], consumer, e.idleBlock()); !ok {
+			return
 		}
 	}
+}
+
+// readAndProcess reads a batch of stream and processes it, holding one of
+// the pool's batch buffers from before the read to the acknowledgement:
+// entries still in the stream cost the process nothing, so a worker that
+// waits for a buffer waits before reading. It returns the entries read,
+// and false when ctx ended before a buffer was free.
+func (e *engine) readAndProcess(ctx context.Context, stream, consumer string, block time.Duration) (int, bool) {
+	buf, ok := e.bufs.get(ctx)
+	if !ok {
+		return 0, false
+	}
+	defer e.bufs.put(buf)
+	entries := e.readBatch(ctx, stream, consumer, block)
+	if len(entries) > 0 {
+		e.processDetached(ctx, stream, entries, buf)
+	}
+	return len(entries), true
 }
 
 func (e *engine) idleBlock() time.Duration {
@@ -157,6 +175,9 @@ func (e *engine) reclaim(ctx context.Context, s, group string) {
 	count := e.cfg.BatchSize
 	deadline := time.Now().Add(reclaimBudget)
 	cursor := "0-0"
+	// Reclaim is one goroutine and rare: its own buffer, outside the pool,
+	// so that it never waits for workers that wait for the database.
+	buf := newBatchBuf()
 	for ctx.Err() == nil && e.canWrite() && time.Now().Before(deadline) {
 		pend, err := e.store.PendingEntries(ctx, s, group, max(count, streamstore.DefaultCount))
 		if err != nil || len(pend) == 0 {
@@ -197,7 +218,7 @@ func (e *engine) reclaim(ctx context.Context, s, group string) {
 		e.excused.add(s, skipped)
 		e.log.Info("reclaimed pending entries", "stream", s, "entries", len(claimed), "dead_lettered", len(poison), "held_by_workers", len(skipped))
 		e.ack(ctx, s, e.toDLQ(ctx, s, poison))
-		if held := e.processBounded(ctx, s, retry); len(held) > 0 {
+		if held := e.processBounded(ctx, s, retry, buf); len(held) > 0 {
 			e.excused.add(s, held)
 			return
 		}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"time"
 
+	"github.com/edgeplat/edgeplat/core/memlimit"
 	"github.com/edgeplat/edgeplat/roles/agent/adapters"
 )
 
@@ -43,8 +43,8 @@ func MemoryCap() int {
 }
 
 func computeMemoryCap() int {
-	base := debug.SetMemoryLimit(-1) // -1 reads without changing it
-	if base == math.MaxInt64 {
+	base, limited := memlimit.Current()
+	if !limited {
 		s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
 		metrics.Read(s)
 		base = 0

@@ -133,7 +133,7 @@ func New(cfg Config) (*Detector, error) {
 	if maxAlerts == 0 {
 		maxAlerts = DefaultMaxAlerts
 	}
-	d.alerts = alertRing{buf: make([]Alert, 0, maxAlerts), size: maxAlerts}
+	d.alerts = alertRing{size: maxAlerts}
 	for _, m := range cfg.Metrics {
 		d.byName[m.Name] = m
 	}

@@ -109,53 +109,57 @@ type series struct {
 	// slot, not 24 pointers.
 	slotv   []slot
 	slotIdx [hoursPerDay]uint8
-	// hour is the slot of the last observation, -1 before the first.
-	hour int8
-	// level is the series' smoothed level; a slot's baseline is the level
-	// plus the slot's residual statistics.
-	level    float64
-	hasLevel bool
-	// evicted is set when the series leaves the detector, so that a plan
-	// still holding it looks the reading's series up again.
-	evicted bool
+	// level is the series' smoothed level (valid once hasLevel); a slot's
+	// baseline is the level plus the slot's residual statistics.
+	level float64
 	// standIn caches the baseline of a slot that has too few samples of
 	// its own (standInFor): computed for hour standInHour, standInStale
 	// pushes ago, valid while standInOK.
-	standIn      summary
-	standInStale int32
-	standInHour  int8
-	standInOK    bool
+	standIn summary
 	// pooledRestored pools the restored slots (poolRestored); it stands in
 	// until the series has samples enough of its own.
 	pooledRestored *summary
 	restoredCount  int64
 	deltas         ring
-	// negDeltas and posDeltas count the changes in deltas below and above
-	// zero.
-	negDeltas, posDeltas int32
 
 	batches   int64
 	lastBatch uint64
 
-	prev                 float64
-	hasPrev, prevFlagged bool
+	prev float64
 	// resolution is the smallest non-zero change not flagged: the step of
 	// an integer or scaled register, which sets the scale floor.
 	resolution float64
 
-	// The current run of level-flagged readings (see adoptAfter).
-	runSign int
-	runSum  float64
-	run     []pendingSample
+	// The current run of level-flagged readings (see adoptAfter), on the
+	// side runSign.
+	runSum float64
+	run    []pendingSample
 
 	fc     holt
 	dtStep float64 // EWMA of the seconds between observations
 	lastAt time.Time
 
-	scored    bool
 	lastScore float64
 	lastNext  float64
 	lastConf  float64
+
+	// The small fields sit together: spread among the others, their
+	// padding took the series into the next allocation size class.
+	standInStale int32
+	// negDeltas and posDeltas count the changes in deltas below and above
+	// zero.
+	negDeltas, posDeltas int32
+	// hour is the slot of the last observation, -1 before the first.
+	hour        int8
+	standInHour int8
+	runSign     int8
+	hasLevel    bool
+	// evicted is set when the series leaves the detector, so that a plan
+	// still holding it looks the reading's series up again.
+	evicted              bool
+	standInOK            bool
+	hasPrev, prevFlagged bool
+	scored               bool
 }
 
 func newSeries(metric, device string, t tuning) *series {
@@ -210,7 +214,11 @@ func (sl *slot) calculatedAt() time.Time {
 // series holds one full window of samples instead of 24.
 func (s *series) leave(h int, sc *[]float64) {
 	sl := s.slotAt(h)
-	if sl == nil || sl.win.len() < s.tune.window {
+	if sl == nil {
+		return
+	}
+	if sl.win.len() < s.tune.window {
+		sl.win.parkOrder()
 		return
 	}
 	sl.kept, sl.keptLevel = pack(summarize(sl.win.buf, sc)), sl.levelAt
@@ -341,15 +349,15 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 	var zs, ms, rs float64
 	if ok && !counter && base.n >= 2 {
 		floor := scaleFloor(s.resolution, base.median)
-		zs = score(math.Abs(x-base.mean), max(base.std, floor), base.n, 1, float64(base.n-1))
-		ms = score(math.Abs(x-base.median), max(base.robust, floor), base.n, medianInflate, biweightDOF(base.n))
+		zs = meanScorer.score(math.Abs(x-base.mean), max(base.std, floor), base.n)
+		ms = medianScorer.score(math.Abs(x-base.median), max(base.robust, floor), base.n)
 	}
 	// A reading that follows a flagged one is not rate-scored: the way back
 	// from a spike is as large a change as the spike.
 	if s.hasPrev && !s.prevFlagged && s.deltas.len() >= minDeltas {
 		ds := s.deltas.summary(sc)
 		floor := scaleFloor(s.resolution, s.prev)
-		rs = score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n, medianInflate, biweightDOF(ds.n))
+		rs = medianScorer.score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n)
 	}
 	T := s.tune.sigma
 	mask := 0
@@ -432,7 +440,7 @@ func scoreOf(sigma float64) float64 {
 func (s *series) push(x float64, h int, at time.Time) {
 	sl := s.slotFor(h)
 	if sl.win == nil {
-		sl.win = &ring{size: int32(s.tune.window)}
+		sl.win = &ring{size: int16(s.tune.window)}
 	}
 	sl.win.push(x - s.level)
 	sl.levelAt += (s.level - sl.levelAt) / float64(sl.win.len())
@@ -464,7 +472,7 @@ func (s *series) clearRun() {
 // on one side is a level shift: the series level moves by the run's mean
 // offset and the run joins the baselines.
 func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
-	sign := 1
+	sign := int8(1)
 	if resid < 0 {
 		sign = -1
 	}

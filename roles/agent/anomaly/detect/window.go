@@ -1,6 +1,10 @@
 package detect
 
-import "math"
+import (
+	"cmp"
+	"math"
+	"slices"
+)
 
 // ring is a fixed-capacity window of the most recent samples, stored as
 // float32: half the memory, and a residual's rounding (6e-8 of it) is far
@@ -9,16 +13,31 @@ import "math"
 // visited costs nothing and a full one carries no slack. It caches its
 // summary (see stats).
 type ring struct {
-	buf  []float32
-	next int32
-	size int32
-	// stale counts the pushes since stats was computed; valid is false
-	// until it is computed once and after a reset.
-	stale int32
+	buf []float32
+	// order indexes buf in ascending order of value, equal values oldest
+	// first, so that the median and the MAD need no selection (see
+	// orderedSummary). It is built when the window is first summarised,
+	// brought up to date at each summary (updateOrder), and released with
+	// parkOrder when the series leaves the window's hour; nil for windows
+	// larger than maxOrdered.
+	order []uint8
+	// next and size fit 16 bits (MaxWindowSize): with stale, the series
+	// holding the ring of changes fits a smaller allocation size class.
+	next int16
+	size int16
+	// stale counts the pushes since stats was computed, up to
+	// math.MaxInt16 (any count from a quarter of the window on means the
+	// same); valid is false until it is computed once.
+	stale int16
 	valid bool
 
 	stats summary
 }
+
+// maxOrdered is the largest window kept in order: a byte indexes it.
+// Larger windows (windowSize up to MaxWindowSize) select their medians
+// instead.
+const maxOrdered = 256
 
 // refreshDivisor sets how stale a window's cached statistics may be: they
 // are recomputed once len/refreshDivisor samples arrived since the last
@@ -33,7 +52,9 @@ type ring struct {
 const refreshDivisor = 4
 
 func (r *ring) push(x float64) {
-	r.stale++
+	if r.stale < math.MaxInt16 {
+		r.stale++
+	}
 	v := narrow(x)
 	if n := len(r.buf); n < int(r.size) {
 		if n == cap(r.buf) {
@@ -46,6 +67,100 @@ func (r *ring) push(x float64) {
 	}
 	r.buf[r.next] = v
 	r.next = (r.next + 1) % r.size
+}
+
+// updateOrder brings order up to date with the stale pushes since it was
+// last updated: the entries of the samples they overwrote are dropped, the
+// new samples sorted (insertion sort, a quarter of the window) and merged
+// in. That is two passes over the window per summary, where keeping the
+// order at every push cost two binary searches per sample and selecting
+// the medians two selections per summary.
+func (r *ring) updateOrder() {
+	n := len(r.buf)
+	p := int(r.stale)
+	if r.order == nil || 2*p > n {
+		r.buildOrder()
+		return
+	}
+	buf := r.buf
+	// The p newest samples, oldest first, sit at start, start+1, ...
+	// (circularly): a window that is not full has next at 0.
+	start := (int(r.next) + n - p) % n
+	var added [maxOrdered]uint8
+	nw := added[:p]
+	for t := range nw {
+		i := start + t
+		if i >= n {
+			i -= n
+		}
+		v := buf[i]
+		u := t
+		for u > 0 && buf[nw[u-1]] > v {
+			nw[u] = nw[u-1]
+			u--
+		}
+		nw[u] = uint8(i)
+	}
+	ord := r.order
+	kept := 0
+	for _, i := range ord {
+		d := int(i) - start
+		if d < 0 {
+			d += n
+		}
+		// Written unconditionally so that the kept count is the only
+		// thing the test decides (no branch to mispredict).
+		ord[kept] = i
+		if d >= p {
+			kept++
+		}
+	}
+	if cap(ord) < n {
+		grown := make([]uint8, kept, cap(buf))
+		copy(grown, ord[:kept])
+		ord = grown
+	}
+	ord = ord[:n]
+	// Merge from the back; an equal value already kept is older, so it
+	// stays first.
+	i, j := kept-1, p-1
+	for w := n - 1; j >= 0; w-- {
+		if i >= 0 && buf[ord[i]] > buf[nw[j]] {
+			ord[w] = ord[i]
+			i--
+		} else {
+			ord[w] = nw[j]
+			j--
+		}
+	}
+	r.order = ord
+}
+
+// buildOrder sorts the window's indices by value, equal values oldest
+// first.
+func (r *ring) buildOrder() {
+	n := len(r.buf)
+	ord := make([]uint8, n, cap(r.buf))
+	// Oldest first: a full window's oldest sample is at next.
+	start := 0
+	if n == int(r.size) {
+		start = int(r.next)
+	}
+	for i := range ord {
+		ord[i] = uint8((start + i) % n)
+	}
+	buf := r.buf
+	slices.SortStableFunc(ord, func(a, b uint8) int { return cmp.Compare(buf[a], buf[b]) })
+	r.order = ord
+}
+
+// parkOrder releases the order of a window that takes no samples for now
+// (its hour has passed): a series read once a minute keeps up to 24
+// windows, only the current one ordered. The next summary rebuilds it.
+func (r *ring) parkOrder() {
+	if r != nil {
+		r.order = nil
+	}
 }
 
 // narrow stores x as a float32, clamped to its range: a residual beyond
@@ -75,10 +190,66 @@ func (r *ring) samples() []float32 {
 // when refreshDivisor-th of the window arrived since.
 func (r *ring) summary(scratch *[]float64) summary {
 	if !r.valid || int(r.stale) >= max(1, len(r.buf)/refreshDivisor) {
-		r.stats = summarize(r.buf, scratch)
+		r.stats = r.fresh(scratch)
 		r.stale, r.valid = 0, true
 	}
 	return r.stats
+}
+
+// fresh computes the window's statistics now, from its order when the
+// window is small enough to keep one. Only summary calls it: updateOrder
+// relies on stale counting the pushes since the order was last updated.
+func (r *ring) fresh(scratch *[]float64) summary {
+	if r.size > maxOrdered || len(r.buf) == 0 {
+		return summarize(r.buf, scratch)
+	}
+	r.updateOrder()
+	return r.orderedSummary()
+}
+
+// orderedSummary is summarize of the window read through its order: the
+// median is the middle entry, and the MAD is found by walking outward
+// from it, since distances from the median grow in both directions. The
+// sums run over buf as summarize's do, so the figures are the same but
+// for the rounding of the biweight's sum, which summarize adds up in the
+// order its selection left.
+func (r *ring) orderedSummary() summary {
+	buf, ord := r.buf, r.order
+	n := len(buf)
+	mean, std := meanStd(buf)
+	k := n / 2
+	med := float64(buf[ord[k]])
+	if n%2 == 0 {
+		lo := float64(buf[ord[k-1]])
+		med = lo + (med-lo)/2
+	}
+	// Below j the samples are under the median, from j on not: the k-th
+	// smallest distance (and the one before it, for an even n) is met
+	// walking outward from j.
+	j := k
+	for j > 0 && float64(buf[ord[j-1]]) >= med {
+		j--
+	}
+	for j < n && float64(buf[ord[j]]) < med {
+		j++
+	}
+	i := j - 1
+	var prev, cur float64
+	for range k + 1 {
+		prev = cur
+		if j >= n || (i >= 0 && med-float64(buf[ord[i]]) <= float64(buf[ord[j]])-med) {
+			cur = med - float64(buf[ord[i]])
+			i--
+		} else {
+			cur = float64(buf[ord[j]]) - med
+			j++
+		}
+	}
+	mad := cur
+	if n%2 == 0 {
+		mad = prev + (cur-prev)/2
+	}
+	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(buf, med, mad, std), n: n}
 }
 
 // summary is a baseline's statistics. n is the number of samples behind
@@ -141,20 +312,7 @@ func summarizeOwned(s []float64) summary {
 	if n == 0 {
 		return summary{}
 	}
-	var sum float64
-	for _, v := range s {
-		sum += v
-	}
-	mean := sum / float64(n)
-	var ss float64
-	for _, v := range s {
-		d := v - mean
-		ss += d * d
-	}
-	var std float64
-	if n > 1 {
-		std = math.Sqrt(ss / float64(n-1))
-	}
+	mean, std := meanStd(s)
 	med := median(s)
 	for i, v := range s {
 		s[i] = math.Abs(v - med)
@@ -163,6 +321,26 @@ func summarizeOwned(s []float64) summary {
 	// The biweight depends on each sample's distance from the median
 	// only, which s now holds.
 	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(s, 0, mad, std), n: n}
+}
+
+// meanStd is the mean and the sample standard deviation of vals, which
+// must not be empty.
+func meanStd[T float32 | float64](vals []T) (mean, std float64) {
+	var sum float64
+	for _, v := range vals {
+		sum += float64(v)
+	}
+	n := len(vals)
+	mean = sum / float64(n)
+	var ss float64
+	for _, v := range vals {
+		d := float64(v) - mean
+		ss += d * d
+	}
+	if n > 1 {
+		std = math.Sqrt(ss / float64(n-1))
+	}
+	return mean, std
 }
 
 // biweightScale is Tukey's biweight midvariance, as a standard deviation.
@@ -271,6 +449,62 @@ func score(d, scale float64, n int, inflate, dof float64) float64 {
 	}
 	t := d / (scale * math.Sqrt(1+inflate/float64(n)))
 	return tToZ(t, dof)
+}
+
+// scorer is score for one kind of center (inflate) and scale (dof), with
+// the factors that depend on the number of samples alone computed once
+// for the windows the detector keeps by default instead of at every
+// reading: a square root and two divisions of the three per method.
+type scorer struct {
+	inflate float64
+	dof     func(n int) float64
+	f       [scorerTable]scoreFactors
+}
+
+// scorerTable covers windows of up to 256 samples (12 KB for both
+// scorers); larger windows and stand-ins compute the factors each time.
+const scorerTable = maxOrdered + 1
+
+// scoreFactors are score's and tToZ's terms for one n.
+type scoreFactors struct {
+	// spread is the prediction spread over the scale, sqrt(1 + inflate/n).
+	spread float64
+	nu     float64
+	// wallace is the leading factor of tToZ, (8nu+1)/(8nu+3).
+	wallace float64
+}
+
+func newScorer(inflate float64, dof func(int) float64) *scorer {
+	c := &scorer{inflate: inflate, dof: dof}
+	for n := 1; n < scorerTable; n++ {
+		nu := dof(n)
+		c.f[n] = scoreFactors{spread: math.Sqrt(1 + inflate/float64(n)), nu: nu, wallace: (8*nu + 1) / (8*nu + 3)}
+	}
+	return c
+}
+
+// The scorers of the three methods: zscore divides by a standard
+// deviation (n-1 degrees of freedom) around a mean, mad and rate by a
+// biweight scale around a median.
+var (
+	meanScorer   = newScorer(1, func(n int) float64 { return float64(n - 1) })
+	medianScorer = newScorer(medianInflate, biweightDOF)
+)
+
+// score is the package's score with c's inflate and dof, to the bit.
+func (c *scorer) score(d, scale float64, n int) float64 {
+	if n <= 0 || n >= scorerTable {
+		return score(d, scale, n, c.inflate, c.dof(n))
+	}
+	if d == 0 {
+		return 0
+	}
+	f := &c.f[n]
+	if f.nu <= 0 {
+		return 0
+	}
+	t := d / (scale * f.spread)
+	return f.wallace * math.Sqrt(f.nu*math.Log1p(t*t/f.nu))
 }
 
 // tToZ is Wallace's (1959) normal approximation of Student's t with nu

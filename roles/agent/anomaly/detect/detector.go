@@ -174,10 +174,10 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 	created := d.created
 	d.batch++
 	out := dst
-	// The readings of a poll share a timestamp: its hour slot is looked
-	// up once.
-	var hourOf time.Time
-	hour := -1
+	// The readings of a poll share a timestamp: its hour slot and
+	// milliseconds are worked out once.
+	var ts instant
+	haveTS := false
 	p := d.planFor(batch)
 	for i, o := range batch {
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
@@ -198,10 +198,13 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 			s.lastBatch = d.batch
 			s.batches++
 		}
-		if hour < 0 || !o.At.Equal(hourOf) {
-			hourOf, hour = o.At, o.At.In(d.loc).Hour()
+		// Comparing the words of the two times (not Equal) may miss an
+		// equal instant in another zone, which only costs working it out
+		// again.
+		if !haveTS || o.At != ts.at {
+			ts, haveTS = instant{at: o.At, ms: o.At.UnixMilli(), hour: o.At.In(d.loc).Hour()}, true
 		}
-		oc := s.observe(o.Value, o.At, hour, &d.scratch)
+		oc := s.observe(o.Value, &ts, &d.scratch)
 		if !oc.warm {
 			continue
 		}

@@ -96,7 +96,16 @@ type slot struct {
 type pendingSample struct {
 	x    float64
 	slot int
+	ms   int64 // Unix milliseconds
+}
+
+// instant is an observation's time and what the series take from it:
+// the readings of a poll share it, so the detector works these out once
+// per poll, not once per reading.
+type instant struct {
 	at   time.Time
+	ms   int64 // Unix milliseconds, as slots keep times
+	hour int   // hour-of-day slot in the detector's time zone
 }
 
 // series is the state of one (metric, device).
@@ -233,7 +242,7 @@ func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
 	sl := s.slotAt(h)
 	switch {
 	case sl != nil && sl.win.len() >= s.minSamples():
-		return s.atLevel(sl.win.summary(sc)), sl.count, true
+		return s.atLevel(*sl.win.summary(sc)), sl.count, true
 	case sl != nil && sl.kept.n > 0:
 		return s.atLevel(sl.kept.unpack()), sl.count, true
 	case sl != nil && sl.restored != nil:
@@ -331,8 +340,9 @@ type outcome struct {
 	warm      bool
 }
 
-// observe scores reading x taken at time at, in hour slot h.
-func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome {
+// observe scores reading x taken at ts.
+func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
+	at, h := ts.at, ts.hour
 	if h != int(s.hour) {
 		if s.hour >= 0 {
 			s.leave(int(s.hour), sc)
@@ -346,38 +356,30 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 		s.level, s.hasLevel = x, true
 	}
 
-	var zs, ms, rs float64
+	// The t statistics of the zscore, mad and rate methods, in the bit
+	// order of methodSets.
+	var stats [3]tStat
 	if ok && !counter && base.n >= 2 {
 		floor := scaleFloor(s.resolution, base.median)
-		zs = meanScorer.score(math.Abs(x-base.mean), max(base.std, floor), base.n)
-		ms = medianScorer.score(math.Abs(x-base.median), max(base.robust, floor), base.n)
+		stats[0] = meanScorer.stat(math.Abs(x-base.mean), max(base.std, floor), base.n)
+		stats[1] = medianScorer.stat(math.Abs(x-base.median), max(base.robust, floor), base.n)
 	}
 	// A reading that follows a flagged one is not rate-scored: the way back
 	// from a spike is as large a change as the spike.
 	if s.hasPrev && !s.prevFlagged && s.deltas.len() >= minDeltas {
 		ds := s.deltas.summary(sc)
 		floor := scaleFloor(s.resolution, s.prev)
-		rs = medianScorer.score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n)
+		stats[2] = medianScorer.stat(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n)
 	}
 	T := s.tune.sigma
-	mask := 0
-	if zs > T {
-		mask |= 1
-	}
-	if ms > T {
-		mask |= 2
-	}
-	if rs > T {
-		mask |= 4
-	}
-	strongest := max(zs, ms, rs)
+	mask, strongest := resolve(&stats, T)
 	flagged := warm && mask != 0
 
 	if warm && mask&3 != 0 {
-		s.holdOut(x, h, at, x-base.median)
+		s.holdOut(x, h, ts.ms, x-base.median)
 	} else {
 		s.clearRun()
-		s.push(x, h, at)
+		s.push(x, h, ts.ms)
 		s.level += levelAlpha * (x - s.level)
 	}
 	if s.hasPrev {
@@ -389,15 +391,15 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 		}
 	}
 	s.prev, s.hasPrev, s.prevFlagged = x, true, flagged
-	if !s.lastAt.IsZero() && at.After(s.lastAt) {
-		dt := at.Sub(s.lastAt).Seconds()
-		if s.dtStep == 0 {
-			s.dtStep = dt
-		} else {
-			s.dtStep = 0.9*s.dtStep + 0.1*dt
-		}
-	}
 	if at.After(s.lastAt) {
+		if !s.lastAt.IsZero() {
+			dt := at.Sub(s.lastAt).Seconds()
+			if s.dtStep == 0 {
+				s.dtStep = dt
+			} else {
+				s.dtStep = 0.9*s.dtStep + 0.1*dt
+			}
+		}
 		s.lastAt = at
 	}
 	s.fc.update(x)
@@ -412,13 +414,14 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 		DetectionMethods: methodSets[mask],
 		PredictedNext:    s.fc.next(),
 	}
-	r.TrendStrength = s.fc.strength()
+	rms := s.fc.rms()
+	r.TrendStrength = s.fc.strength(rms)
 	r.Trend = s.fc.direction(r.TrendStrength)
 	spread := 0.0
 	if ok {
 		spread = max(base.robust, scaleFloor(s.resolution, base.median))
 	}
-	r.ForecastConfidence = s.fc.confidence(spread)
+	r.ForecastConfidence = s.fc.confidence(spread, rms)
 	if ok && !counter && r.Trend != TrendStable {
 		r.TimeToThreshold = s.timeToThreshold(base, spread, T, r.ForecastConfidence*r.TrendStrength)
 	}
@@ -437,7 +440,7 @@ func scoreOf(sigma float64) float64 {
 
 // push adds reading x, as its residual from the level, to the slot of
 // hour h.
-func (s *series) push(x float64, h int, at time.Time) {
+func (s *series) push(x float64, h int, ms int64) {
 	sl := s.slotFor(h)
 	if sl.win == nil {
 		sl.win = &ring{size: int16(s.tune.window)}
@@ -449,7 +452,7 @@ func (s *series) push(x float64, h int, at time.Time) {
 		// The window is the baseline from here on.
 		sl.kept, sl.restored = packedSummary{}, nil
 	}
-	if ms := at.UnixMilli(); ms > sl.atMS {
+	if ms > sl.atMS {
 		sl.atMS = ms
 	}
 	s.standInStale++
@@ -471,7 +474,7 @@ func (s *series) clearRun() {
 // level, so a spike never inflates them. A run of adoptAfter such readings
 // on one side is a level shift: the series level moves by the run's mean
 // offset and the run joins the baselines.
-func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
+func (s *series) holdOut(x float64, h int, ms int64, resid float64) {
 	sign := int8(1)
 	if resid < 0 {
 		sign = -1
@@ -480,14 +483,14 @@ func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
 		s.clearRun()
 		s.runSign = sign
 	}
-	s.run = append(s.run, pendingSample{x: x, slot: h, at: at})
+	s.run = append(s.run, pendingSample{x: x, slot: h, ms: ms})
 	s.runSum += resid
 	if len(s.run) < adoptAfter {
 		return
 	}
 	s.level += s.runSum / float64(len(s.run))
 	for _, p := range s.run {
-		s.push(p.x, p.slot, p.at)
+		s.push(p.x, p.slot, p.ms)
 	}
 	s.clearRun()
 }

@@ -84,36 +84,37 @@ func (r *ring) updateOrder() {
 	}
 	buf := r.buf
 	// The p newest samples, oldest first, sit at start, start+1, ...
-	// (circularly): a window that is not full has next at 0.
+	// (circularly): a window that is not full has next at 0. They are
+	// sorted as keys, the value's order-preserving bits above the age t
+	// above the index, so that equal values stay oldest first and the
+	// sort compares integers in registers instead of loading samples
+	// through indices.
 	start := (int(r.next) + n - p) % n
-	var added [maxOrdered]uint8
-	nw := added[:p]
-	for t := range nw {
+	var keys [maxOrdered/2 + 1]uint64
+	nk := keys[:p]
+	for t := range nk {
 		i := start + t
 		if i >= n {
 			i -= n
 		}
-		v := buf[i]
+		k := uint64(sortKey(buf[i]))<<16 | uint64(t)<<8 | uint64(i)
 		u := t
-		for u > 0 && buf[nw[u-1]] > v {
-			nw[u] = nw[u-1]
+		for u > 0 && nk[u-1] > k {
+			nk[u] = nk[u-1]
 			u--
 		}
-		nw[u] = uint8(i)
+		nk[u] = k
 	}
 	ord := r.order
 	kept := 0
 	for _, i := range ord {
 		d := int(i) - start
-		if d < 0 {
-			d += n
-		}
-		// Written unconditionally so that the kept count is the only
-		// thing the test decides (no branch to mispredict).
+		d += n & (d >> 63) // wrapped, without a branch
+		// Written unconditionally and counted without a branch (d-p is
+		// negative for an overwritten sample): a quarter of the entries
+		// go, at random places.
 		ord[kept] = i
-		if d >= p {
-			kept++
-		}
+		kept += 1 - int(uint(d-p)>>63)
 	}
 	if cap(ord) < n {
 		grown := make([]uint8, kept, cap(buf))
@@ -124,16 +125,40 @@ func (r *ring) updateOrder() {
 	// Merge from the back; an equal value already kept is older, so it
 	// stays first.
 	i, j := kept-1, p-1
+	var iv float32
+	if i >= 0 {
+		iv = buf[ord[i]]
+	}
+	jx := uint8(nk[j])
+	jv := buf[jx]
 	for w := n - 1; j >= 0; w-- {
-		if i >= 0 && buf[ord[i]] > buf[nw[j]] {
+		if i >= 0 && iv > jv {
 			ord[w] = ord[i]
-			i--
-		} else {
-			ord[w] = nw[j]
-			j--
+			if i--; i >= 0 {
+				iv = buf[ord[i]]
+			}
+			continue
+		}
+		ord[w] = jx
+		if j--; j >= 0 {
+			jx = uint8(nk[j])
+			jv = buf[jx]
 		}
 	}
 	r.order = ord
+}
+
+// sortKey maps a float32 to bits in the same order (zeros of either sign
+// equal); samples are never NaN.
+func sortKey(v float32) uint32 {
+	if v == 0 {
+		v = 0 // -0 to +0
+	}
+	b := math.Float32bits(v)
+	if b>>31 != 0 {
+		return ^b
+	}
+	return b | 1<<31
 }
 
 // buildOrder sorts the window's indices by value, equal values oldest
@@ -187,13 +212,15 @@ func (r *ring) samples() []float32 {
 }
 
 // summary returns the window's statistics, recomputed when missing or
-// when refreshDivisor-th of the window arrived since.
-func (r *ring) summary(scratch *[]float64) summary {
+// when refreshDivisor-th of the window arrived since. They are the
+// ring's own, valid until the next push: a pointer spares a reading two
+// copies.
+func (r *ring) summary(scratch *[]float64) *summary {
 	if !r.valid || int(r.stale) >= max(1, len(r.buf)/refreshDivisor) {
 		r.stats = r.fresh(scratch)
 		r.stale, r.valid = 0, true
 	}
-	return r.stats
+	return &r.stats
 }
 
 // fresh computes the window's statistics now, from its order when the
@@ -234,15 +261,28 @@ func (r *ring) orderedSummary() summary {
 		j++
 	}
 	i := j - 1
+	// The next distance on each side, +Inf past the end.
+	inf := math.Inf(1)
+	dl, dr := inf, inf
+	if i >= 0 {
+		dl = med - float64(buf[ord[i]])
+	}
+	if j < n {
+		dr = float64(buf[ord[j]]) - med
+	}
 	var prev, cur float64
 	for range k + 1 {
 		prev = cur
-		if j >= n || (i >= 0 && med-float64(buf[ord[i]]) <= float64(buf[ord[j]])-med) {
-			cur = med - float64(buf[ord[i]])
-			i--
+		if dl <= dr {
+			cur, dl = dl, inf
+			if i--; i >= 0 {
+				dl = med - float64(buf[ord[i]])
+			}
 		} else {
-			cur = float64(buf[ord[j]]) - med
-			j++
+			cur, dr = dr, inf
+			if j++; j < n {
+				dr = float64(buf[ord[j]]) - med
+			}
 		}
 	}
 	mad := cur
@@ -355,9 +395,10 @@ func biweightScale[T float32 | float64](vals []T, med, mad, std float64) float64
 		return std
 	}
 	var num, den float64
+	c := biweightC * mad
 	for _, v := range vals {
 		d := float64(v) - med
-		u := d / (biweightC * mad)
+		u := d / c
 		if u2 := u * u; u2 < 1 {
 			w := 1 - u2
 			w2 := w * w
@@ -493,18 +534,78 @@ var (
 
 // score is the package's score with c's inflate and dof, to the bit.
 func (c *scorer) score(d, scale float64, n int) float64 {
-	if n <= 0 || n >= scorerTable {
-		return score(d, scale, n, c.inflate, c.dof(n))
+	return c.stat(d, scale, n).z()
+}
+
+// stat is the t statistic of distance d, with what turns it into a z.
+func (c *scorer) stat(d, scale float64, n int) tStat {
+	var f scoreFactors
+	if n > 0 && n < scorerTable {
+		f = c.f[n]
+	} else {
+		nu := c.dof(n)
+		f = scoreFactors{spread: math.Sqrt(1 + c.inflate/float64(n)), nu: nu, wallace: (8*nu + 1) / (8*nu + 3)}
 	}
-	if d == 0 {
+	if d == 0 || f.nu <= 0 {
+		return tStat{}
+	}
+	return tStat{t: d / (scale * f.spread), nu: f.nu, wallace: f.wallace, scored: true}
+}
+
+// tStat is one method's t statistic of a reading; scored is false when
+// its z is 0 (no distance, or no degrees of freedom).
+type tStat struct {
+	t, nu, wallace float64
+	scored         bool
+}
+
+// z is tToZ(t, nu), to the bit.
+func (s tStat) z() float64 {
+	if !s.scored {
 		return 0
 	}
-	f := &c.f[n]
-	if f.nu <= 0 {
+	return s.wallace * math.Sqrt(s.nu*math.Log1p(s.t*s.t/s.nu))
+}
+
+// bound is at least z: ln(1+y) <= y makes z at most wallace·|t|, and the
+// margin covers the rounding of z's five operations many times over.
+func (s tStat) bound() float64 {
+	if !s.scored {
 		return 0
 	}
-	t := d / (scale * f.spread)
-	return f.wallace * math.Sqrt(f.nu*math.Log1p(t*t/f.nu))
+	return s.wallace * math.Abs(s.t) * (1 + 1e-12)
+}
+
+// resolve returns the methods whose z passes threshold (bit i for
+// stats[i]) and the largest z, exactly as computing every z would. Only
+// the z of the method with the largest bound, and of any other whose
+// bound reaches the threshold or that largest z, is computed: on a
+// normal reading one logarithm instead of three.
+func resolve(stats *[3]tStat, threshold float64) (mask int, strongest float64) {
+	b := [3]float64{stats[0].bound(), stats[1].bound(), stats[2].bound()}
+	top := 0
+	if b[1] > b[top] {
+		top = 1
+	}
+	if b[2] > b[top] {
+		top = 2
+	}
+	strongest = stats[top].z()
+	if strongest > threshold {
+		mask |= 1 << top
+	}
+	for i := range stats {
+		// Negated, so that a NaN bound is computed too.
+		if i == top || (b[i] <= threshold && b[i] < strongest) {
+			continue
+		}
+		z := stats[i].z()
+		if z > threshold {
+			mask |= 1 << i
+		}
+		strongest = max(strongest, z)
+	}
+	return mask, strongest
 }
 
 // tToZ is Wallace's (1959) normal approximation of Student's t with nu

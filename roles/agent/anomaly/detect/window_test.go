@@ -212,3 +212,48 @@ func TestScorerMatchesScore(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveMatchesEveryZ checks that resolve, which computes only the z
+// values that can matter, flags the same methods and reports the same
+// strongest score as computing all three.
+func TestResolveMatchesEveryZ(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	scorers := []*scorer{meanScorer, medianScorer, medianScorer}
+	for k := range 200000 {
+		var stats [3]tStat
+		want := 0.0
+		wantMask := 0
+		threshold := []float64{3, 4, 5, 2.5}[k%4]
+		base := math.Abs(r.NormFloat64() * 3)
+		for i := range stats {
+			if r.IntN(6) == 0 {
+				continue // not scored
+			}
+			d := base
+			switch r.IntN(3) {
+			case 0:
+				d = math.Abs(r.NormFloat64() * 5)
+			case 1:
+				d = base * (1 + r.NormFloat64()*1e-3)
+			}
+			if r.IntN(50) == 0 {
+				d = 0
+			}
+			n := []int{20, 60, 120, 300, 19}[r.IntN(5)]
+			stats[i] = scorers[i].stat(d, 1, n)
+			z := stats[i].z()
+			if z > threshold {
+				wantMask |= 1 << i
+			}
+			want = max(want, z)
+		}
+		mask, got := resolve(&stats, threshold)
+		if mask != wantMask || got != want {
+			t.Fatalf("case %d: mask %b strongest %v, want %b %v (%+v)", k, mask, got, wantMask, want, stats)
+		}
+	}
+	nan := [3]tStat{{t: 1, nu: 10, wallace: 1, scored: true}, {t: math.NaN(), nu: 10, wallace: 1, scored: true}}
+	if _, got := resolve(&nan, 4); !math.IsNaN(got) {
+		t.Errorf("a NaN statistic gave strongest %v, want NaN as max gives", got)
+	}
+}

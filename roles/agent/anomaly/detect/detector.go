@@ -179,7 +179,9 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 	var ts instant
 	haveTS := false
 	p := d.planFor(batch)
-	for i, o := range batch {
+	for i := range batch {
+		// By pointer: an Observation is 64 bytes.
+		o := &batch[i]
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
 			continue
@@ -204,29 +206,29 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 		if !haveTS || o.At != ts.at {
 			ts, haveTS = instant{at: o.At, ms: o.At.UnixMilli(), hour: o.At.In(d.loc).Hour()}, true
 		}
-		oc := s.observe(o.Value, &ts, &d.scratch)
-		if !oc.warm {
-			continue
+		// A series past its warm-up writes its result in place.
+		var r *Result
+		if s.batches > WarmupBatches {
+			if out == nil {
+				out = make([]Result, 0, len(batch)-i)
+			}
+			out = append(out, Result{Index: i})
+			r = &out[len(out)-1]
 		}
-		r := oc.result
-		r.Index = i
-		if oc.flagged {
+		strongest, flagged := s.observe(o.Value, &ts, &d.scratch, r)
+		if flagged {
 			d.counts.TotalAnomalies++
 			a := d.alerts.add(Alert{
 				Metric:       o.Metric,
 				DeviceID:     o.Device,
 				Value:        o.Value,
 				Threshold:    r.AnomalyThreshold,
-				Severity:     severityOf(oc.strongest, s.tune.sigma),
-				Timestamp:    o.At.UnixMilli(),
+				Severity:     severityOf(strongest, s.tune.sigma),
+				Timestamp:    ts.ms,
 				AnomalyScore: r.AnomalyScore,
 			})
 			r.Alert = &a
 		}
-		if out == nil {
-			out = make([]Result, 0, len(batch)-i)
-		}
-		out = append(out, r)
 	}
 	return out, int(d.created - created)
 }

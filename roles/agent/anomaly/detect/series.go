@@ -323,25 +323,21 @@ func (s *series) pushDelta(d float64) {
 	s.countDelta(narrow(d), 1)
 }
 
+// countDelta counts without a branch: the sign of a noisy series' change
+// is a coin toss, which a branch would mispredict every other reading.
+// Changes are never NaN.
 func (s *series) countDelta(d float32, by int32) {
-	switch {
-	case d < 0:
-		s.negDeltas += by
-	case d > 0:
-		s.posDeltas += by
-	}
+	b := math.Float32bits(d)
+	nonZero := int32((b&0x7fffffff + 0x7fffffff) >> 31)
+	neg := int32(b >> 31)
+	s.negDeltas += by * (neg & nonZero)
+	s.posDeltas += by * ((1 - neg) & nonZero)
 }
 
-// outcome is what one observation produced.
-type outcome struct {
-	result    Result
-	strongest float64
-	flagged   bool
-	warm      bool
-}
-
-// observe scores reading x taken at ts.
-func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
+// observe scores reading x taken at ts. The caller passes r, where the
+// result goes, exactly when the series is past its warm-up, and nil
+// before; flagged is only ever true with a result.
+func (s *series) observe(x float64, ts *instant, sc *[]float64, r *Result) (strongest float64, flagged bool) {
 	at, h := ts.at, ts.hour
 	if h != int(s.hour) {
 		if s.hour >= 0 {
@@ -349,7 +345,7 @@ func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
 		}
 		s.hour = int8(h)
 	}
-	warm := s.batches > WarmupBatches
+	warm := r != nil
 	base, n, ok := s.baseline(h, sc)
 	counter := s.isCounter()
 	if !s.hasLevel {
@@ -373,7 +369,7 @@ func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
 	}
 	T := s.tune.sigma
 	mask, strongest := resolve(&stats, T)
-	flagged := warm && mask != 0
+	flagged = warm && mask != 0
 
 	if warm && mask&3 != 0 {
 		s.holdOut(x, h, ts.ms, x-base.median)
@@ -405,15 +401,13 @@ func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
 	s.fc.update(x)
 
 	if !warm {
-		return outcome{}
+		return strongest, false
 	}
-	r := Result{
-		AnomalyScore:     scoreOf(strongest),
-		AnomalyThreshold: scoreOf(T),
-		BaselineSamples:  n,
-		DetectionMethods: methodSets[mask],
-		PredictedNext:    s.fc.next(),
-	}
+	r.AnomalyScore = scoreOf(strongest)
+	r.AnomalyThreshold = scoreOf(T)
+	r.BaselineSamples = n
+	r.DetectionMethods = methodSets[mask]
+	r.PredictedNext = s.fc.next()
 	rms := s.fc.rms()
 	r.TrendStrength = s.fc.strength(rms)
 	r.Trend = s.fc.direction(r.TrendStrength)
@@ -426,7 +420,7 @@ func (s *series) observe(x float64, ts *instant, sc *[]float64) outcome {
 		r.TimeToThreshold = s.timeToThreshold(base, spread, T, r.ForecastConfidence*r.TrendStrength)
 	}
 	s.scored, s.lastScore, s.lastNext, s.lastConf = true, r.AnomalyScore, r.PredictedNext, r.ForecastConfidence
-	return outcome{result: r, strongest: strongest, flagged: flagged, warm: true}
+	return strongest, flagged
 }
 
 // scoreOf maps a method score in σ to anomaly_score: s/(s+4), so 4σ is 0.5

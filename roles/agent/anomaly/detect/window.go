@@ -66,7 +66,11 @@ func (r *ring) push(x float64) {
 		return
 	}
 	r.buf[r.next] = v
-	r.next = (r.next + 1) % r.size
+	// Not a modulo: an integer division per sample costs more than the
+	// rest of the push.
+	if r.next++; r.next == r.size {
+		r.next = 0
+	}
 }
 
 // updateOrder brings order up to date with the stale pushes since it was
@@ -191,7 +195,16 @@ func (r *ring) parkOrder() {
 // narrow stores x as a float32, clamped to its range: a residual beyond
 // ±3.4e38 (readings near MaxMagnitude) keeps its sign and stays finite.
 func narrow(x float64) float32 {
-	return float32(max(-math.MaxFloat32, min(math.MaxFloat32, x)))
+	// Two comparisons that never fire on a sane reading, rather than the
+	// built-in min and max, whose handling of NaN and signed zeros costs
+	// a dozen instructions per sample (a NaN or a zero passes unchanged
+	// either way).
+	if x > math.MaxFloat32 {
+		x = math.MaxFloat32
+	} else if x < -math.MaxFloat32 {
+		x = -math.MaxFloat32
+	}
+	return float32(x)
 }
 
 // len is the number of samples; a nil ring (a slot's released window)
@@ -243,7 +256,11 @@ func (r *ring) fresh(scratch *[]float64) summary {
 func (r *ring) orderedSummary() summary {
 	buf, ord := r.buf, r.order
 	n := len(buf)
-	mean, std := meanStd(buf)
+	var sum float64
+	for _, v := range buf {
+		sum += float64(v)
+	}
+	mean := sum / float64(n)
 	k := n / 2
 	med := float64(buf[ord[k]])
 	if n%2 == 0 {
@@ -289,7 +306,37 @@ func (r *ring) orderedSummary() summary {
 	if n%2 == 0 {
 		mad = prev + (cur-prev)/2
 	}
-	return summary{mean: mean, std: std, median: med, mad: mad, robust: biweightScale(buf, med, mad, std), n: n}
+	std, robust := spreads(buf, mean, med, mad)
+	return summary{mean: mean, std: std, median: med, mad: mad, robust: robust, n: n}
+}
+
+// spreads is meanStd's standard deviation and biweightScale in one pass
+// over vals, with the same operations in the same order, so the same
+// figures.
+func spreads(vals []float32, mean, med, mad float64) (std, robust float64) {
+	var ss float64
+	var b biweight
+	c := biweightC * mad
+	if mad > 0 {
+		for _, v := range vals {
+			dm := float64(v) - mean
+			ss += dm * dm
+			b = b.add(float64(v)-med, c)
+		}
+	} else {
+		for _, v := range vals {
+			dm := float64(v) - mean
+			ss += dm * dm
+		}
+	}
+	n := len(vals)
+	if n > 1 {
+		std = math.Sqrt(ss / float64(n-1))
+	}
+	if mad <= 0 {
+		return std, std
+	}
+	return std, b.scale(n, mad)
 }
 
 // summary is a baseline's statistics. n is the number of samples behind
@@ -394,22 +441,36 @@ func biweightScale[T float32 | float64](vals []T, med, mad, std float64) float64
 	if mad <= 0 {
 		return std
 	}
-	var num, den float64
+	var b biweight
 	c := biweightC * mad
 	for _, v := range vals {
-		d := float64(v) - med
-		u := d / c
-		if u2 := u * u; u2 < 1 {
-			w := 1 - u2
-			w2 := w * w
-			num += d * d * w2 * w2
-			den += w * (1 - 5*u2)
-		}
+		b = b.add(float64(v)-med, c)
 	}
-	if den <= 0 {
+	return b.scale(len(vals), mad)
+}
+
+// biweight is the running sums of biweightScale.
+type biweight struct{ num, den float64 }
+
+// add takes a sample at distance d from the median, c = biweightC·MAD.
+// By value, so that the sums stay in registers.
+func (b biweight) add(d, c float64) biweight {
+	u := d / c
+	if u2 := u * u; u2 < 1 {
+		w := 1 - u2
+		w2 := w * w
+		b.num += d * d * w2 * w2
+		b.den += w * (1 - 5*u2)
+	}
+	return b
+}
+
+// scale is the biweight scale of n samples with a MAD above zero.
+func (b biweight) scale(n int, mad float64) float64 {
+	if b.den <= 0 {
 		return madToSigma * mad
 	}
-	return math.Sqrt(float64(len(vals))*num) / den
+	return math.Sqrt(float64(n)*b.num) / b.den
 }
 
 // median reorders a and returns its median in expected O(n).

@@ -112,13 +112,15 @@ func (r *ring) updateOrder() {
 	ord := r.order
 	kept := 0
 	for _, i := range ord {
+		// Signed shifts by 63 fill with the sign on 32-bit int as well:
+		// -1 for a negative value, else 0.
 		d := int(i) - start
 		d += n & (d >> 63) // wrapped, without a branch
 		// Written unconditionally and counted without a branch (d-p is
 		// negative for an overwritten sample): a quarter of the entries
 		// go, at random places.
 		ord[kept] = i
-		kept += 1 - int(uint(d-p)>>63)
+		kept += 1 + (d-p)>>63
 	}
 	if cap(ord) < n {
 		grown := make([]uint8, kept, cap(buf))
@@ -544,7 +546,8 @@ func scaleFloor(q, mag float64) float64 {
 // inflate/n) turned into the z of equal tail probability. On a small
 // window a 4σ distance is far likelier than under a normal law; the
 // conversion keeps the false-alarm rate of a threshold the same whatever
-// the window holds.
+// the window holds. It is the definition: the detector scores through the
+// scorers and resolve, which are tested to give its figures to the bit.
 func score(d, scale float64, n int, inflate, dof float64) float64 {
 	if d == 0 {
 		return 0

@@ -67,7 +67,15 @@ type alertRing struct {
 func (r *alertRing) add(a Alert) Alert {
 	r.seq++
 	a.ID = strconv.FormatUint(r.seq, 10)
-	if len(r.buf) < r.size {
+	if n := len(r.buf); n < r.size {
+		if n == cap(r.buf) {
+			// Grown as alerts come, to exactly size: a detector that
+			// raises few alerts does not hold maxAlerts of them (96 KB
+			// at the default).
+			grown := make([]Alert, n, min(r.size, max(16, 2*n)))
+			copy(grown, r.buf)
+			r.buf = grown
+		}
 		r.buf = append(r.buf, a)
 	} else {
 		r.buf[r.next] = a
@@ -132,7 +140,7 @@ func (d *Detector) Carry(prev *Detector) {
 	keep := min(n, d.alerts.size)
 	// Oldest first from index 0, where a ring that is not yet wrapped
 	// keeps them; the newest stay if the ring is smaller.
-	d.alerts.buf, d.alerts.next = d.alerts.buf[:0], 0
+	d.alerts.buf, d.alerts.next = make([]Alert, 0, keep), 0
 	for i := n - keep; i < n; i++ {
 		d.alerts.buf = append(d.alerts.buf, r.buf[(r.next+i)%n])
 	}

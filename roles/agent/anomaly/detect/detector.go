@@ -133,7 +133,7 @@ func New(cfg Config) (*Detector, error) {
 	if maxAlerts == 0 {
 		maxAlerts = DefaultMaxAlerts
 	}
-	d.alerts = alertRing{buf: make([]Alert, 0, maxAlerts), size: maxAlerts}
+	d.alerts = alertRing{size: maxAlerts}
 	for _, m := range cfg.Metrics {
 		d.byName[m.Name] = m
 	}
@@ -174,12 +174,14 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 	created := d.created
 	d.batch++
 	out := dst
-	// The readings of a poll share a timestamp: its hour slot is looked
-	// up once.
-	var hourOf time.Time
-	hour := -1
+	// The readings of a poll share a timestamp: its hour slot and
+	// milliseconds are worked out once.
+	var ts instant
+	haveTS := false
 	p := d.planFor(batch)
-	for i, o := range batch {
+	for i := range batch {
+		// By pointer: an Observation is 64 bytes.
+		o := &batch[i]
 		if !(math.Abs(o.Value) <= MaxMagnitude) {
 			d.counts.IgnoredValues++
 			continue
@@ -198,32 +200,35 @@ func (d *Detector) ObserveAppendSeries(dst []Result, batch []Observation) (resul
 			s.lastBatch = d.batch
 			s.batches++
 		}
-		if hour < 0 || !o.At.Equal(hourOf) {
-			hourOf, hour = o.At, o.At.In(d.loc).Hour()
+		// Comparing the words of the two times (not Equal) may miss an
+		// equal instant in another zone, which only costs working it out
+		// again.
+		if !haveTS || o.At != ts.at {
+			ts, haveTS = instant{at: o.At, ms: o.At.UnixMilli(), hour: o.At.In(d.loc).Hour()}, true
 		}
-		oc := s.observe(o.Value, o.At, hour, &d.scratch)
-		if !oc.warm {
-			continue
+		// A series past its warm-up writes its result in place.
+		var r *Result
+		if s.batches > WarmupBatches {
+			if out == nil {
+				out = make([]Result, 0, len(batch)-i)
+			}
+			out = append(out, Result{Index: i})
+			r = &out[len(out)-1]
 		}
-		r := oc.result
-		r.Index = i
-		if oc.flagged {
+		strongest, flagged := s.observe(o.Value, &ts, &d.scratch, r)
+		if flagged {
 			d.counts.TotalAnomalies++
 			a := d.alerts.add(Alert{
 				Metric:       o.Metric,
 				DeviceID:     o.Device,
 				Value:        o.Value,
 				Threshold:    r.AnomalyThreshold,
-				Severity:     severityOf(oc.strongest, s.tune.sigma),
-				Timestamp:    o.At.UnixMilli(),
+				Severity:     severityOf(strongest, s.tune.sigma),
+				Timestamp:    ts.ms,
 				AnomalyScore: r.AnomalyScore,
 			})
 			r.Alert = &a
 		}
-		if out == nil {
-			out = make([]Result, 0, len(batch)-i)
-		}
-		out = append(out, r)
 	}
 	return out, int(d.created - created)
 }

@@ -56,12 +56,11 @@ func (h *holt) next() float64 { return h.level + h.trend }
 // strength is |trend|·horizon / (|trend|·horizon + rms one-step error), in
 // 0..1: how far the trend carries the series over ten steps compared with
 // how wrong a single forecast usually is.
-func (h *holt) strength() float64 {
+func (h *holt) strength(rms float64) float64 {
 	if h.n < 2 {
 		return 0
 	}
 	move := math.Abs(h.trend) * trendHorizon
-	rms := math.Sqrt(h.errVar)
 	if move+rms == 0 {
 		return 0
 	}
@@ -81,16 +80,20 @@ func (h *holt) direction(strength float64) string {
 
 // confidence is 1 - rmsError/(2·spread), clamped to 0..1: a forecast no
 // better than the series' own spread scores about 0.5, an exact one 1.
-func (h *holt) confidence(spread float64) float64 {
+func (h *holt) confidence(spread, rms float64) float64 {
 	if h.n < 3 {
 		return 0
 	}
-	rms := math.Sqrt(h.errVar)
 	if spread <= 0 {
 		if rms == 0 {
 			return 1
 		}
 		return 0
 	}
-	return math.Max(0, math.Min(1, 1-rms/(2*spread)))
+	// The built-in max and min are math.Max and math.Min without the call.
+	return max(0, min(1, 1-rms/(2*spread)))
 }
+
+// rms is the root mean square one-step error, which strength and
+// confidence take as an argument: a reading's result needs it twice.
+func (h *holt) rms() float64 { return math.Sqrt(h.errVar) }

@@ -96,7 +96,16 @@ type slot struct {
 type pendingSample struct {
 	x    float64
 	slot int
+	ms   int64 // Unix milliseconds
+}
+
+// instant is an observation's time and what the series take from it:
+// the readings of a poll share it, so the detector works these out once
+// per poll, not once per reading.
+type instant struct {
 	at   time.Time
+	ms   int64 // Unix milliseconds, as slots keep times
+	hour int   // hour-of-day slot in the detector's time zone
 }
 
 // series is the state of one (metric, device).
@@ -109,53 +118,57 @@ type series struct {
 	// slot, not 24 pointers.
 	slotv   []slot
 	slotIdx [hoursPerDay]uint8
-	// hour is the slot of the last observation, -1 before the first.
-	hour int8
-	// level is the series' smoothed level; a slot's baseline is the level
-	// plus the slot's residual statistics.
-	level    float64
-	hasLevel bool
-	// evicted is set when the series leaves the detector, so that a plan
-	// still holding it looks the reading's series up again.
-	evicted bool
+	// level is the series' smoothed level (valid once hasLevel); a slot's
+	// baseline is the level plus the slot's residual statistics.
+	level float64
 	// standIn caches the baseline of a slot that has too few samples of
 	// its own (standInFor): computed for hour standInHour, standInStale
 	// pushes ago, valid while standInOK.
-	standIn      summary
-	standInStale int32
-	standInHour  int8
-	standInOK    bool
+	standIn summary
 	// pooledRestored pools the restored slots (poolRestored); it stands in
 	// until the series has samples enough of its own.
 	pooledRestored *summary
 	restoredCount  int64
 	deltas         ring
-	// negDeltas and posDeltas count the changes in deltas below and above
-	// zero.
-	negDeltas, posDeltas int32
 
 	batches   int64
 	lastBatch uint64
 
-	prev                 float64
-	hasPrev, prevFlagged bool
+	prev float64
 	// resolution is the smallest non-zero change not flagged: the step of
 	// an integer or scaled register, which sets the scale floor.
 	resolution float64
 
-	// The current run of level-flagged readings (see adoptAfter).
-	runSign int
-	runSum  float64
-	run     []pendingSample
+	// The current run of level-flagged readings (see adoptAfter), on the
+	// side runSign.
+	runSum float64
+	run    []pendingSample
 
 	fc     holt
 	dtStep float64 // EWMA of the seconds between observations
 	lastAt time.Time
 
-	scored    bool
 	lastScore float64
 	lastNext  float64
 	lastConf  float64
+
+	// The small fields sit together: spread among the others, their
+	// padding took the series into the next allocation size class.
+	standInStale int32
+	// negDeltas and posDeltas count the changes in deltas below and above
+	// zero.
+	negDeltas, posDeltas int32
+	// hour is the slot of the last observation, -1 before the first.
+	hour        int8
+	standInHour int8
+	runSign     int8
+	hasLevel    bool
+	// evicted is set when the series leaves the detector, so that a plan
+	// still holding it looks the reading's series up again.
+	evicted              bool
+	standInOK            bool
+	hasPrev, prevFlagged bool
+	scored               bool
 }
 
 func newSeries(metric, device string, t tuning) *series {
@@ -210,7 +223,11 @@ func (sl *slot) calculatedAt() time.Time {
 // series holds one full window of samples instead of 24.
 func (s *series) leave(h int, sc *[]float64) {
 	sl := s.slotAt(h)
-	if sl == nil || sl.win.len() < s.tune.window {
+	if sl == nil {
+		return
+	}
+	if sl.win.len() < s.tune.window {
+		sl.win.parkOrder()
 		return
 	}
 	sl.kept, sl.keptLevel = pack(summarize(sl.win.buf, sc)), sl.levelAt
@@ -225,7 +242,7 @@ func (s *series) baseline(h int, sc *[]float64) (summary, int64, bool) {
 	sl := s.slotAt(h)
 	switch {
 	case sl != nil && sl.win.len() >= s.minSamples():
-		return s.atLevel(sl.win.summary(sc)), sl.count, true
+		return s.atLevel(*sl.win.summary(sc)), sl.count, true
 	case sl != nil && sl.kept.n > 0:
 		return s.atLevel(sl.kept.unpack()), sl.count, true
 	case sl != nil && sl.restored != nil:
@@ -306,70 +323,59 @@ func (s *series) pushDelta(d float64) {
 	s.countDelta(narrow(d), 1)
 }
 
+// countDelta counts without a branch: the sign of a noisy series' change
+// is a coin toss, which a branch would mispredict every other reading.
+// Changes are never NaN.
 func (s *series) countDelta(d float32, by int32) {
-	switch {
-	case d < 0:
-		s.negDeltas += by
-	case d > 0:
-		s.posDeltas += by
-	}
+	b := math.Float32bits(d)
+	nonZero := int32((b&0x7fffffff + 0x7fffffff) >> 31)
+	neg := int32(b >> 31)
+	s.negDeltas += by * (neg & nonZero)
+	s.posDeltas += by * ((1 - neg) & nonZero)
 }
 
-// outcome is what one observation produced.
-type outcome struct {
-	result    Result
-	strongest float64
-	flagged   bool
-	warm      bool
-}
-
-// observe scores reading x taken at time at, in hour slot h.
-func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome {
+// observe scores reading x taken at ts. The caller passes r, where the
+// result goes, exactly when the series is past its warm-up, and nil
+// before; flagged is only ever true with a result.
+func (s *series) observe(x float64, ts *instant, sc *[]float64, r *Result) (strongest float64, flagged bool) {
+	at, h := ts.at, ts.hour
 	if h != int(s.hour) {
 		if s.hour >= 0 {
 			s.leave(int(s.hour), sc)
 		}
 		s.hour = int8(h)
 	}
-	warm := s.batches > WarmupBatches
+	warm := r != nil
 	base, n, ok := s.baseline(h, sc)
 	counter := s.isCounter()
 	if !s.hasLevel {
 		s.level, s.hasLevel = x, true
 	}
 
-	var zs, ms, rs float64
+	// The t statistics of the zscore, mad and rate methods, in the bit
+	// order of methodSets.
+	var stats [3]tStat
 	if ok && !counter && base.n >= 2 {
 		floor := scaleFloor(s.resolution, base.median)
-		zs = score(math.Abs(x-base.mean), max(base.std, floor), base.n, 1, float64(base.n-1))
-		ms = score(math.Abs(x-base.median), max(base.robust, floor), base.n, medianInflate, biweightDOF(base.n))
+		stats[0] = meanScorer.stat(math.Abs(x-base.mean), max(base.std, floor), base.n)
+		stats[1] = medianScorer.stat(math.Abs(x-base.median), max(base.robust, floor), base.n)
 	}
 	// A reading that follows a flagged one is not rate-scored: the way back
 	// from a spike is as large a change as the spike.
 	if s.hasPrev && !s.prevFlagged && s.deltas.len() >= minDeltas {
 		ds := s.deltas.summary(sc)
 		floor := scaleFloor(s.resolution, s.prev)
-		rs = score(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n, medianInflate, biweightDOF(ds.n))
+		stats[2] = medianScorer.stat(math.Abs(x-s.prev-ds.median), max(ds.robust, floor), ds.n)
 	}
 	T := s.tune.sigma
-	mask := 0
-	if zs > T {
-		mask |= 1
-	}
-	if ms > T {
-		mask |= 2
-	}
-	if rs > T {
-		mask |= 4
-	}
-	strongest := max(zs, ms, rs)
-	flagged := warm && mask != 0
+	mask, strongest := resolve(&stats, T)
+	flagged = warm && mask != 0
 
 	if warm && mask&3 != 0 {
-		s.holdOut(x, h, at, x-base.median)
+		s.holdOut(x, h, ts.ms, x-base.median)
 	} else {
 		s.clearRun()
-		s.push(x, h, at)
+		s.push(x, h, ts.ms)
 		s.level += levelAlpha * (x - s.level)
 	}
 	if s.hasPrev {
@@ -381,41 +387,40 @@ func (s *series) observe(x float64, at time.Time, h int, sc *[]float64) outcome 
 		}
 	}
 	s.prev, s.hasPrev, s.prevFlagged = x, true, flagged
-	if !s.lastAt.IsZero() && at.After(s.lastAt) {
-		dt := at.Sub(s.lastAt).Seconds()
-		if s.dtStep == 0 {
-			s.dtStep = dt
-		} else {
-			s.dtStep = 0.9*s.dtStep + 0.1*dt
-		}
-	}
 	if at.After(s.lastAt) {
+		if !s.lastAt.IsZero() {
+			dt := at.Sub(s.lastAt).Seconds()
+			if s.dtStep == 0 {
+				s.dtStep = dt
+			} else {
+				s.dtStep = 0.9*s.dtStep + 0.1*dt
+			}
+		}
 		s.lastAt = at
 	}
 	s.fc.update(x)
 
 	if !warm {
-		return outcome{}
+		return strongest, false
 	}
-	r := Result{
-		AnomalyScore:     scoreOf(strongest),
-		AnomalyThreshold: scoreOf(T),
-		BaselineSamples:  n,
-		DetectionMethods: methodSets[mask],
-		PredictedNext:    s.fc.next(),
-	}
-	r.TrendStrength = s.fc.strength()
+	r.AnomalyScore = scoreOf(strongest)
+	r.AnomalyThreshold = scoreOf(T)
+	r.BaselineSamples = n
+	r.DetectionMethods = methodSets[mask]
+	r.PredictedNext = s.fc.next()
+	rms := s.fc.rms()
+	r.TrendStrength = s.fc.strength(rms)
 	r.Trend = s.fc.direction(r.TrendStrength)
 	spread := 0.0
 	if ok {
 		spread = max(base.robust, scaleFloor(s.resolution, base.median))
 	}
-	r.ForecastConfidence = s.fc.confidence(spread)
+	r.ForecastConfidence = s.fc.confidence(spread, rms)
 	if ok && !counter && r.Trend != TrendStable {
 		r.TimeToThreshold = s.timeToThreshold(base, spread, T, r.ForecastConfidence*r.TrendStrength)
 	}
 	s.scored, s.lastScore, s.lastNext, s.lastConf = true, r.AnomalyScore, r.PredictedNext, r.ForecastConfidence
-	return outcome{result: r, strongest: strongest, flagged: flagged, warm: true}
+	return strongest, flagged
 }
 
 // scoreOf maps a method score in σ to anomaly_score: s/(s+4), so 4σ is 0.5
@@ -429,10 +434,10 @@ func scoreOf(sigma float64) float64 {
 
 // push adds reading x, as its residual from the level, to the slot of
 // hour h.
-func (s *series) push(x float64, h int, at time.Time) {
+func (s *series) push(x float64, h int, ms int64) {
 	sl := s.slotFor(h)
 	if sl.win == nil {
-		sl.win = &ring{size: int32(s.tune.window)}
+		sl.win = &ring{size: int16(s.tune.window)}
 	}
 	sl.win.push(x - s.level)
 	sl.levelAt += (s.level - sl.levelAt) / float64(sl.win.len())
@@ -441,7 +446,7 @@ func (s *series) push(x float64, h int, at time.Time) {
 		// The window is the baseline from here on.
 		sl.kept, sl.restored = packedSummary{}, nil
 	}
-	if ms := at.UnixMilli(); ms > sl.atMS {
+	if ms > sl.atMS {
 		sl.atMS = ms
 	}
 	s.standInStale++
@@ -463,8 +468,8 @@ func (s *series) clearRun() {
 // level, so a spike never inflates them. A run of adoptAfter such readings
 // on one side is a level shift: the series level moves by the run's mean
 // offset and the run joins the baselines.
-func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
-	sign := 1
+func (s *series) holdOut(x float64, h int, ms int64, resid float64) {
+	sign := int8(1)
 	if resid < 0 {
 		sign = -1
 	}
@@ -472,14 +477,14 @@ func (s *series) holdOut(x float64, h int, at time.Time, resid float64) {
 		s.clearRun()
 		s.runSign = sign
 	}
-	s.run = append(s.run, pendingSample{x: x, slot: h, at: at})
+	s.run = append(s.run, pendingSample{x: x, slot: h, ms: ms})
 	s.runSum += resid
 	if len(s.run) < adoptAfter {
 		return
 	}
 	s.level += s.runSum / float64(len(s.run))
 	for _, p := range s.run {
-		s.push(p.x, p.slot, p.at)
+		s.push(p.x, p.slot, p.ms)
 	}
 	s.clearRun()
 }

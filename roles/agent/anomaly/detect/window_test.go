@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -139,5 +140,120 @@ func TestNarrow(t *testing.T) {
 		if got := narrow(tt.in); got != tt.want {
 			t.Errorf("narrow(%g) = %g, want %g", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestOrderedSummaryMatchesSelection pushes samples with many ties into
+// windows of several sizes, summarising at the detector's pace and at
+// random, and checks that the order kept by updateOrder is the window
+// sorted (equal values oldest first) and that the summary read through it
+// equals summarize's: the same median, MAD, mean and standard deviation,
+// and the biweight scale but for the rounding of its sum.
+func TestOrderedSummaryMatchesSelection(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{1, 2, 3, 10, 60, 120, maxOrdered} {
+		for _, every := range []int{0, 1, 7} {
+			w := &ring{size: int16(size)}
+			var scratch []float64
+			var ages []int
+			for k := range 5 * size {
+				if k < size {
+					ages = append(ages, k)
+				} else {
+					ages[w.next] = k
+				}
+				w.push(math.Round(r.NormFloat64() * 4))
+				if every == 0 {
+					if w.summary(&scratch); w.stale != 0 {
+						continue // the cached statistics still stand
+					}
+				} else if r.IntN(every) == 0 {
+					w.stats = w.fresh(&scratch)
+					w.stale, w.valid = 0, true
+				} else {
+					continue
+				}
+				want := slices.Clone(w.order)
+				slices.SortStableFunc(want, func(a, b uint8) int {
+					if c := cmp.Compare(w.buf[a], w.buf[b]); c != 0 {
+						return c
+					}
+					return cmp.Compare(ages[a], ages[b])
+				})
+				if !slices.Equal(w.order, want) || len(w.order) != len(w.buf) {
+					t.Fatalf("size %d, push %d: order %v, want %v", size, k, w.order, want)
+				}
+				got, ref := w.stats, summarize(w.buf, &scratch)
+				if got.median != ref.median || got.mad != ref.mad || got.mean != ref.mean || got.std != ref.std || got.n != ref.n ||
+					math.Abs(got.robust-ref.robust) > 1e-12*ref.robust {
+					t.Fatalf("size %d, push %d: %+v, want %+v", size, k, got, ref)
+				}
+			}
+		}
+	}
+}
+
+// TestScorerMatchesScore checks that the scorers' cached factors give
+// score's figures to the bit, inside the table and beyond it.
+func TestScorerMatchesScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := range scorerTable + 20 {
+		for range 20 {
+			d, scale := math.Abs(r.NormFloat64()*5), 0.1+r.Float64()*3
+			if r.IntN(10) == 0 {
+				d = 0
+			}
+			if got, want := meanScorer.score(d, scale, n), score(d, scale, n, 1, float64(n-1)); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+				t.Fatalf("mean, n=%d d=%v scale=%v: %v, want %v", n, d, scale, got, want)
+			}
+			if got, want := medianScorer.score(d, scale, n), score(d, scale, n, medianInflate, biweightDOF(n)); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+				t.Fatalf("median, n=%d d=%v scale=%v: %v, want %v", n, d, scale, got, want)
+			}
+		}
+	}
+}
+
+// TestResolveMatchesEveryZ checks that resolve, which computes only the z
+// values that can matter, flags the same methods and reports the same
+// strongest score as computing all three.
+func TestResolveMatchesEveryZ(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	scorers := []*scorer{meanScorer, medianScorer, medianScorer}
+	for k := range 200000 {
+		var stats [3]tStat
+		want := 0.0
+		wantMask := 0
+		threshold := []float64{3, 4, 5, 2.5}[k%4]
+		base := math.Abs(r.NormFloat64() * 3)
+		for i := range stats {
+			if r.IntN(6) == 0 {
+				continue // not scored
+			}
+			d := base
+			switch r.IntN(3) {
+			case 0:
+				d = math.Abs(r.NormFloat64() * 5)
+			case 1:
+				d = base * (1 + r.NormFloat64()*1e-3)
+			}
+			if r.IntN(50) == 0 {
+				d = 0
+			}
+			n := []int{20, 60, 120, 300, 19}[r.IntN(5)]
+			stats[i] = scorers[i].stat(d, 1, n)
+			z := stats[i].z()
+			if z > threshold {
+				wantMask |= 1 << i
+			}
+			want = max(want, z)
+		}
+		mask, got := resolve(&stats, threshold)
+		if mask != wantMask || got != want {
+			t.Fatalf("case %d: mask %b strongest %v, want %b %v (%+v)", k, mask, got, wantMask, want, stats)
+		}
+	}
+	nan := [3]tStat{{t: 1, nu: 10, wallace: 1, scored: true}, {t: math.NaN(), nu: 10, wallace: 1, scored: true}}
+	if _, got := resolve(&nan, 4); !math.IsNaN(got) {
+		t.Errorf("a NaN statistic gave strongest %v, want NaN as max gives", got)
 	}
 }

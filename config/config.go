@@ -185,6 +185,10 @@ type API struct {
 	// EventsRetention is how long the event log keeps state snapshots and
 	// audit records (docs/events.md); 0 keeps them.
 	EventsRetention time.Duration `mapstructure:"events_retention"`
+	// ReadingsRetention is how long raw readings are kept: older daily
+	// partitions are dropped, on SQLite older rows deleted
+	// (docs/database.md); 0 keeps them.
+	ReadingsRetention time.Duration `mapstructure:"readings_retention"`
 	// GrafanaURL and GrafanaToken reach the Grafana of the external
 	// dashboards routes (docs/external-dashboards.md); without a URL they
 	// answer 503.

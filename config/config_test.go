@@ -176,6 +176,8 @@ func TestInvalidValuesNameKeyEnvAndValue(t *testing.T) {
 			want: []string{`mqtt.broker_url (MQTT_BROKER_URL) must be one of tcp, mqtt, ssl, tls, mqtts, ws, wss, got "http"`}},
 		{name: "dedup mode", role: RoleAPI, env: map[string]string{"DEDUP_MODE": "bitmap"},
 			want: []string{`api.dedup_mode (DEDUP_MODE) must be one of key, sequence, got "bitmap"`}},
+		{name: "readings retention under a day", role: RoleAPI, env: map[string]string{"EDGEPLAT_API_READINGS_RETENTION": "12h"},
+			want: []string{"api.readings_retention (EDGEPLAT_API_READINGS_RETENTION) must be 0 (keep) or at least 24h, got 12h0m0s"}},
 		{name: "api key mode needs key", role: RoleAgent, env: map[string]string{"API_SECURITY_MODE": "API_KEY"},
 			want: []string{"agent.api_key (API_KEY) must be set when agent.security_mode is API_KEY"}},
 		{name: "short agent api key", role: RoleAgent, env: map[string]string{"API_SECURITY_MODE": "API_KEY", "API_KEY": "fifteen-chars!!"},

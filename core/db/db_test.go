@@ -176,8 +176,8 @@ func TestTimescaleIntegration(t *testing.T) {
 	}
 	if !st.Available {
 		t.Logf("timescaledb unavailable on this server: checking the plain path")
-		if res.Storage != StoragePlain || d.Dialect().Timescale {
-			t.Errorf("storage %q, dialect %s; want plain postgres", res.Storage, d.Dialect())
+		if res.Storage != StoragePartitioned || d.Dialect().Timescale {
+			t.Errorf("storage %q, dialect %s; want partitioned plain postgres", res.Storage, d.Dialect())
 		}
 		return
 	}

@@ -76,8 +76,9 @@ type MigrateResult struct {
 	// schema was current, including when another replica applied them
 	// while this one waited for the lock.
 	Applied []string
-	// Storage is how readings is kept: StorageHypertable or StoragePlain
-	// on PostgreSQL, StorageSQLite on SQLite.
+	// Storage is how readings is kept: StorageHypertable,
+	// StoragePartitioned or StoragePlain on PostgreSQL, StorageSQLite on
+	// SQLite.
 	Storage string
 }
 

@@ -147,7 +147,7 @@ func TestMigrateIntegration(t *testing.T) {
 		if res.From != 0 || res.To != int64(n) || len(res.Applied) != n {
 			t.Fatalf("first run = %+v, want 0 -> %d applying %d", res, n, n)
 		}
-		wantStorage := map[Engine]string{SQLite: StorageSQLite, Postgres: StoragePlain}[Engine(cfg.Driver)]
+		wantStorage := map[Engine]string{SQLite: StorageSQLite, Postgres: StoragePartitioned}[Engine(cfg.Driver)]
 		if d.Dialect().Timescale {
 			wantStorage = StorageHypertable
 		}

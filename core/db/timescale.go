@@ -10,8 +10,11 @@ import (
 // Readings storage modes, as MigrateResult.Storage reports them.
 const (
 	StorageHypertable = "hypertable" // PostgreSQL with TimescaleDB
-	StoragePlain      = "plain"      // PostgreSQL without it
-	StorageSQLite     = "sqlite"
+	StoragePlain      = "plain"      // PostgreSQL without it, one table
+	// StoragePartitioned is PostgreSQL without TimescaleDB and readings
+	// split into daily partitions (migration 0021; docs/database.md).
+	StoragePartitioned = "partitioned"
+	StorageSQLite      = "sqlite"
 )
 
 // createHypertable keeps the pre-2.13 argument form, which every
@@ -57,10 +60,28 @@ func detectTimescale(ctx context.Context, q queryRower) (timescaleStatus, error)
 // shared_preload_libraries, or the role may not create it) is a warning,
 // not a failure: the plain table works, and migrate_data converts it once
 // the operator fixes the server.
+//
+// A readings table migration 0021 partitioned (TimescaleDB was not
+// available then) stays partitioned: create_hypertable refuses a
+// partitioned table, and converting it is the operator's choice, not
+// something to do at start-up.
 func (d *DB) setupReadingsStorage(ctx context.Context, conn *sql.Conn) (string, error) {
+	var partitioned bool
+	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_partitioned_table
+		WHERE partrelid = 'readings'::regclass)`).Scan(&partitioned); err != nil {
+		return "", fmt.Errorf("detect readings partitions: %w", err)
+	}
 	st, err := detectTimescale(ctx, conn)
 	if err != nil {
 		return "", err
+	}
+	if partitioned {
+		reason := "timescaledb extension not available"
+		if st.Available {
+			reason = "readings was partitioned before timescaledb was available"
+		}
+		d.log.Info("readings storage", "mode", StoragePartitioned, "reason", reason)
+		return StoragePartitioned, nil
 	}
 	if !st.Available {
 		d.log.Info("readings storage", "mode", StoragePlain, "reason", "timescaledb extension not available")

@@ -42,6 +42,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/readings"
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
+	"github.com/edgeplat/edgeplat/roles/api/retention"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 )
@@ -278,6 +279,10 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	svcs = append(svcs, srv, lv, watch, seen, mon)
 	svcs = append(svcs, an.Services()...)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune)
+	// Partitions ahead and raw retention (docs/database.md); every
+	// replica runs it, an advisory lock lets one at a time work.
+	svcs = append(svcs, retention.New(b.DB, cfg.API.ReadingsRetention, retention.Options{
+		Metrics: retention.NewMetrics(r.Metrics), Log: r.Component("api-readings-retention")}))
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -146,12 +146,15 @@ type IngestReport struct {
 }
 
 type benchHost struct {
-	CPUs          int    `json:"cpus"`
-	GOMAXPROCS    int    `json:"gomaxprocs"`
-	GoVersion     string `json:"goVersion"`
-	Postgres      string `json:"postgres"`
-	PostgresAt    string `json:"postgresAt"`
-	TimescaleDB   bool   `json:"timescaledb"`
+	CPUs        int    `json:"cpus"`
+	GOMAXPROCS  int    `json:"gomaxprocs"`
+	GoVersion   string `json:"goVersion"`
+	Postgres    string `json:"postgres"`
+	PostgresAt  string `json:"postgresAt"`
+	TimescaleDB bool   `json:"timescaledb"`
+	// Partitioned: readings is split into daily partitions (migration
+	// 0021, PostgreSQL without TimescaleDB).
+	Partitioned   bool   `json:"readingsPartitioned"`
 	Redis         string `json:"redis"`
 	RedisDatabase int    `json:"redisDatabase"`
 	// ReadingsMB is the size of readings (with indexes) before the run: the
@@ -353,14 +356,19 @@ func (b *bench) open(ctx context.Context, cfg *config.Config) error {
 	b.db, b.store = d, store
 	var version string
 	var readingsBytes, readingsRows int64
-	if err := d.Pool().QueryRow(octx, `SELECT current_setting('server_version'), pg_total_relation_size('readings'),
-		COALESCE((SELECT n_live_tup FROM pg_stat_user_tables WHERE relid = 'readings'::regclass), 0)`).Scan(&version, &readingsBytes, &readingsRows); err != nil {
+	var partitioned bool
+	// Over the partition tree: a partitioned readings (docs/database.md)
+	// holds nothing itself. For one table the tree is the table.
+	if err := d.Pool().QueryRow(octx, `SELECT current_setting('server_version'),
+		(SELECT COALESCE(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree('readings')),
+		(SELECT COALESCE(sum(s.n_live_tup), 0) FROM pg_partition_tree('readings') p JOIN pg_stat_user_tables s ON s.relid = p.relid),
+		EXISTS (SELECT 1 FROM pg_partitioned_table WHERE partrelid = 'readings'::regclass)`).Scan(&version, &readingsBytes, &readingsRows, &partitioned); err != nil {
 		b.close()
 		return fmt.Errorf("query PostgreSQL version: %w", err)
 	}
 	b.host = benchHost{
 		CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-		Postgres: version, PostgresAt: pgAddr + "/" + cfg.DB.Name, TimescaleDB: d.Dialect().Timescale,
+		Postgres: version, PostgresAt: pgAddr + "/" + cfg.DB.Name, TimescaleDB: d.Dialect().Timescale, Partitioned: partitioned,
 		Redis: strings.Join(ropts.Addrs, ","), RedisDatabase: ropts.DB, ReadingsMB: float64(readingsBytes) / (1 << 20), ReadingsRows: readingsRows,
 	}
 	if others, err := store.Streams(octx, telemetry.IngestionStreamPattern); err == nil && len(others) > 0 {
@@ -905,8 +913,11 @@ func (r ProfileResult) label() string {
 func (rep IngestReport) writeTable(w io.Writer) error {
 	h := rep.Host
 	ts := "plain table"
-	if h.TimescaleDB {
+	switch {
+	case h.TimescaleDB:
 		ts = "hypertable"
+	case h.Partitioned:
+		ts = "table partitioned by day"
 	}
 	fmt.Fprintf(w, "%d messages x %d readings = %d rows per profile; %d CPUs\n", rep.Messages, rep.ReadingsPerMessage, rep.Rows, h.CPUs)
 	fmt.Fprintf(w, "PostgreSQL %s at %s, readings a %s with about %d rows (%.0f MB) before the run; Redis %s db %d\n",

@@ -185,6 +185,11 @@ type API struct {
 	// EventsRetention is how long the event log keeps state snapshots and
 	// audit records (docs/events.md); 0 keeps them.
 	EventsRetention time.Duration `mapstructure:"events_retention"`
+	// RollupHourlyRetention and RollupDailyRetention are how long the
+	// hourly and daily rollups of readings are kept (docs/readings-api.md,
+	// section Rollups); 0 keeps them.
+	RollupHourlyRetention time.Duration `mapstructure:"rollup_hourly_retention"`
+	RollupDailyRetention  time.Duration `mapstructure:"rollup_daily_retention"`
 	// GrafanaURL and GrafanaToken reach the Grafana of the external
 	// dashboards routes (docs/external-dashboards.md); without a URL they
 	// answer 503.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // Queryer runs SQL: *sql.DB, *sql.Conn and *sql.Tx all are. On SQLite pass
@@ -122,7 +123,12 @@ func Run(ctx context.Context, q Queryer, p *Plan) ([]Series, error) {
 	if p.points == 0 {
 		return []Series{}, nil
 	}
-	return p.runRange(ctx, q)
+	// Whole hours and days the rollups hold come from them.
+	c, err := rollup.Load(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return p.WithRollups(c).runRange(ctx, q)
 }
 
 func (p *Plan) seriesLimit() error {

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 const day = 24 * time.Hour
@@ -59,11 +60,19 @@ func (h *handler) queryBuckets(ctx context.Context, d *db.DB, tenant string, f s
 		return nil, err
 	}
 	dl := d.Dialect()
-	expr, err := dl.TimeBucket(w, "r.time")
+	// Whole hours and days the rollups hold come from them, the rest from
+	// raw readings (docs/readings-api.md, section Rollups).
+	cov, err := rollup.Load(ctx, d.ReadSQL())
 	if err != nil {
-		panic("BUG: bucket width " + w.String() + ": " + err.Error())
+		return nil, err
 	}
-	text, args := bucketSQL(dl, tenant, f, expr, dl.TimeArg(r.start), dl.TimeArg(r.end), int64(h.lim.MaxRows)+1)
+	var text string
+	var args []any
+	if spans := cov.Split(r.start, r.end.Add(time.Microsecond), w, false); rollup.UsesRollups(spans) {
+		text, args = bucketSpansSQL(dl, tenant, f, w, spans, int64(h.lim.MaxRows)+1)
+	} else {
+		text, args = bucketSQL(dl, tenant, f, timeBucket(dl, w, "r.time"), dl.TimeArg(r.start), dl.TimeArg(r.end), int64(h.lim.MaxRows)+1)
+	}
 	rows, err := d.ReadSQL().QueryContext(ctx, text, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query buckets: %w", err)

@@ -231,23 +231,22 @@ func bucketSpansSQL(d db.Dialect, tenant string, f seriesFilter, w time.Duration
 		if i > 0 {
 			s.Write("\n  UNION ALL")
 		}
+		lo, hi := s.Arg(d.TimeArg(sp.From)), s.Arg(d.TimeArg(sp.To))
 		if sp.Table == rollup.Raw {
-			s.Write("\n  SELECT r.agent_uuid, r.metric_name, ", timeBucket(d, w, "r.time"), " AS b,",
+			s.Write("\n  SELECT s.a AS agent_uuid, s.m AS metric_name, ", timeBucket(d, w, "r.time"), " AS b,",
 				"\n    COUNT(r.value) AS n, SUM(r.value) AS total, MIN(r.value) AS lo, MAX(r.value) AS hi",
-				"\n  FROM series s CROSS JOIN readings r",
-				"\n  WHERE s.m IS NOT NULL AND r.agent_uuid = s.a AND r.metric_name = s.m",
-				"\n    AND r.time >= ", s.Arg(d.TimeArg(sp.From)), " AND r.time < ", s.Arg(d.TimeArg(sp.To)),
-				"\n    AND r.tenant_id = $1 AND r.value IS NOT NULL",
-				"\n  GROUP BY 1, 2, 3")
+				"\n  FROM ")
+			s.perSeries(d, "series", "readings", "r",
+				"r.time >= "+lo+" AND r.time < "+hi+" AND r.tenant_id = $1 AND r.value IS NOT NULL")
+			s.Write("\n  GROUP BY 1, 2, 3")
 			continue
 		}
-		s.Write("\n  SELECT h.agent_uuid, h.metric_name, ", timeBucket(d, w, "h.bucket"), " AS b,",
-			"\n    SUM(h.count) AS n, SUM(h.sum) AS total, MIN(h.min) AS lo, MAX(h.max) AS hi",
-			"\n  FROM ", sp.Table, "_series s CROSS JOIN ", sp.Table, " h",
-			"\n  WHERE s.m IS NOT NULL AND h.agent_uuid = s.a AND h.metric_name = s.m",
-			"\n    AND h.bucket >= ", s.Arg(d.TimeArg(sp.From)), " AND h.bucket < ", s.Arg(d.TimeArg(sp.To)),
-			"\n    AND h.tenant_id = $1",
-			"\n  GROUP BY 1, 2, 3")
+		s.Write("\n  SELECT s.a AS agent_uuid, s.m AS metric_name, ", timeBucket(d, w, "r.bucket"), " AS b,",
+			"\n    SUM(r.count) AS n, SUM(r.sum) AS total, MIN(r.min) AS lo, MAX(r.max) AS hi",
+			"\n  FROM ")
+		s.perSeries(d, sp.Table+"_series", sp.Table, "r",
+			"r.bucket >= "+lo+" AND r.bucket < "+hi+" AND r.tenant_id = $1")
+		s.Write("\n  GROUP BY 1, 2, 3")
 	}
 	s.Write("\n) AS u",
 		"\nGROUP BY 1, 2, 3",
@@ -256,6 +255,26 @@ func bucketSpansSQL(d db.Dialect, tenant string, f seriesFilter, w time.Duration
 		s.Write("\nLIMIT ", s.Arg(limit))
 	}
 	return s.String(), s.Args()
+}
+
+// perSeries writes the FROM clause joining each series of the walk cte
+// to its rows of table (alias a) that match cond, one primary-key range
+// scan per series. PostgreSQL estimates a recursive CTE at thousands of
+// rows and would scan and sort the whole table instead: a LATERAL
+// subquery that cannot be pulled up (OFFSET 0) keeps the per-series
+// scans. SQLite's CROSS JOIN fixes the join order itself.
+func (s *sqlBuilder) perSeries(d db.Dialect, cte, table, a, cond string) {
+	if d.Engine == db.Postgres {
+		s.Write(cte, " s CROSS JOIN LATERAL (",
+			"\n    SELECT ", a, ".* FROM ", table, " ", a,
+			"\n    WHERE ", a, ".agent_uuid = s.a AND ", a, ".metric_name = s.m",
+			"\n      AND ", cond, "\n    OFFSET 0) AS ", a,
+			"\n  WHERE s.m IS NOT NULL")
+		return
+	}
+	s.Write(cte, " s CROSS JOIN ", table, " ", a,
+		"\n  WHERE s.m IS NOT NULL AND ", a, ".agent_uuid = s.a AND ", a, ".metric_name = s.m",
+		"\n    AND ", cond)
 }
 
 // timeBucket is core/db's bucket expression for a width the endpoints

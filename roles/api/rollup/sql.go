@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"strings"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
@@ -66,16 +67,31 @@ FROM (
     SELECT r.agent_uuid, r.metric_name, ` + b + ` AS b, r.tenant_id,
       COALESCE(r.device_name, '') AS device_name, COALESCE(r.protocol, '') AS protocol, COALESCE(r.unit, '') AS unit,
       r.time, r.value
-    FROM series s CROSS JOIN readings r
-    WHERE s.m IS NOT NULL AND r.agent_uuid = s.a AND r.metric_name = s.m
-      AND r.time >= $1 AND r.time < $2
-      AND r.value IS NOT NULL AND r.tenant_id IS NOT NULL
+    FROM ` + perSeries(d) + `
   ) AS r
   WINDOW p AS (PARTITION BY ` + seriesKey + `),
     w AS (PARTITION BY ` + seriesKey + ` ORDER BY time)
 ) AS s
 WHERE true
 GROUP BY ` + seriesKey + upsert(Hourly)
+}
+
+// perSeries joins each series of the walk to its readings in [$1, $2),
+// one primary-key range scan per series. PostgreSQL estimates a recursive
+// CTE at thousands of rows and would rather scan the whole table and
+// merge: a LATERAL subquery that cannot be pulled up (OFFSET 0) keeps the
+// per-series scans. SQLite's CROSS JOIN fixes the join order itself.
+func perSeries(d db.Dialect) string {
+	const cond = `x.agent_uuid = s.a AND x.metric_name = s.m
+      AND x.time >= $1 AND x.time < $2
+      AND x.value IS NOT NULL AND x.tenant_id IS NOT NULL`
+	if d.Engine == db.Postgres {
+		return `series s CROSS JOIN LATERAL (
+      SELECT x.* FROM readings x WHERE ` + cond + ` OFFSET 0) AS r
+    WHERE s.m IS NOT NULL`
+	}
+	return `series s CROSS JOIN readings r
+    WHERE s.m IS NOT NULL AND ` + strings.ReplaceAll(cond, "x.", "r.")
 }
 
 // dailySQL rolls the hours in [$1, $2) up into readings_daily. A day's

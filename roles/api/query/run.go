@@ -115,7 +115,9 @@ type gridSeries struct {
 
 // Run executes the plan and returns its series sorted by labels. It reads
 // at most the rows the limits allow and fails with a *LimitError as soon as
-// the result would exceed one; it never returns a truncated result.
+// the result would exceed one; it never returns a truncated result. A
+// range function reads the rollups where they hold its buckets (see
+// WithRollups): q must then also see readings_rollup_state.
 func Run(ctx context.Context, q Queryer, p *Plan) ([]Series, error) {
 	if p.raw {
 		return p.runRaw(ctx, q)

@@ -129,39 +129,51 @@ func (w *Worker) Round(ctx context.Context) (bool, error) {
 }
 
 func (w *Worker) round(ctx context.Context) (bool, error) {
+	if w.db.Dialect().Engine != db.Postgres {
+		// SQLite's writer is one connection that ingest shares: each
+		// transaction takes it, and it is free in between.
+		r := &round{w: w, conn: w.db.SQL(), now: w.o.Now().UTC(), dl: w.db.Dialect()}
+		return true, r.run(ctx)
+	}
 	conn, err := w.db.SQL().Conn(ctx)
 	if err != nil {
 		return false, fmt.Errorf("rollup connection: %w", err)
 	}
 	defer conn.Close()
-	if w.db.Dialect().Engine == db.Postgres {
-		// A session lock on this connection: the replica holding it does
-		// the round, the others skip theirs.
-		var got bool
-		if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&got); err != nil {
-			return false, fmt.Errorf("rollup lock: %w", err)
-		}
-		if !got {
-			return false, nil
-		}
-		defer func() {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, err := conn.ExecContext(uctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
-				// A connection discarded instead of returned to the
-				// pool ends its session, which releases the lock.
-				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			}
-		}()
+	// A session lock on this connection: the replica holding it does
+	// the round, the others skip theirs.
+	var got bool
+	if err := conn.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&got); err != nil {
+		return false, fmt.Errorf("rollup lock: %w", err)
 	}
+	if !got {
+		return false, nil
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(uctx, "SELECT pg_advisory_unlock($1)", lockKey); err != nil {
+			// A connection discarded instead of returned to the
+			// pool ends its session, which releases the lock.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	r := &round{w: w, conn: conn, now: w.o.Now().UTC(), dl: w.db.Dialect()}
 	return true, r.run(ctx)
 }
 
-// round is one round's work on the locked connection.
+// conn is where a round runs its statements: the connection holding the
+// lock on PostgreSQL, the database handle on SQLite.
+type conn interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// round is one round's work.
 type round struct {
 	w    *Worker
-	conn *sql.Conn
+	conn conn
 	now  time.Time
 	dl   db.Dialect
 	st   state
@@ -376,6 +388,9 @@ func (r *round) tx(ctx context.Context, f func(*sql.Tx) error) error {
 		return fmt.Errorf("begin rollup: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := noJIT(ctx, tx, r.dl); err != nil {
+		return err
+	}
 	saved := r.st
 	if err := f(tx); err != nil {
 		r.st = saved

@@ -189,6 +189,11 @@ type API struct {
 	// partitions are dropped, on SQLite older rows deleted
 	// (docs/database.md); 0 keeps them.
 	ReadingsRetention time.Duration `mapstructure:"readings_retention"`
+	// RollupHourlyRetention and RollupDailyRetention are how long the
+	// hourly and daily rollups of readings are kept (docs/readings-api.md,
+	// section Rollups); 0 keeps them.
+	RollupHourlyRetention time.Duration `mapstructure:"rollup_hourly_retention"`
+	RollupDailyRetention  time.Duration `mapstructure:"rollup_daily_retention"`
 	// GrafanaURL and GrafanaToken reach the Grafana of the external
 	// dashboards routes (docs/external-dashboards.md); without a URL they
 	// answer 503.

@@ -154,6 +154,12 @@ func (c *Config) validate() problems {
 			if d := c.API.ReadingsRetention; d != 0 && d < 24*time.Hour {
 				p.add("api.readings_retention", "must be 0 (keep) or at least 24h, got %s", d)
 			}
+			if d := c.API.RollupHourlyRetention; d != 0 && d < 24*time.Hour {
+				p.add("api.rollup_hourly_retention", "must be 0 (keep) or at least 24h, got %s", d)
+			}
+			if d := c.API.RollupDailyRetention; d != 0 && d < 24*time.Hour {
+				p.add("api.rollup_daily_retention", "must be 0 (keep) or at least 24h, got %s", d)
+			}
 			if d := c.API.ExportLinkTTL; d < time.Minute || d > 30*24*time.Hour {
 				p.add("api.export_link_ttl", "must be between 1m and 30d, got %s", d)
 			}

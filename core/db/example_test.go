@@ -52,6 +52,6 @@ func Example() {
 	}
 	fmt.Println(start.Format(time.RFC3339), n)
 	// Output:
-	// sqlite sqlite [0001_readings 0002_agent_logs 0003_agent_logs_entry_key 0004_agent_reports 0005_accounts 0006_target_state 0007_broker_users 0008_provisioning_key_agent 0009_installation_id 0010_agent_status 0011_target_secrets 0012_fleets 0013_jobs 0014_dashboard_layouts 0015_target_state_history 0016_anomaly 0017_readings_anomaly_score 0018_agent_state_snapshots 0019_export_jobs 0020_system_config 0021_readings_partitions]
+	// sqlite sqlite [0001_readings 0002_agent_logs 0003_agent_logs_entry_key 0004_agent_reports 0005_accounts 0006_target_state 0007_broker_users 0008_provisioning_key_agent 0009_installation_id 0010_agent_status 0011_target_secrets 0012_fleets 0013_jobs 0014_dashboard_layouts 0015_target_state_history 0016_anomaly 0017_readings_anomaly_score 0018_agent_state_snapshots 0019_export_jobs 0020_system_config 0021_readings_partitions 0022_readings_rollups]
 	// 2024-03-10T10:00:00Z 1
 }

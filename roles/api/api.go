@@ -43,6 +43,7 @@ import (
 	"github.com/edgeplat/edgeplat/roles/api/receipts"
 	"github.com/edgeplat/edgeplat/roles/api/registry"
 	"github.com/edgeplat/edgeplat/roles/api/retention"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 	"github.com/edgeplat/edgeplat/roles/api/token"
 	"github.com/gin-gonic/gin"
 )
@@ -278,11 +279,16 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	}
 	svcs = append(svcs, srv, lv, watch, seen, mon)
 	svcs = append(svcs, an.Services()...)
-	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune)
 	// Partitions ahead and raw retention (docs/database.md); every
 	// replica runs it, an advisory lock lets one at a time work.
-	svcs = append(svcs, retention.New(b.DB, cfg.API.ReadingsRetention, retention.Options{
-		Metrics: retention.NewMetrics(r.Metrics), Log: r.Component("api-readings-retention")}))
+	ret := retention.New(b.DB, cfg.API.ReadingsRetention, retention.Options{
+		Metrics: retention.NewMetrics(r.Metrics), Log: r.Component("api-readings-retention")})
+	// The rollups of readings (docs/readings-api.md, section Rollups),
+	// next to the event log's pruner: both only keep tables in shape.
+	ro := rollup.OptionsFrom(cfg.API)
+	ro.Logger, ro.Registerer = r.Component("api-rollup"), r.Metrics
+	roll := rollup.New(b.DB, ro)
+	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // seedQueries start both fuzz targets; the parser and golden tests' inputs
@@ -85,9 +86,19 @@ func FuzzParse(f *testing.F) {
 //  3. the tenant condition is there, bound to the caller's tenant, and
 //     each matcher value is bound as an argument (as is, or translated for
 //     regular expressions).
+//
+// fuzzCoverage holds rollups of part of FuzzTranslate's ranges.
+var fuzzCoverage = rollup.Coverage{
+	Hourly: rollup.Window{From: testStart.Add(-48 * time.Hour), To: testStart.Add(30 * time.Hour)},
+	Daily:  rollup.Window{From: testStart.Add(-10 * time.Hour).Truncate(24 * time.Hour), To: testStart.Add(14 * time.Hour).Truncate(24 * time.Hour)},
+}
+
 func FuzzTranslate(f *testing.F) {
 	addSeeds(f, uint32(60), uint32(60))
 	f.Add(`rate(readings[7s])`, uint32(3), uint32(1440))
+	// Whole-hour buckets, which read rollups with fuzzCoverage.
+	f.Add(`rate(readings{unit="x"}[1h])`, uint32(3599), uint32(2880))
+	f.Add(`sum by (unit) (avg_over_time(readings{device_name=~"a.*", metric_name!="b"}[1d]))`, uint32(7199), uint32(4000))
 	f.Fuzz(func(t *testing.T, src string, stepSec, spanMin uint32) {
 		e, err := Parse(src)
 		if err != nil {
@@ -109,29 +120,36 @@ func FuzzTranslate(f *testing.F) {
 				}
 				continue
 			}
-			sql, args := p.SQL()
-			checkSQLTokens(t, d, p, sql, len(args))
-			if len(args) == 0 || args[0] != testTenant || !strings.Contains(sql, "WHERE tenant_id = $1\n") {
-				t.Fatalf("tenant condition missing: %s %v", sql, args)
-			}
-			for _, m := range matchersOf(e) {
-				want := m.Value
-				if m.Op == MatchRegexp || m.Op == MatchNotRegexp {
-					want = anchored(m.Value)
-					if d.Engine == db.Postgres {
-						want, _ = pgRegex(m.Value)
-					}
-				}
-				if !slices.Contains(args, any(want)) {
-					t.Fatalf("value %q of %s is not among the arguments %q", want, m, args)
-				}
-			}
 			pb, err := NewPlan(blank, testTenant, r, d, Limits{})
 			if err != nil {
 				t.Fatalf("blanked %s does not plan: %v", blank, err)
 			}
-			if sqlB, _ := pb.SQL(); sqlB != sql {
-				t.Fatalf("SQL depends on the query's strings:\n%s\n--- blanked:\n%s", sql, sqlB)
+			// The same checks over rollups that hold part of the range.
+			for _, c := range []*rollup.Coverage{nil, &fuzzCoverage} {
+				p, pb := p, pb
+				if c != nil {
+					p, pb = p.WithRollups(*c), pb.WithRollups(*c)
+				}
+				sql, args := p.SQL()
+				checkSQLTokens(t, d, p, sql, len(args))
+				if len(args) == 0 || args[0] != testTenant || !strings.Contains(sql, "WHERE tenant_id = $1\n") {
+					t.Fatalf("tenant condition missing: %s %v", sql, args)
+				}
+				for _, m := range matchersOf(e) {
+					want := m.Value
+					if m.Op == MatchRegexp || m.Op == MatchNotRegexp {
+						want = anchored(m.Value)
+						if d.Engine == db.Postgres {
+							want, _ = pgRegex(m.Value)
+						}
+					}
+					if !slices.Contains(args, any(want)) {
+						t.Fatalf("value %q of %s is not among the arguments %q", want, m, args)
+					}
+				}
+				if sqlB, _ := pb.SQL(); sqlB != sql {
+					t.Fatalf("SQL depends on the query's strings:\n%s\n--- blanked:\n%s", sql, sqlB)
+				}
 			}
 		}
 	})
@@ -185,7 +203,9 @@ func init() {
 	for _, w := range strings.Fields(`SELECT FROM WHERE AND NOT GROUP BY ORDER LIMIT AS CASE WHEN THEN ELSE END IS NULL
 		COUNT SUM MIN MAX COALESCE CAST text LAG ROW_NUMBER OVER WINDOW PARTITION
 		readings time value agent_uuid metric_name device_name protocol unit quality tenant_id
-		b d n p r s w rn edgeplat_re_match`) {
+		b d n p r s w rn edgeplat_re_match
+		UNION ALL BIGINT u total lo hi t0 t1 readings_hourly readings_daily bucket
+		count sum min max first_time last_time first_value last_value increase`) {
 		sqlWords[w] = true
 	}
 }

@@ -46,6 +46,13 @@ type Plan struct {
 
 	sql  string
 	args []any
+	// What WithRollups needs to write the statement again over spans:
+	// the selector, the buckets' range [lo, hi) and the dialect.
+	sel    *Selector
+	lo, hi time.Time
+	d      db.Dialect
+	// rollups is true when the statement reads rollup tables.
+	rollups bool
 	// rowCap is the most rows a valid result can read; the SQL asks for
 	// rowCap+1 so that reading that many proves the overflow. capBySeries
 	// says which limit set it.
@@ -256,6 +263,7 @@ func (p *Plan) planCall(c *Call, r Range, d db.Dialect) error {
 	if err != nil {
 		return fmt.Errorf("plan query: %w", err)
 	}
+	p.sel, p.lo, p.hi, p.d = c.Selector, lo, hi, d
 	p.sql, p.args, err = bucketSQL(d, p.tenant, c.Selector, bucket, funcs[c.Func].counter, d.TimeArg(lo), d.TimeArg(hi), p.rowCap+1)
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // Queryer runs SQL: *sql.DB, *sql.Conn and *sql.Tx all are. On SQLite pass
@@ -114,7 +115,9 @@ type gridSeries struct {
 
 // Run executes the plan and returns its series sorted by labels. It reads
 // at most the rows the limits allow and fails with a *LimitError as soon as
-// the result would exceed one; it never returns a truncated result.
+// the result would exceed one; it never returns a truncated result. A
+// range function reads the rollups where they hold its buckets (see
+// WithRollups): q must then also see readings_rollup_state.
 func Run(ctx context.Context, q Queryer, p *Plan) ([]Series, error) {
 	if p.raw {
 		return p.runRaw(ctx, q)
@@ -122,7 +125,12 @@ func Run(ctx context.Context, q Queryer, p *Plan) ([]Series, error) {
 	if p.points == 0 {
 		return []Series{}, nil
 	}
-	return p.runRange(ctx, q)
+	// Whole hours and days the rollups hold come from them.
+	c, err := rollup.Load(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return p.WithRollups(c).runRange(ctx, q)
 }
 
 func (p *Plan) seriesLimit() error {

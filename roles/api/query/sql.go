@@ -59,6 +59,11 @@ func (s *sqlBuilder) where(tenant string, lo, hi any, hiOp string, ms []Matcher)
 		"\n  AND time >= ", s.Arg(lo),
 		"\n  AND time ", hiOp, " ", s.Arg(hi),
 		"\n  AND value IS NOT NULL")
+	return s.matchers(ms)
+}
+
+// matchers writes an AND condition per matcher.
+func (s *sqlBuilder) matchers(ms []Matcher) error {
 	for _, m := range ms {
 		valueExpr, textExpr := matchColumn(m.Label, s.d)
 		s.Write("\n  AND ")
@@ -117,15 +122,24 @@ func rawSQL(d db.Dialect, tenant string, sel *Selector, lo, hi any, limit int64)
 // ordered by time within the bucket.
 func bucketSQL(d db.Dialect, tenant string, sel *Selector, bucket string, counter bool, lo, hi any, limit int64) (string, []any, error) {
 	s := &sqlBuilder{d: d}
+	if err := s.buckets(tenant, sel, bucket, counter, lo, hi); err != nil {
+		return "", nil, err
+	}
+	s.Write("\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
+	return s.String(), s.Args(), nil
+}
+
+// buckets writes bucketSQL's statement up to its GROUP BY.
+func (s *sqlBuilder) buckets(tenant string, sel *Selector, bucket string, counter bool, lo, hi any) error {
 	if !counter {
 		s.Write("SELECT ", seriesSelect, ", ", bucket, " AS b,",
 			"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time)",
 			"\nFROM readings")
 		if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
-			return "", nil, err
+			return err
 		}
-		s.Write("\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
-		return s.String(), s.Args(), nil
+		s.Write("\nGROUP BY 1, 2, 3, 4, 5, 6")
+		return nil
 	}
 	s.Write("SELECT ", seriesKey, ", b,",
 		"\n  COUNT(*), SUM(value), MIN(value), MAX(value), MIN(time), MAX(time),",
@@ -141,12 +155,12 @@ func bucketSQL(d db.Dialect, tenant string, sel *Selector, bucket string, counte
 		"\nSELECT ", seriesSelect, ", ", bucket, " AS b, time, value",
 		"\nFROM readings")
 	if err := s.where(tenant, lo, hi, "<", sel.Matchers); err != nil {
-		return "", nil, err
+		return err
 	}
 	s.Write("\n) AS r",
 		"\nWINDOW p AS (PARTITION BY ", seriesKey, ", b),",
 		"\n  w AS (PARTITION BY ", seriesKey, ", b ORDER BY time)",
 		"\n) AS s",
-		"\nGROUP BY 1, 2, 3, 4, 5, 6\nORDER BY 1, 2, 3, 4, 5, 6\nLIMIT ", s.Arg(limit))
-	return s.String(), s.Args(), nil
+		"\nGROUP BY 1, 2, 3, 4, 5, 6")
+	return nil
 }

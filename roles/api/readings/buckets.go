@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 const day = 24 * time.Hour
@@ -59,46 +60,60 @@ func (h *handler) queryBuckets(ctx context.Context, d *db.DB, tenant string, f s
 		return nil, err
 	}
 	dl := d.Dialect()
-	expr, err := dl.TimeBucket(w, "r.time")
-	if err != nil {
-		panic("BUG: bucket width " + w.String() + ": " + err.Error())
-	}
-	text, args := bucketSQL(dl, tenant, f, expr, dl.TimeArg(r.start), dl.TimeArg(r.end), int64(h.lim.MaxRows)+1)
-	rows, err := d.ReadSQL().QueryContext(ctx, text, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query buckets: %w", err)
-	}
-	defer rows.Close()
 	out := []bucketSeries{}
-	read := 0
-	for rows.Next() {
-		var (
-			agent, metric string
-			bt            db.Timestamp
-			n             int64
-			sum, lo, hi   float64
-		)
-		if err := rows.Scan(&agent, &metric, &bt, &n, &sum, &lo, &hi); err != nil {
-			return nil, fmt.Errorf("scan bucket: %w", err)
+	err := rollup.ReadTx(ctx, d, func(tx *sql.Tx) error {
+		// Whole hours and days the rollups hold come from them, the rest
+		// from raw readings (docs/readings-api.md, section Rollups).
+		cov, err := rollup.Load(ctx, tx)
+		if err != nil {
+			return err
 		}
-		if read++; read > h.lim.MaxRows {
-			return nil, &limitError{msg: fmt.Sprintf("rows read more than %d exceeds the limit of %d (max_rows): filter by agent_uuid or metric, or shorten the range",
-				h.lim.MaxRows, h.lim.MaxRows)}
+		var text string
+		var args []any
+		if spans := cov.Split(r.start, r.end.Add(time.Microsecond), w, false); rollup.UsesRollups(spans) {
+			text, args = bucketSpansSQL(dl, tenant, f, w, spans, int64(h.lim.MaxRows)+1)
+		} else {
+			text, args = bucketSQL(dl, tenant, f, timeBucket(dl, w, "r.time"), dl.TimeArg(r.start), dl.TimeArg(r.end), int64(h.lim.MaxRows)+1)
 		}
-		if len(out) == 0 || out[len(out)-1].AgentUUID != agent || out[len(out)-1].MetricName != metric {
-			if len(out) == h.lim.MaxSeries {
-				return nil, &limitError{msg: fmt.Sprintf("series more than %d exceeds the limit of %d (max_series): filter by agent_uuid or metric",
-					h.lim.MaxSeries, h.lim.MaxSeries)}
+		rows, err := tx.QueryContext(ctx, text, args...)
+		if err != nil {
+			return fmt.Errorf("query buckets: %w", err)
+		}
+		defer rows.Close()
+		read := 0
+		for rows.Next() {
+			var (
+				agent, metric string
+				bt            db.Timestamp
+				n             int64
+				sum, lo, hi   float64
+			)
+			if err := rows.Scan(&agent, &metric, &bt, &n, &sum, &lo, &hi); err != nil {
+				return fmt.Errorf("scan bucket: %w", err)
 			}
-			out = append(out, bucketSeries{AgentUUID: agent, MetricName: metric})
+			if read++; read > h.lim.MaxRows {
+				return &limitError{msg: fmt.Sprintf("rows read more than %d exceeds the limit of %d (max_rows): filter by agent_uuid or metric, or shorten the range",
+					h.lim.MaxRows, h.lim.MaxRows)}
+			}
+			if len(out) == 0 || out[len(out)-1].AgentUUID != agent || out[len(out)-1].MetricName != metric {
+				if len(out) == h.lim.MaxSeries {
+					return &limitError{msg: fmt.Sprintf("series more than %d exceeds the limit of %d (max_series): filter by agent_uuid or metric",
+						h.lim.MaxSeries, h.lim.MaxSeries)}
+				}
+				out = append(out, bucketSeries{AgentUUID: agent, MetricName: metric})
+			}
+			s := &out[len(out)-1]
+			// The average is computed here from the sum so that both engines
+			// divide the same two numbers.
+			s.Buckets = append(s.Buckets, bucket{Time: utcTime(bt.Time), Min: number(lo), Max: number(hi), Avg: number(sum / float64(n)), Count: n})
 		}
-		s := &out[len(out)-1]
-		// The average is computed here from the sum so that both engines
-		// divide the same two numbers.
-		s.Buckets = append(s.Buckets, bucket{Time: utcTime(bt.Time), Min: number(lo), Max: number(hi), Avg: number(sum / float64(n)), Count: n})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read buckets: %w", err)
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read buckets: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -14,6 +14,8 @@
 //
 // Every statement is restricted to the tenant Deps.Tenant gives, and the
 // tenant-wide endpoints walk the primary key instead of scanning the
-// table. See docs/readings-api.md, sections Common rules and How it reads
+// table. Statistics read whole hours and days from the rollups
+// (roles/api/rollup) where they hold them and raw readings elsewhere. See
+// docs/readings-api.md, sections Common rules, Rollups and How it reads
 // the database.
 package readings

@@ -1,8 +1,12 @@
 package readings
 
 import (
+	"slices"
+	"time"
+
 	"github.com/edgeplat/edgeplat/core/codec"
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // SQL text here is built from constant fragments, core/db's time bucket
@@ -60,23 +64,35 @@ func (f seriesFilter) metricList() []string {
 // them out.
 func (s *sqlBuilder) walkSeries(tenant string, f seriesFilter) {
 	s.Write("WITH RECURSIVE\n")
+	s.walkTable(tenant, f, "", "readings", "time")
+}
+
+// walkTable writes the walk over table, whose primary key leads with
+// agent_uuid, metric_name and then the time column tcol: p+"series"(a, m)
+// and its helpers p+"walk" and p+"owned", so that walks over several
+// tables fit in one WITH clause. A rollup table outlives the readings it
+// summarises: an agent the registry does not know belongs to the tenant of
+// its newest reading, or when raw retention deleted them all, of its
+// newest rollup row.
+func (s *sqlBuilder) walkTable(tenant string, f seriesFilter, p, table, tcol string) {
+	walk, owned, series := p+"walk", p+"owned", p+"series"
 	if agents := f.agentList(); len(agents) > 0 {
 		// One key probe per named agent; an agent without readings gives
 		// a NULL row, which owned drops.
-		s.Write("walk(a) AS (\n")
+		s.Write(walk, "(a) AS (\n")
 		for i, a := range agents {
 			if i > 0 {
 				s.Write("  UNION ALL\n")
 			}
-			s.Write("  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid = ", s.Arg(a), " ORDER BY r.agent_uuid LIMIT 1)\n")
+			s.Write("  SELECT (SELECT r.agent_uuid FROM ", table, " r WHERE r.agent_uuid = ", s.Arg(a), " ORDER BY r.agent_uuid LIMIT 1)\n")
 		}
 		s.Write("),\n")
 	} else {
-		s.Write("walk(a) AS (\n",
-			"  SELECT (SELECT r.agent_uuid FROM readings r ORDER BY r.agent_uuid LIMIT 1)\n",
+		s.Write(walk, "(a) AS (\n",
+			"  SELECT (SELECT r.agent_uuid FROM ", table, " r ORDER BY r.agent_uuid LIMIT 1)\n",
 			"  UNION ALL\n",
-			"  SELECT (SELECT r.agent_uuid FROM readings r WHERE r.agent_uuid > walk.a ORDER BY r.agent_uuid LIMIT 1)\n",
-			"  FROM walk WHERE walk.a IS NOT NULL\n",
+			"  SELECT (SELECT r.agent_uuid FROM ", table, " r WHERE r.agent_uuid > ", walk, ".a ORDER BY r.agent_uuid LIMIT 1)\n",
+			"  FROM ", walk, " WHERE ", walk, ".a IS NOT NULL\n",
 			"),\n")
 	}
 	// A registered agent belongs to the tenant the registry names, whatever
@@ -87,31 +103,34 @@ func (s *sqlBuilder) walkSeries(tenant string, f seriesFilter) {
 	// every row would read the agent's whole history when it belongs to
 	// someone else. A tenant id that is no key owns no registered agent.
 	tenantUUID, _ := codec.UUIDFromID(tenant)
-	s.Write("owned(a) AS (\n",
-		"  SELECT a FROM walk\n",
+	s.Write(owned, "(a) AS (\n",
+		"  SELECT a FROM ", walk, "\n",
 		"  WHERE a IS NOT NULL\n",
 		"    AND COALESCE(\n",
-		"      (SELECT CAST(g.tenant_uuid AS TEXT) = ", s.Arg(tenantUUID), " FROM agents g WHERE g.uuid = walk.a),\n",
-		"      (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = walk.a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1)\n",
-		"),\n")
+		"      (SELECT CAST(g.tenant_uuid AS TEXT) = ", s.Arg(tenantUUID), " FROM agents g WHERE g.uuid = ", walk, ".a),\n",
+		"      (SELECT r.tenant_id FROM readings r WHERE r.agent_uuid = ", walk, ".a ORDER BY r.metric_name DESC, r.time DESC LIMIT 1) = $1")
+	if table != "readings" {
+		s.Write(",\n      (SELECT r.tenant_id FROM ", table, " r WHERE r.agent_uuid = ", walk, ".a ORDER BY r.metric_name DESC, r.", tcol, " DESC LIMIT 1) = $1")
+	}
+	s.Write(")\n),\n")
 	if metrics := f.metricList(); len(metrics) > 0 {
-		s.Write("series(a, m) AS (\n")
+		s.Write(series, "(a, m) AS (\n")
 		for i, m := range metrics {
 			if i > 0 {
 				s.Write("  UNION ALL\n")
 			}
-			s.Write("  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a AND r.metric_name = ", s.Arg(m), " LIMIT 1)\n",
-				"  FROM owned\n")
+			s.Write("  SELECT a, (SELECT r.metric_name FROM ", table, " r WHERE r.agent_uuid = ", owned, ".a AND r.metric_name = ", s.Arg(m), " LIMIT 1)\n",
+				"  FROM ", owned, "\n")
 		}
 		s.Write(")")
 		return
 	}
-	s.Write("series(a, m) AS (\n",
-		"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = owned.a ORDER BY r.metric_name LIMIT 1)\n",
-		"  FROM owned\n",
+	s.Write(series, "(a, m) AS (\n",
+		"  SELECT a, (SELECT r.metric_name FROM ", table, " r WHERE r.agent_uuid = ", owned, ".a ORDER BY r.metric_name LIMIT 1)\n",
+		"  FROM ", owned, "\n",
 		"  UNION ALL\n",
-		"  SELECT a, (SELECT r.metric_name FROM readings r WHERE r.agent_uuid = series.a AND r.metric_name > series.m ORDER BY r.metric_name LIMIT 1)\n",
-		"  FROM series WHERE series.m IS NOT NULL\n",
+		"  SELECT a, (SELECT r.metric_name FROM ", table, " r WHERE r.agent_uuid = ", series, ".a AND r.metric_name > ", series, ".m ORDER BY r.metric_name LIMIT 1)\n",
+		"  FROM ", series, " WHERE ", series, ".m IS NOT NULL\n",
 		")")
 }
 
@@ -187,6 +206,85 @@ func bucketSQL(d db.Dialect, tenant string, f seriesFilter, bucket string, lo, h
 		s.Write("\nLIMIT ", s.Arg(limit))
 	}
 	return s.String(), s.Args()
+}
+
+// bucketSpansSQL is bucketSQL over spans that rollup.Coverage.Split cut
+// [lo, hi] into: raw readings for the raw spans, rollup rows for the
+// others, each walked by its own table's key (a series whose readings
+// raw retention deleted lives on in the rollups). The spans' partial
+// statistics of a bucket are combined by the outer GROUP BY, exactly as
+// the samples' would be; only the sum's rounding may differ.
+func bucketSpansSQL(d db.Dialect, tenant string, f seriesFilter, w time.Duration, spans []rollup.Span, limit int64) (string, []any) {
+	s := &sqlBuilder{}
+	s.Arg(tenant)
+	s.walkSeries(tenant, f)
+	var walked []string
+	for _, sp := range spans {
+		if sp.Table != rollup.Raw && !slices.Contains(walked, sp.Table) {
+			walked = append(walked, sp.Table)
+			s.Write(",\n")
+			s.walkTable(tenant, f, sp.Table+"_", sp.Table, "bucket")
+		}
+	}
+	s.Write("\nSELECT agent_uuid, metric_name, b, CAST(SUM(n) AS BIGINT), SUM(total), MIN(lo), MAX(hi)\nFROM (")
+	for i, sp := range spans {
+		if i > 0 {
+			s.Write("\n  UNION ALL")
+		}
+		lo, hi := s.Arg(d.TimeArg(sp.From)), s.Arg(d.TimeArg(sp.To))
+		if sp.Table == rollup.Raw {
+			s.Write("\n  SELECT s.a AS agent_uuid, s.m AS metric_name, ", timeBucket(d, w, "r.time"), " AS b,",
+				"\n    COUNT(r.value) AS n, SUM(r.value) AS total, MIN(r.value) AS lo, MAX(r.value) AS hi",
+				"\n  FROM ")
+			s.perSeries(d, "series", "readings", "r",
+				"r.time >= "+lo+" AND r.time < "+hi+" AND r.tenant_id = $1 AND r.value IS NOT NULL")
+			s.Write("\n  GROUP BY 1, 2, 3")
+			continue
+		}
+		s.Write("\n  SELECT s.a AS agent_uuid, s.m AS metric_name, ", timeBucket(d, w, "r.bucket"), " AS b,",
+			"\n    SUM(r.count) AS n, SUM(r.sum) AS total, MIN(r.min) AS lo, MAX(r.max) AS hi",
+			"\n  FROM ")
+		s.perSeries(d, sp.Table+"_series", sp.Table, "r",
+			"r.bucket >= "+lo+" AND r.bucket < "+hi+" AND r.tenant_id = $1")
+		s.Write("\n  GROUP BY 1, 2, 3")
+	}
+	s.Write("\n) AS u",
+		"\nGROUP BY 1, 2, 3",
+		"\nORDER BY agent_uuid, ", byteOrder(d, "metric_name"), ", b")
+	if limit > 0 {
+		s.Write("\nLIMIT ", s.Arg(limit))
+	}
+	return s.String(), s.Args()
+}
+
+// perSeries writes the FROM clause joining each series of the walk cte
+// to its rows of table (alias a) that match cond, one primary-key range
+// scan per series. PostgreSQL estimates a recursive CTE at thousands of
+// rows and would scan and sort the whole table instead: a LATERAL
+// subquery that cannot be pulled up (OFFSET 0) keeps the per-series
+// scans. SQLite's CROSS JOIN fixes the join order itself.
+func (s *sqlBuilder) perSeries(d db.Dialect, cte, table, a, cond string) {
+	if d.Engine == db.Postgres {
+		s.Write(cte, " s CROSS JOIN LATERAL (",
+			"\n    SELECT ", a, ".* FROM ", table, " ", a,
+			"\n    WHERE ", a, ".agent_uuid = s.a AND ", a, ".metric_name = s.m",
+			"\n      AND ", cond, "\n    OFFSET 0) AS ", a,
+			"\n  WHERE s.m IS NOT NULL")
+		return
+	}
+	s.Write(cte, " s CROSS JOIN ", table, " ", a,
+		"\n  WHERE s.m IS NOT NULL AND ", a, ".agent_uuid = s.a AND ", a, ".metric_name = s.m",
+		"\n    AND ", cond)
+}
+
+// timeBucket is core/db's bucket expression for a width the endpoints
+// allow.
+func timeBucket(d db.Dialect, w time.Duration, column string) string {
+	e, err := d.TimeBucket(w, column)
+	if err != nil {
+		panic("BUG: bucket width " + w.String() + ": " + err.Error())
+	}
+	return e
 }
 
 // seriesRawSQL selects every reading in [lo, hi] of the tenant's series

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // TestSQLCarriesNoInput: whatever the tenant, agent and metric, they reach
@@ -50,6 +51,12 @@ func TestSQLCarriesNoInput(t *testing.T) {
 			add("latest with stats", text, args, want...)
 			text, args = bucketSQL(d, tenant, f, bucket, d.TimeArg(lo), d.TimeArg(hi), 10)
 			add("buckets", text, args, append(want, d.TimeArg(lo), d.TimeArg(hi))...)
+			// Over rollups: raw, daily, hourly and raw spans.
+			d0 := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+			spans := []rollup.Span{{Table: rollup.Raw, From: d0, To: d0.Add(time.Hour)}, {Table: rollup.Daily, From: d0.Add(day), To: d0.Add(3 * day)},
+				{Table: rollup.Hourly, From: d0.Add(3 * day), To: d0.Add(80 * time.Hour)}, {Table: rollup.Raw, From: d0.Add(80 * time.Hour), To: d0.Add(81 * time.Hour)}}
+			text, args = bucketSpansSQL(d, tenant, f, day, spans, 10)
+			add("buckets over rollups", text, args, append(want, d.TimeArg(d0), d.TimeArg(d0.Add(81*time.Hour)))...)
 		}
 		// An export's selection: several agents and metrics.
 		const agent2, metric2 = `agent2"sentinel`, `metric2'sentinel`

@@ -79,6 +79,14 @@ func freeLoopbackPort() int {
 
 // start runs the child and waits until its /health answers 200.
 func (c *clusterRun) start(ctx context.Context, ch *clusterChild) error {
+	if err := c.spawn(ch); err != nil {
+		return err
+	}
+	return ch.waitHealthy(ctx)
+}
+
+// spawn starts the child's process.
+func (c *clusterRun) spawn(ch *clusterChild) error {
 	logf, err := os.OpenFile(ch.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -97,6 +105,11 @@ func (c *clusterRun) start(ctx context.Context, ch *clusterChild) error {
 	c.children = append(c.children, ch)
 	c.mu.Unlock()
 	fmt.Fprintf(c.progress, "%s %d started (pid %d, port %d)\n", ch.role, ch.index, ch.cmd.Process.Pid, ch.port)
+	return nil
+}
+
+// waitHealthy waits up to a minute for the child's /health to answer 200.
+func (ch *clusterChild) waitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if ch.healthy(ctx) {
@@ -291,10 +304,21 @@ func (c *clusterRun) restart(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
+	// All at once, before waiting for any: a serve-api whose appends the
+	// full stream refuses reports unhealthy (its MQTT client reconnects to
+	// get the unacknowledged messages redelivered) until an ingest process
+	// drains the stream.
+	var again []*clusterChild
 	for _, ch := range dead {
-		again := &clusterChild{role: ch.role, index: ch.index, port: freeLoopbackPort(), clientID: ch.clientID, env: ch.env,
+		a := &clusterChild{role: ch.role, index: ch.index, port: freeLoopbackPort(), clientID: ch.clientID, env: ch.env,
 			logPath: ch.logPath}
-		if err := c.start(ctx, again); err != nil {
+		if err := c.spawn(a); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		again = append(again, a)
+	}
+	for _, a := range again {
+		if err := a.waitHealthy(ctx); err != nil {
 			return fmt.Errorf("restart: %w", err)
 		}
 	}

@@ -2,14 +2,18 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/edgeplat/edgeplat/cmd/internal/bench"
 	"github.com/edgeplat/edgeplat/core/coretest"
+	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
+	"github.com/edgeplat/edgeplat/core/telemetry"
 )
 
 // TestBenchClusterSurvivesSIGKILLIntegration runs `edgeplat bench cluster`
@@ -54,4 +58,54 @@ func TestBenchClusterSurvivesSIGKILLIntegration(t *testing.T) {
 	}
 	t.Logf("2+2 with one serve-api and one ingest killed: %d messages, %d rows, %.1fs, %.0f redeliveries dropped",
 		r.Published, r.Rows, r.ElapsedSeconds, r.Redeliveries)
+}
+
+func TestBenchClusterBadInput(t *testing.T) {
+	clearEnv(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no serve-api", []string{"--api", "0"}, "--api must be 1..16, got 0"},
+		{"no rate", []string{"--rate", "0"}, "--rate must be positive, got 0"},
+		{"kill at the end", []string{"--kill-at", "1"}, "--kill-at must be between 0 and 1"},
+		{"bad format", []string{"--format", "xml"}, "--format: "},
+		{"bad flag value", []string{"--ingest", "two"}, `invalid argument "two" for "--ingest" flag`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := run(t, append([]string{"bench", "cluster"}, tt.args...)...)
+			if code != exitUsage || !strings.Contains(errOut, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, exitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestBenchClusterRefusesASharedRedisIntegration: the bench's ingest
+// processes would consume other tenants' streams, so a Redis database
+// that has some is refused before anything starts.
+func TestBenchClusterRefusesASharedRedisIntegration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test; -short given")
+	}
+	clearEnv(t)
+	dbc := coretest.Postgres(t)
+	redis := coretest.PrivateRedis(t)
+	store, err := redisstore.New(redisstore.Options{Addrs: []string{redis.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Add(context.Background(), telemetry.IngestionStream("someoneElsesTenant0000"), map[string]string{"data": "{}"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"DB_HOST": dbc.Host, "DB_PORT": strconv.Itoa(dbc.Port), "DB_NAME": dbc.Name, "DB_USER": dbc.User,
+		"STREAMSTORE_HOST": "127.0.0.1", "STREAMSTORE_PORT": redis.Addr()[len("127.0.0.1:"):]} {
+		t.Setenv(k, v)
+	}
+	code, _, errOut := run(t, "bench", "cluster")
+	if code != exitUsage || !strings.Contains(errOut, "holds 1 tenants' ingestion streams") || !strings.Contains(errOut, "STREAMSTORE_DB") {
+		t.Errorf("exit %d, stderr %q; want a usage error naming STREAMSTORE_DB", code, errOut)
+	}
 }

@@ -283,13 +283,24 @@ func (c *clusterRun) createDatabase(ctx context.Context) error {
 	dc.Name, dc.PoolSize = c.dbName, 2
 	d, err := db.Open(ctx, dc, c.b.log)
 	if err != nil {
-		return fmt.Errorf("open database %s: %w", c.dbName, err)
+		return errors.Join(fmt.Errorf("open database %s: %w", c.dbName, err), c.dropDatabase(ctx))
 	}
 	if _, err := d.Migrate(ctx); err != nil {
 		_ = d.Close()
-		return fmt.Errorf("migrate database %s: %w", c.dbName, err)
+		return errors.Join(fmt.Errorf("migrate database %s: %w", c.dbName, err), c.dropDatabase(ctx))
 	}
 	c.runDB = d
+	return nil
+}
+
+// dropDatabase removes the run's database, closing the connections left
+// in it (a killed child's, say).
+func (c *clusterRun) dropDatabase(ctx context.Context) error {
+	cctx, cancel := cleanupCtx(ctx)
+	defer cancel()
+	if _, err := c.b.db.Pool().Exec(cctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{c.dbName}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", c.dbName, err)
+	}
 	return nil
 }
 
@@ -311,7 +322,7 @@ func (c *clusterRun) cleanup(ctx context.Context, failed bool) error {
 	}
 	_, serr := c.b.store.Delete(cctx, telemetry.IngestionStream(c.load.tenant), telemetry.DLQStream(c.load.tenant), telemetry.LogsStream(c.load.tenant))
 	kerr := c.load.deleteDedupKeys(cctx, c.b.store)
-	_, derr := c.b.db.Pool().Exec(cctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{c.dbName}.Sanitize()+" WITH (FORCE)")
+	derr := c.dropDatabase(ctx)
 	if failed {
 		fmt.Fprintf(c.progress, "the processes' logs are in %s\n", c.dir)
 	} else {

@@ -27,6 +27,7 @@ tenant and tables and remove them afterwards.`,
 	c.AddCommand(newBenchIngestCmd())
 	c.AddCommand(newBenchPipelineCmd())
 	c.AddCommand(newBenchAgentCmd())
+	c.AddCommand(newBenchClusterCmd())
 	return c
 }
 
@@ -173,6 +174,82 @@ stderr, results to stdout. See docs/benchmarks.md.`,
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
 	f.DurationVar(&o.StallAfter, "stall-after", 30*time.Second, "once everything is published, fail when no message or row has moved for this long (a broker that dropped acknowledged messages); 0 waits until --timeout")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the pipeline run (both roles and the publishers) to this file")
+	return c
+}
+
+func newBenchClusterCmd() *cobra.Command {
+	var o bench.ClusterOptions
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "Several serve-api and ingest processes under a steady load, SIGKILLs included: rows exactly once",
+		Long: `Run --api serve-api and --ingest ingest processes of this binary as child
+processes against the real Mosquitto, Redis and PostgreSQL, drive a steady
+QoS 1 load through them and check that every message the broker
+acknowledged became its rows exactly once.
+
+For each run:
+  1. create a fresh database next to the configured one (DB_NAME's server,
+     edgeplat_cluster_<random>; the user needs CREATEDB) and migrate it;
+  2. start the children on free ports of 127.0.0.1: every serve-api with
+     its own MQTT client id (a persistent session) in one shared
+     subscription group ($share/<group>/...), every ingest process in the
+     tenant stream's consumer group, with RECLAIM_IDLE_MS from
+     --reclaim-idle; the configured database server, Redis database and
+     broker are passed on as environment;
+  3. encode --rate x --duration messages of --readings readings (known
+     msgIds, every (agent, device, time) distinct) for --publishers agents
+     of a fresh tenant, and publish them at QoS 1 at --rate messages/s;
+  4. with --kill, SIGKILL the first serve-api and the first ingest process
+     at --kill-at of --duration and, with --restart (the default), start
+     them again --restart-after later (the serve-api with the same client
+     id, so the broker delivers what it queued for its session);
+  5. wait until the rows of every acknowledged message are committed and
+     the consumer group has nothing pending, then count the rows message by
+     message: missing, partial and duplicate rows are reported, and any of
+     them fails the command (exit status 1).
+--compare runs 1+1 first and then --api+--ingest. CPU per message is the
+children's CPU (from /proc, killed ones from their rusage) plus the local
+postgres, redis-server and mosquitto processes' (by command name, so other
+work on those services counts too), over the broker-acknowledged messages;
+the publishers run in this process and are reported apart (--json).
+
+The ingest children consume every tenant stream of the Redis database, so
+the bench refuses a database that holds other ingestion streams: give it
+one of its own (STREAMSTORE_DB). A broker with Mosquitto's defaults
+(max_queued_messages 1000) drops acknowledged messages for a subscriber
+that falls behind or is restarting; --own-broker starts a private
+mosquitto with the settings of docs/scaling.md. The run's database, the
+tenant's streams and msgId keys, and the serve-api sessions are removed at
+the end unless --keep. Progress goes to stderr, results to stdout. See
+docs/benchmarks.md and docs/scaling.md.`,
+		Example: `  export DB_HOST=127.0.0.1 DB_USER=postgres STREAMSTORE_HOST=127.0.0.1 STREAMSTORE_DB=11
+  edgeplat bench cluster --api 2 --ingest 2 --own-broker
+  edgeplat bench cluster --compare --kill --duration 60s --rate 1000 --own-broker --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, env bench.Env) error { return bench.RunCluster(ctx, o, env) })
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.API, "api", 2, "serve-api processes")
+	f.IntVar(&o.Ingest, "ingest", 2, "ingest processes")
+	f.IntVar(&o.Publishers, "publishers", 4, "MQTT publishers, one agent each")
+	f.Float64Var(&o.Rate, "rate", 1000, "messages/s over all publishers")
+	f.DurationVar(&o.Duration, "duration", 60*time.Second, "how long the load lasts: --rate x --duration messages")
+	f.IntVar(&o.Readings, "readings", 10, "readings per message")
+	f.StringVar(&o.Format, "format", string(codec.FormatMsgpackDeflate), "payload format: json, msgpack, json+deflate, msgpack+deflate")
+	f.BoolVar(&o.Kill, "kill", false, "SIGKILL one serve-api and one ingest process mid-run")
+	f.Float64Var(&o.KillAt, "kill-at", 0.5, "when to kill, as a fraction of --duration")
+	f.BoolVar(&o.Restart, "restart", true, "with --kill, start the killed processes again")
+	f.DurationVar(&o.RestartAfter, "restart-after", 2*time.Second, "with --kill, how long the killed processes stay down")
+	f.BoolVar(&o.Compare, "compare", false, "run 1+1 first, then --api+--ingest, and report both")
+	f.BoolVar(&o.OwnBroker, "own-broker", false, "start a private mosquitto on a free port with the settings of docs/scaling.md instead of using MQTT_BROKER_URL")
+	f.DurationVar(&o.ReclaimIdle, "reclaim-idle", 5*time.Second, "RECLAIM_IDLE_MS of the ingest processes: how soon a killed one's entries are taken over")
+	addKeyFlag(f, "profile", "ingest.profile", config.RoleIngest, "ingestion profile of the ingest processes")
+	f.BoolVar(&o.Keep, "keep", false, "keep the run's database, streams, msgId keys and the processes' logs")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
+	f.DurationVar(&o.StallAfter, "stall-after", 60*time.Second, "once everything is published, stop waiting when no row has been committed for this long and report what is missing")
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/rt"
+	"github.com/edgeplat/edgeplat/core/streamstore"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
 )
@@ -38,32 +39,8 @@ func TestSharedSubscriptionReplicasIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer store.Close()
-		cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
-		runtimes = append(runtimes, r)
-		pipe, err := newPipeline(cfg, r, store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mo := mqttx.DefaultOptions()
-		mo.BrokerURL, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, true, r.Metrics, "api-mqtt"
-		mo.ClientID, mo.SharedGroup = "replica-"+agent[:6]+"-"+string(rune('a'+i)), group
-		client, err := mqttx.New(mo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := client.Subscribe("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handle); err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- lifecycle.Run(rctx, lifecycle.Options{}, pipe, client) }()
-		defer func() { cancel(); <-done }()
-		coretest.Eventually(t, 10*time.Second, "replica to connect", func() bool { return client.Check(ctx) == nil })
+		t.Cleanup(func() { store.Close() })
+		runtimes = append(runtimes, sharedReplica(t, brokerAddr, store, tenant, "replica-"+agent[:6]+"-"+string(rune('a'+i)), group))
 	}
 	store, err := redisstore.New(redisstore.Options{Addrs: []string{redisAddr}})
 	if err != nil {
@@ -97,4 +74,38 @@ func TestSharedSubscriptionReplicasIntegration(t *testing.T) {
 		t.Errorf("replicas appended %g and %g, want a split summing to %d", a, b, 2*n)
 	}
 	t.Logf("replicas appended %g and %g device messages", a, b)
+}
+
+// sharedReplica runs one API replica's MQTT pipeline, subscribed to the
+// tenant's agents in the shared subscription group on the real broker,
+// with more services (a live relay, say) beside it, until the test ends.
+func sharedReplica(t *testing.T, brokerAddr string, store streamstore.Store, tenant, clientID, group string, more ...lifecycle.Service) *rt.Runtime {
+	t.Helper()
+	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rt.Runtime{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: metrics.NewRegistry(), Health: health.New(time.Second)}
+	pipe, err := newPipeline(cfg, r, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo := mqttx.DefaultOptions()
+	mo.BrokerURL, mo.CleanSession, mo.Registerer, mo.Name = "tcp://"+brokerAddr, true, r.Metrics, "api-mqtt"
+	mo.ClientID, mo.SharedGroup = clientID, group
+	client, err := mqttx.New(mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Subscribe("i/"+tenant+"/a/+/endpoints/#", 1, pipe.handle); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- lifecycle.Run(ctx, lifecycle.Options{}, append([]lifecycle.Service{pipe, client}, more...)...)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	coretest.Eventually(t, 10*time.Second, "replica to connect", func() bool { return client.Check(ctx) == nil })
+	return r
 }

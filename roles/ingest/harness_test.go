@@ -17,7 +17,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/coretest"
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/health"
-	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
@@ -152,20 +151,7 @@ func (h *harness) stream() string { return telemetry.IngestionStream(h.tenant) }
 // start runs the role's services until stop.
 func (h *harness) start() {
 	h.t.Helper()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	// A restart registers its metrics again, in a registry of its own.
-	h.rt = &rt.Runtime{Logger: h.rt.Logger, Metrics: metrics.NewRegistry(), Health: h.rt.Health}
-	// Only this tenant's stream: parallel tests share one Redis and must
-	// not take each other's entries.
-	svcs, err := newWithIntervals(h.cfg, h.rt, rt.Backends{DB: h.db, Streams: h.store}, Options{StreamPattern: h.stream(), LogStreamPattern: telemetry.LogsStream(h.tenant)}, h.every)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.eng = svcs[1].(*engine)
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel, h.done = cancel, make(chan error, 1)
-	go func() { h.done <- lifecycle.Run(ctx, lifecycle.Options{Logger: h.rt.Logger}, svcs...) }()
+	h.startAs("")
 }
 
 func (h *harness) stop() {

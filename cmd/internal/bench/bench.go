@@ -1,8 +1,9 @@
 // Package bench measures the platform against real backends: the ingest
 // role (bench ingest), MQTT to committed rows through the api and ingest
-// roles (bench pipeline), and the edge agent's footprint (bench agent).
-// cmd parses the flags and calls RunIngest, RunPipeline or RunAgent; see
-// docs/benchmarks.md.
+// roles (bench pipeline), the same through several serve-api and ingest
+// processes with crashes (bench cluster), and the edge agent's footprint
+// (bench agent). cmd parses the flags and calls RunIngest, RunPipeline,
+// RunCluster or RunAgent; see docs/benchmarks.md and docs/scaling.md.
 package bench
 
 import (

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"os/signal"
@@ -133,23 +134,9 @@ func RunPipeline(ctx context.Context, o PipelineOptions, env Env) error {
 	if err := o.validate(); err != nil {
 		return &UsageError{err}
 	}
-	cfg, err := benchConfig(env, "")
-	if err != nil {
+	cfg, apiCfg, log, printed, err := mqttBenchSetup(env, "bench pipeline")
+	if err != nil || printed {
 		return err
-	}
-	apiCfg, err := pipelineAPIConfig(env)
-	if err != nil {
-		return err
-	}
-	if env.PrintConfig {
-		if err := apiCfg.WritePrintable(env.Stdout); err != nil {
-			return err
-		}
-		return cfg.WritePrintable(env.Stdout)
-	}
-	log, err := benchLogger(env.Stderr, cfg.Log)
-	if err != nil {
-		return &ConfigError{Role: "bench pipeline", Err: err}
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -324,6 +311,29 @@ func (s RoundsSummary) write(w io.Writer) {
 	}
 }
 
+// mqttBenchSetup loads the configurations of an MQTT bench (the ingest
+// role's and the serve-api role's, from the same flags, environment and
+// file) and its logger; printed is true when --print-config printed them
+// instead.
+func mqttBenchSetup(env Env, role string) (cfg, apiCfg *config.Config, log *slog.Logger, printed bool, err error) {
+	if cfg, err = benchConfig(env, ""); err != nil {
+		return nil, nil, nil, false, err
+	}
+	if apiCfg, err = pipelineAPIConfig(env); err != nil {
+		return nil, nil, nil, false, err
+	}
+	if env.PrintConfig {
+		if err := apiCfg.WritePrintable(env.Stdout); err != nil {
+			return nil, nil, nil, true, err
+		}
+		return nil, nil, nil, true, cfg.WritePrintable(env.Stdout)
+	}
+	if log, err = benchLogger(env.Stderr, cfg.Log); err != nil {
+		return nil, nil, nil, false, &ConfigError{Role: role, Err: err}
+	}
+	return cfg, apiCfg, log, false, nil
+}
+
 // pipelineAPIConfig loads the serve-api role's configuration (mqtt, api,
 // spool sections) from the same flags, environment and file.
 func pipelineAPIConfig(env Env) (*config.Config, error) {
@@ -371,24 +381,16 @@ type pipelineRun struct {
 	cfg, apiCfg *config.Config
 	rep         *PipelineReport
 
-	tenant   string
-	agents   []string // 22-character ids of the publishers' agents
-	probe    string   // the latency probe's agent
-	kid      string
-	payloads [][][]byte // [publisher][message]
+	*publishLoad
+	probe string // the latency probe's agent
 
-	published atomic.Int64 // acknowledged by the broker
 	probeRows atomic.Int64
 	latMu     sync.Mutex
 	latencies []time.Duration
 }
 
 func (p *pipelineRun) run(ctx context.Context) (err error) {
-	p.tenant = newTenantID()
-	p.kid = randomAlnum(codec.KidLen)
-	for range p.o.Publishers {
-		p.agents = append(p.agents, newTenantID()) // a random UUID in its 22-character form
-	}
+	p.publishLoad = newPublishLoad(p.o.Publishers, p.o.Messages, p.o.Readings, p.o.Format, p.o.Rate)
 	p.probe = newTenantID()
 	p.rep.Tenant = p.tenant
 	if !p.o.Keep {
@@ -398,9 +400,10 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	if err := p.encode(); err != nil {
+	if err := p.encode(p.b.progress); err != nil {
 		return err
 	}
+	p.rep.PayloadBytes = p.payloadBytes
 
 	cfg, apiCfg := p.cfg, p.apiCfg
 	rdb, err := db.Open(ctx, cfg.DB, p.b.log)
@@ -481,7 +484,7 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 	want := int64(p.o.Publishers * p.o.Messages * p.o.Readings)
 	var got, probes int64
 	if err := p.b.db.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE agent_uuid <> $3::uuid), count(*) FILTER (WHERE agent_uuid = $3::uuid)
-		FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDs(true), p.tenant, pipelineUUID(p.probe)).Scan(&got, &probes); err != nil {
+		FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDsWithProbe(), p.tenant, pipelineUUID(p.probe)).Scan(&got, &probes); err != nil {
 		return fmt.Errorf("count bench rows: %w", err)
 	}
 	if got != want || probes != p.probeRows.Load() {
@@ -490,62 +493,6 @@ func (p *pipelineRun) run(ctx context.Context) (err error) {
 	}
 	p.rep.Rows = got
 	return nil
-}
-
-// encode builds every publisher's payloads before the clock starts: the
-// agents' encoding cost is not the pipeline's.
-func (p *pipelineRun) encode() error {
-	t0 := time.Now()
-	format := codec.Format(p.o.Format)
-	base := time.Now().UTC().Truncate(time.Second).Add(-time.Duration(p.o.Messages/pipelineDevices+1) * time.Second)
-	names := make([]string, p.o.Readings)
-	units := make([]string, p.o.Readings)
-	for r := range names {
-		k := benchKinds[r%len(benchKinds)]
-		names[r], units[r] = fmt.Sprintf("%s_%d", k.name, r/len(benchKinds)+1), k.unit
-	}
-	var bytes int64
-	p.payloads = make([][][]byte, p.o.Publishers)
-	for pub := range p.o.Publishers {
-		p.payloads[pub] = make([][]byte, p.o.Messages)
-		for i := range p.o.Messages {
-			ts := base.Add(time.Duration(i/pipelineDevices) * time.Second).UnixMilli()
-			dev := fmt.Sprintf("plc-%02d", i%pipelineDevices+1)
-			readings := make([]any, p.o.Readings)
-			for r := range readings {
-				readings[r] = map[string]any{"deviceName": dev, "metric": names[r], "unit": units[r], "quality": "GOOD",
-					"timestamp": ts, "value": float64((pub*7919+i*104729+r*31)%100_000) / 100}
-			}
-			data, err := p.envelope(format, uint64(i+1), ts, readings)
-			if err != nil {
-				return err
-			}
-			bytes += int64(len(data))
-			p.payloads[pub][i] = data
-		}
-	}
-	p.rep.PayloadBytes = float64(bytes) / float64(p.o.Publishers*p.o.Messages)
-	fmt.Fprintf(p.b.progress, "encode: %d messages of %d readings in %s, %.0f bytes each on average (%s)\n",
-		p.o.Publishers*p.o.Messages, p.o.Readings, p.o.Format, p.rep.PayloadBytes, benchRound(time.Since(t0)))
-	return nil
-}
-
-func (p *pipelineRun) envelope(format codec.Format, seq uint64, ts int64, readings []any) ([]byte, error) {
-	id, err := codec.FormatMsgID(p.kid, seq)
-	if err != nil {
-		panic("BUG: bench msgId: " + err.Error())
-	}
-	env := map[string]any{"timestamp": ts, "protocol": "modbus", "msgId": id,
-		"messages": []any{map[string]any{"readings": readings}}}
-	data, err := codec.Encode(env, codec.EncodeOptions{Format: format})
-	if err != nil {
-		return nil, fmt.Errorf("encode bench message: %w", err)
-	}
-	return data, nil
-}
-
-func (p *pipelineRun) topic(agent string) string {
-	return "i/" + p.tenant + "/a/" + agent + "/endpoints/modbus"
 }
 
 // measure waits for the subscriber, publishes, probes and waits for the
@@ -761,50 +708,6 @@ func (p *pipelineRun) waitSubscribed(ctx context.Context, r *rt.Runtime, c paho.
 	return fmt.Errorf("the serve-api subscriber received nothing from the broker at %s within 30s", p.apiCfg.MQTT.BrokerURL)
 }
 
-// publish sends one publisher's messages at QoS 1 with up to
-// pipelineWindow unacknowledged, paced when --rate is set.
-func (p *pipelineRun) publish(ctx context.Context, c paho.Client, pub int, t0 time.Time) error {
-	topic := p.topic(p.agents[pub])
-	var interval time.Duration
-	if p.o.Rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(p.o.Publishers) / p.o.Rate)
-	}
-	window := make([]paho.Token, 0, pipelineWindow)
-	wait := func(tok paho.Token) error {
-		if !tok.WaitTimeout(30 * time.Second) {
-			return fmt.Errorf("publisher %d: no PUBACK within 30s", pub)
-		}
-		if err := tok.Error(); err != nil {
-			return fmt.Errorf("publisher %d: %s", pub, benchOneLine(err))
-		}
-		p.published.Add(1)
-		return nil
-	}
-	for i, payload := range p.payloads[pub] {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if interval > 0 {
-			if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		if len(window) == pipelineWindow {
-			if err := wait(window[0]); err != nil {
-				return err
-			}
-			window = append(window[:0], window[1:]...)
-		}
-		window = append(window, c.Publish(topic, 1, false, payload))
-	}
-	for _, tok := range window {
-		if err := wait(tok); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // runProbe publishes one single-reading message every --probe-interval and
 // polls PostgreSQL until its row is visible, recording publish -> visible.
 func (p *pipelineRun) runProbe(ctx context.Context, c paho.Client, stop <-chan struct{}) {
@@ -871,16 +774,10 @@ func (p *pipelineRun) probeLatencies() []time.Duration {
 	return slices.Clone(p.latencies)
 }
 
-// agentUUIDs returns the publishers' agents (and the probe's) as UUID strings.
-func (p *pipelineRun) agentUUIDs(withProbe bool) []string {
-	var out []string
-	for _, a := range p.agents {
-		out = append(out, pipelineUUID(a))
-	}
-	if withProbe {
-		out = append(out, pipelineUUID(p.probe))
-	}
-	return out
+// agentUUIDsWithProbe returns the publishers' agents and the probe's as
+// UUID strings.
+func (p *pipelineRun) agentUUIDsWithProbe() []string {
+	return append(p.agentUUIDs(), pipelineUUID(p.probe))
 }
 
 func pipelineUUID(id22 string) string {
@@ -897,26 +794,9 @@ func (p *pipelineRun) cleanup(ctx context.Context) error {
 	cctx, cancel := cleanupCtx(ctx)
 	defer cancel()
 	_, serr := p.b.store.Delete(cctx, telemetry.IngestionStream(p.tenant), telemetry.DLQStream(p.tenant), telemetry.LogsStream(p.tenant))
-	var kerr error
-	keys := make([]string, 0, 1000)
-	flush := func() {
-		if len(keys) > 0 && kerr == nil {
-			_, kerr = p.b.store.Delete(cctx, keys...)
-		}
-		keys = keys[:0]
-	}
-	for _, a := range p.agents {
-		for i := range p.o.Messages {
-			id, _ := codec.FormatMsgID(p.kid, uint64(i+1))
-			keys = append(keys, "tenant:"+p.tenant+":agent:"+a+":msgid:"+id)
-			if len(keys) == cap(keys) {
-				flush()
-			}
-		}
-	}
-	flush()
+	kerr := p.deleteDedupKeys(cctx, p.b.store)
 	// The probe's keys expire with the capped TTL (at most an hour).
-	_, derr := p.b.db.Pool().Exec(cctx, `DELETE FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDs(true), p.tenant)
+	_, derr := p.b.db.Pool().Exec(cctx, `DELETE FROM readings WHERE agent_uuid = ANY($1::uuid[]) AND tenant_id = $2`, p.agentUUIDsWithProbe(), p.tenant)
 	if err := errors.Join(serr, kerr, derr); err != nil {
 		return fmt.Errorf("clean up bench tenant %s: %w", p.tenant, err)
 	}

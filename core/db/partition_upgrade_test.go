@@ -81,8 +81,8 @@ func TestPartitionUpgradeIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Applied) != 1 || res.Applied[0] != "0021_readings_partitions" {
-		t.Fatalf("applied %v, want 0021 alone", res.Applied)
+	if len(res.Applied) == 0 || res.Applied[0] != "0021_readings_partitions" {
+		t.Fatalf("applied %v, want 0021 first", res.Applied)
 	}
 	if want := map[bool]string{false: StoragePartitioned, true: StorageHypertable}[d.Dialect().Timescale]; res.Storage != want {
 		t.Fatalf("storage %s, want %s", res.Storage, want)

@@ -27,7 +27,7 @@ func poolEntries(n, readings int, device string, full bool) []streamstore.Entry 
 		var rs []string
 		for r := range readings {
 			if full {
-				rs = append(rs, fmt.Sprintf(`{"name":"m%d","value":%d,"unit":"C","quality":"GOOD","timestamp":%d,"anomalyScore":0.75}`, r, i, 1763805600000+i))
+				rs = append(rs, fmt.Sprintf(`{"name":"m%d","value":%d,"unit":"C","quality":"GOOD","timestamp":%d,"anomalyScore":0.75}`, r, i, int64(1763805600000)+int64(i)))
 			} else {
 				rs = append(rs, fmt.Sprintf(`{"name":"m%d","value":null}`, r))
 			}

@@ -3,6 +3,7 @@ package detect
 import (
 	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -109,18 +110,19 @@ func (r *ring) updateOrder() {
 		}
 		nk[u] = k
 	}
+	const signShift = bits.UintSize - 1
 	ord := r.order
 	kept := 0
 	for _, i := range ord {
-		// Signed shifts by 63 fill with the sign on 32-bit int as well:
-		// -1 for a negative value, else 0.
+		// A signed shift by the width less one is the sign: -1 for a
+		// negative value, else 0.
 		d := int(i) - start
-		d += n & (d >> 63) // wrapped, without a branch
+		d += n & (d >> signShift) // wrapped, without a branch
 		// Written unconditionally and counted without a branch (d-p is
 		// negative for an overwritten sample): a quarter of the entries
 		// go, at random places.
 		ord[kept] = i
-		kept += 1 + (d-p)>>63
+		kept += 1 + (d-p)>>signShift
 	}
 	if cap(ord) < n {
 		grown := make([]uint8, kept, cap(buf))

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/edgeplat/edgeplat/cmd/internal/bench"
+	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/coretest"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
 	"github.com/edgeplat/edgeplat/core/telemetry"
@@ -105,7 +106,7 @@ func TestBenchClusterRefusesASharedRedisIntegration(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	code, _, errOut := run(t, "bench", "cluster")
-	if code != exitUsage || !strings.Contains(errOut, "holds 1 tenants' ingestion streams") || !strings.Contains(errOut, "STREAMSTORE_DB") {
+	if code != exitUsage || !strings.Contains(errOut, "holds 1 tenants' ingestion streams") || !strings.Contains(errOut, "pick an unused "+config.EnvNames("streamstore.db")) {
 		t.Errorf("exit %d, stderr %q; want a usage error naming STREAMSTORE_DB", code, errOut)
 	}
 }

@@ -13,20 +13,32 @@ import (
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
 	eventlog "github.com/edgeplat/edgeplat/roles/api/events"
 	"github.com/edgeplat/edgeplat/roles/api/extdash"
+	"github.com/edgeplat/edgeplat/roles/api/retention"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
+// retainers are the services that delete by age, whose retentions the
+// system config changes at run time.
+type retainers struct {
+	events   *eventlog.Pruner
+	readings *retention.Maintainer
+	rollups  *rollup.Worker
+}
+
 // newSystemConfig builds the system config service, whose settings go to
-// the access layer's rate limits, the pipeline's de-duplication TTL and
-// the process's log level (docs/system-config.md). With r.Level nil (a
-// runtime not built by cmd) the log level stays as built.
-func newSystemConfig(cfg *config.Config, r *rt.Runtime, b rt.Backends, acc *access, pipe *pipeline, prune *eventlog.Pruner) *apiadmin.SystemConfig {
+// the access layer's rate limits, the pipeline's de-duplication TTL, the
+// retentions and the process's log level (docs/system-config.md). With
+// r.Level nil (a runtime not built by cmd) the log level stays as built.
+func newSystemConfig(cfg *config.Config, r *rt.Runtime, b rt.Backends, acc *access, pipe *pipeline, keep retainers) *apiadmin.SystemConfig {
 	return apiadmin.NewSystemConfig(apiadmin.SystemConfigOptions{
 		Base: apiadmin.FromConfig(cfg),
 		DB:   b.DB,
 		Apply: func(s apiadmin.Settings) {
 			acc.applyLimits(s)
 			pipe.setDedupTTL(s.DedupTTL)
-			prune.SetRetention(s.EventsRetention)
+			keep.events.SetRetention(s.EventsRetention)
+			keep.readings.SetRetention(s.ReadingsRetention)
+			keep.rollups.SetRetentions(s.RollupHourlyRetention, s.RollupDailyRetention)
 			if r.Level != nil {
 				r.Level.Set(s.SlogLevel())
 			}

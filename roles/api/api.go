@@ -207,7 +207,16 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	}
 	an.Register(v1)
 	prune := eventlog.NewPruner(b.DB, cfg.API.EventsRetention, 0, snaps, em, r.Component("api-events-log"))
-	sc := newSystemConfig(cfg, r, b, acc, pipe, prune)
+	// Partitions ahead and raw retention (docs/database.md); every
+	// replica runs it, an advisory lock lets one at a time work.
+	ret := retention.New(b.DB, cfg.API.ReadingsRetention, retention.Options{
+		Metrics: retention.NewMetrics(r.Metrics), Log: r.Component("api-readings-retention")})
+	// The rollups of readings (docs/readings-api.md, section Rollups),
+	// next to the event log's pruner: both only keep tables in shape.
+	ro := rollup.OptionsFrom(cfg.API)
+	ro.Logger, ro.Registerer = r.Component("api-rollup"), r.Metrics
+	roll := rollup.New(b.DB, ro)
+	sc := newSystemConfig(cfg, r, b, acc, pipe, retainers{events: prune, readings: ret, rollups: roll})
 	registerAdmin(v1, r, b, acc, pipe, client, sc)
 	if err := registerExtDash(v1, cfg, r, acc); err != nil {
 		return nil, err
@@ -279,15 +288,6 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	}
 	svcs = append(svcs, srv, lv, watch, seen, mon)
 	svcs = append(svcs, an.Services()...)
-	// Partitions ahead and raw retention (docs/database.md); every
-	// replica runs it, an advisory lock lets one at a time work.
-	ret := retention.New(b.DB, cfg.API.ReadingsRetention, retention.Options{
-		Metrics: retention.NewMetrics(r.Metrics), Log: r.Component("api-readings-retention")})
-	// The rollups of readings (docs/readings-api.md, section Rollups),
-	// next to the event log's pruner: both only keep tables in shape.
-	ro := rollup.OptionsFrom(cfg.API)
-	ro.Logger, ro.Registerer = r.Component("api-rollup"), r.Metrics
-	roll := rollup.New(b.DB, ro)
 	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts

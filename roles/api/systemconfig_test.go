@@ -22,6 +22,8 @@ import (
 	apiadmin "github.com/edgeplat/edgeplat/roles/api/admin"
 	"github.com/edgeplat/edgeplat/roles/api/apitest"
 	"github.com/edgeplat/edgeplat/roles/api/extdash/grafanatest"
+	"github.com/edgeplat/edgeplat/roles/api/retention"
+	"github.com/edgeplat/edgeplat/roles/api/rollup"
 )
 
 // firstStatus makes up to n calls and returns the number of the first
@@ -288,5 +290,75 @@ func TestSystemConfigEventsRetentionIntegration(t *testing.T) {
 	}
 	if n := count(); n != 0 {
 		t.Errorf("retention 2d: %d three-day-old records left, want 0", n)
+	}
+}
+
+// TestSystemConfigReadingsRetentionIntegration: the readings' and the
+// rollups' retentions changed through PUT /admin/system-config reach the
+// readings maintenance and the rollup worker without a restart: a
+// three-day-old reading the default keeps goes at the next round once the
+// retention is two days; bounds below a day are refused naming the key,
+// and null puts the configured value back.
+func TestSystemConfigReadingsRetentionIntegration(t *testing.T) {
+	now := time.Now().UTC()
+	d := apitest.SeededDB(t, "sqlite", now, apitest.AgentA1)
+	for _, at := range []time.Time{now.Add(-72 * time.Hour), now.Add(-time.Hour)} {
+		apitest.Exec(t, d, `INSERT INTO readings (time, agent_uuid, metric_name, value, tenant_id) VALUES ($1, $2, 'boiler.temp', 1, $3)`,
+			d.Dialect().TimeArg(at), apitest.AgentA1, apitest.TenantA)
+	}
+	e, _, _, svcs := roleServices(t, d, testLicence(t, 0), nil)
+	m := maintainerOf(t, svcs)
+	var roll *rollup.Worker
+	for _, s := range svcs {
+		if w, ok := s.(*rollup.Worker); ok {
+			roll = w
+		}
+	}
+	if roll == nil {
+		t.Fatal("no rollup worker among the role's services")
+	}
+	count := func() int {
+		t.Helper()
+		if _, err := m.Maintain(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := d.SQL().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM readings`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("default retention: %d readings left of a 72 h and a 1 h old one, want 2", n)
+	}
+	tok := admin(t, e)
+	for _, key := range []string{"api.readings_retention", "api.rollup_hourly_retention", "api.rollup_daily_retention"} {
+		bad := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{key: "12h"})
+		if bad.status != http.StatusBadRequest || !strings.Contains(string(bad.raw), key) {
+			t.Fatalf("PUT %s 12h: %d %s, want 400 naming the key", key, bad.status, bad.raw)
+		}
+	}
+	if m.Retention() != retention.DefaultRetention {
+		t.Fatalf("a refused PUT changed the readings retention to %s", m.Retention())
+	}
+	put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"api.readings_retention": "2d",
+		"api.rollup_hourly_retention": "30d", "api.rollup_daily_retention": "3650d"})
+	if put.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", put.status, put.raw)
+	}
+	if m.Retention() != 48*time.Hour {
+		t.Fatalf("readings retention %s after PUT 2d, want 48h", m.Retention())
+	}
+	if h, dd := roll.Retentions(); h != 30*24*time.Hour || dd != 3650*24*time.Hour {
+		t.Fatalf("rollup retentions %s, %s after PUT 30d, 3650d", h, dd)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("retention 2d: %d readings left, want only the 1 h old one", n)
+	}
+	if put := call(t, e, "PUT", "/api/v1/admin/system-config", tok, map[string]any{"api.rollup_daily_retention": nil}); put.status != http.StatusOK {
+		t.Fatalf("PUT null: %d %s", put.status, put.raw)
+	}
+	if _, dd := roll.Retentions(); dd != rollup.DefaultDailyRetention {
+		t.Errorf("daily rollup retention %s after null, want the configured %s", dd, time.Duration(rollup.DefaultDailyRetention))
 	}
 }

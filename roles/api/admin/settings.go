@@ -26,6 +26,11 @@ type Settings struct {
 	DedupTTL time.Duration
 	// EventsRetention is the event log's retention; 0 keeps everything.
 	EventsRetention time.Duration
+	// ReadingsRetention is raw readings' retention, RollupHourlyRetention
+	// and RollupDailyRetention the rollups'; 0 keeps everything.
+	ReadingsRetention     time.Duration
+	RollupHourlyRetention time.Duration
+	RollupDailyRetention  time.Duration
 }
 
 // FromConfig returns the configured values: file, environment, defaults.
@@ -38,6 +43,10 @@ func FromConfig(cfg *config.Config) Settings {
 		LogLevel:        levelName(cfg.Log.Level),
 		DedupTTL:        cfg.API.DedupTTL,
 		EventsRetention: cfg.API.EventsRetention,
+
+		ReadingsRetention:     cfg.API.ReadingsRetention,
+		RollupHourlyRetention: cfg.API.RollupHourlyRetention,
+		RollupDailyRetention:  cfg.API.RollupDailyRetention,
 	}
 }
 
@@ -118,6 +127,9 @@ func durationSetting(key, doc, bounds string, ok func(time.Duration) bool, field
 	}
 }
 
+// atLeastADay is config's bound for the readings' and rollups' retentions.
+func atLeastADay(d time.Duration) bool { return d == 0 || d >= 24*time.Hour }
+
 // settings lists the keys (sorted by init).
 var settings = []setting{
 	rateLimit("auth.rate_limit_admin", "Requests per minute per admin to the admin-only routes; 0 disables.",
@@ -134,6 +146,12 @@ var settings = []setting{
 	durationSetting("api.events_retention", "How long the event log keeps state snapshots and audit records (docs/events.md), as a duration (\"2160h\", \"30d\"); \"0s\" keeps them. Applies from the next hourly round.",
 		"0s (keep) or at least 1h", func(d time.Duration) bool { return d == 0 || d >= time.Hour },
 		func(s *Settings) *time.Duration { return &s.EventsRetention }),
+	durationSetting("api.readings_retention", "How long raw readings are kept (docs/database.md), as a duration (\"720h\", \"30d\"); \"0s\" keeps them. Applies from the next maintenance round: whole days older than it are dropped then.",
+		"0s (keep) or at least 24h", atLeastADay, func(s *Settings) *time.Duration { return &s.ReadingsRetention }),
+	durationSetting("api.rollup_hourly_retention", "How long hourly rollups are kept (docs/readings-api.md), as a duration; \"0s\" keeps them. Applies from the next rollup round.",
+		"0s (keep) or at least 24h", atLeastADay, func(s *Settings) *time.Duration { return &s.RollupHourlyRetention }),
+	durationSetting("api.rollup_daily_retention", "How long daily rollups are kept (docs/readings-api.md), as a duration; \"0s\" keeps them. Applies from the next rollup round.",
+		"0s (keep) or at least 24h", atLeastADay, func(s *Settings) *time.Duration { return &s.RollupDailyRetention }),
 	{key: "log.level", doc: "Log level of the whole process: debug, info, warn or error.",
 		decode: func(raw json.RawMessage) (any, error) {
 			var s string

@@ -26,7 +26,7 @@ const lockTimeout = "5s"
 // partition.
 func (m *Maintainer) maintainPartitions(ctx context.Context) (Result, error) {
 	res := Result{Mode: ModePartitions}
-	now := m.o.Now()
+	now, retention := m.o.Now(), m.Retention()
 	got, err := m.locked(ctx, func(tx *sql.Tx) error {
 		// Bounds print in the session's time zone; UTC makes them parse
 		// the same whatever the server's default.
@@ -38,7 +38,7 @@ func (m *Maintainer) maintainPartitions(ctx context.Context) (Result, error) {
 			return err
 		}
 		res.Before = l.names()
-		p, err := planFor(l, now, m.retention, m.o.Ahead, func() (bool, error) {
+		p, err := planFor(l, now, retention, m.o.Ahead, func() (bool, error) {
 			var has bool
 			err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM "+pastName+")").Scan(&has)
 			if err != nil {
@@ -70,7 +70,7 @@ func (m *Maintainer) maintainPartitions(ctx context.Context) (Result, error) {
 	if len(res.Created)+len(res.Dropped) > 0 || res.Moved > 0 {
 		m.o.Log.Info("readings partitions maintained", "created", len(res.Created), "dropped", len(res.Dropped),
 			"rows_moved", res.Moved, "first", res.After[0], "second", res.After[1], "last_day", res.After[len(res.After)-2],
-			"retention", m.retention)
+			"retention", retention)
 	}
 	return res, nil
 }

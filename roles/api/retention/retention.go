@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/edgeplat/edgeplat/core/db"
@@ -48,8 +49,10 @@ type Options struct {
 // Maintainer is the lifecycle service keeping readings' partitions and
 // retention.
 type Maintainer struct {
-	db        *db.DB
-	retention time.Duration
+	db *db.DB
+	// retention is a time.Duration; PUT /admin/system-config changes it
+	// between rounds (SetRetention).
+	retention atomic.Int64
 	o         Options
 }
 
@@ -79,11 +82,17 @@ func New(d *db.DB, retention time.Duration, o Options) *Maintainer {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Maintainer{db: d, retention: max(retention, 0), o: o}
+	m := &Maintainer{db: d, o: o}
+	m.SetRetention(retention)
+	return m
 }
 
 // Retention is the retention in effect; 0 keeps everything.
-func (m *Maintainer) Retention() time.Duration { return m.retention }
+func (m *Maintainer) Retention() time.Duration { return time.Duration(m.retention.Load()) }
+
+// SetRetention changes the retention from the next round on; <= 0 keeps
+// everything.
+func (m *Maintainer) SetRetention(d time.Duration) { m.retention.Store(int64(max(d, 0))) }
 
 // Result reports one round.
 type Result struct {
@@ -168,10 +177,11 @@ func (m *Maintainer) locked(ctx context.Context, f func(tx *sql.Tx) error) (bool
 // than the retention; it makes chunks itself as rows arrive.
 func (m *Maintainer) dropChunks(ctx context.Context) (Result, error) {
 	res := Result{Mode: ModeChunks}
-	if m.retention <= 0 {
+	retention := m.Retention()
+	if retention <= 0 {
 		return res, nil
 	}
-	cutoff := m.o.Now().Add(-m.retention)
+	cutoff := m.o.Now().Add(-retention)
 	got, err := m.locked(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, "SELECT drop_chunks('readings', older_than => $1::timestamptz)", cutoff)
 		if err != nil {
@@ -193,7 +203,7 @@ func (m *Maintainer) dropChunks(ctx context.Context) (Result, error) {
 	}
 	m.o.Metrics.dropped.Add(float64(len(res.Dropped)))
 	if len(res.Dropped) > 0 {
-		m.o.Log.Info("readings chunks dropped", "chunks", len(res.Dropped), "older_than", cutoff.UTC(), "retention", m.retention)
+		m.o.Log.Info("readings chunks dropped", "chunks", len(res.Dropped), "older_than", cutoff.UTC(), "retention", retention)
 	}
 	return res, nil
 }

@@ -33,10 +33,11 @@ const (
 // batch the round pauses so queued writes go first.
 func (m *Maintainer) deleteRows(ctx context.Context) (Result, error) {
 	res := Result{Mode: ModeRows}
-	if m.retention <= 0 {
+	retention := m.Retention()
+	if retention <= 0 {
 		return res, nil
 	}
-	cut := m.db.Dialect().TimeArg(m.o.Now().Add(-m.retention))
+	cut := m.db.Dialect().TimeArg(m.o.Now().Add(-retention))
 	run := func() error {
 		read := m.db.ReadSQL()
 		var agent, metric string
@@ -62,7 +63,7 @@ func (m *Maintainer) deleteRows(ctx context.Context) (Result, error) {
 		err = run()
 	}
 	if res.Deleted > 0 {
-		m.o.Log.Info("old readings deleted", "rows", res.Deleted, "retention", m.retention)
+		m.o.Log.Info("old readings deleted", "rows", res.Deleted, "retention", retention)
 	}
 	return res, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,9 @@ type Worker struct {
 	o   Options
 	m   *metrics
 	log *slog.Logger
+	// hourlyKeep and dailyKeep are time.Durations: the retentions in
+	// effect, which PUT /admin/system-config changes between rounds.
+	hourlyKeep, dailyKeep atomic.Int64
 }
 
 // New returns the worker for d, doing no I/O.
@@ -79,7 +83,21 @@ func New(d *db.DB, o Options) *Worker {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Worker{db: d, o: o, m: newMetrics(o.Registerer), log: o.Logger}
+	w := &Worker{db: d, o: o, m: newMetrics(o.Registerer), log: o.Logger}
+	w.SetRetentions(o.HourlyRetention, o.DailyRetention)
+	return w
+}
+
+// SetRetentions changes how long hourly and daily rollups are kept, from
+// the next round on; <= 0 keeps them forever.
+func (w *Worker) SetRetentions(hourly, daily time.Duration) {
+	w.hourlyKeep.Store(int64(max(hourly, 0)))
+	w.dailyKeep.Store(int64(max(daily, 0)))
+}
+
+// Retentions are the rollups' retentions in effect (hourly, daily).
+func (w *Worker) Retentions() (hourly, daily time.Duration) {
+	return time.Duration(w.hourlyKeep.Load()), time.Duration(w.dailyKeep.Load())
 }
 
 // Name implements lifecycle.Service.
@@ -132,7 +150,7 @@ func (w *Worker) round(ctx context.Context) (bool, error) {
 	if w.db.Dialect().Engine != db.Postgres {
 		// SQLite's writer is one connection that ingest shares: each
 		// transaction takes it, and it is free in between.
-		r := &round{w: w, conn: w.db.SQL(), now: w.o.Now().UTC(), dl: w.db.Dialect()}
+		r := w.newRound(w.db.SQL())
 		return true, r.run(ctx)
 	}
 	conn, err := w.db.SQL().Conn(ctx)
@@ -158,7 +176,7 @@ func (w *Worker) round(ctx context.Context) (bool, error) {
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	r := &round{w: w, conn: conn, now: w.o.Now().UTC(), dl: w.db.Dialect()}
+	r := w.newRound(conn)
 	return true, r.run(ctx)
 }
 
@@ -177,6 +195,15 @@ type round struct {
 	now  time.Time
 	dl   db.Dialect
 	st   state
+	// The retentions, read once so that a change in the middle of a
+	// round does not apply to half of it.
+	hourlyKeep, dailyKeep time.Duration
+}
+
+func (w *Worker) newRound(c conn) *round {
+	r := &round{w: w, conn: c, now: w.o.Now().UTC(), dl: w.db.Dialect()}
+	r.hourlyKeep, r.dailyKeep = w.Retentions()
+	return r
 }
 
 func (r *round) run(ctx context.Context) error {
@@ -295,7 +322,7 @@ func (r *round) late(ctx context.Context) error {
 // to that hour, unless retention would delete it; an hour not rolled up
 // yet waits for its turn.
 func (r *round) reroll(ctx context.Context, tx *sql.Tx, hours []time.Time) error {
-	cut := retentionCut(r.now, r.w.o.HourlyRetention, time.Hour)
+	cut := retentionCut(r.now, r.hourlyKeep, time.Hour)
 	var days []time.Time
 	for _, h := range hours {
 		if !h.Before(r.st.hourly.To) || h.Before(cut) {
@@ -343,8 +370,8 @@ func (r *round) retain(ctx context.Context) error {
 		win         *Window
 		limit       time.Time
 	}{
-		{Hourly, "hourly", r.w.o.HourlyRetention, time.Hour, &r.st.hourly, r.st.daily.To},
-		{Daily, "daily", r.w.o.DailyRetention, day, &r.st.daily, r.st.daily.To},
+		{Hourly, "hourly", r.hourlyKeep, time.Hour, &r.st.hourly, r.st.daily.To},
+		{Daily, "daily", r.dailyKeep, day, &r.st.daily, r.st.daily.To},
 	} {
 		if t.keep <= 0 {
 			continue

@@ -229,30 +229,13 @@ func (d *decoder) compactMessage(m *Message) error {
 				return err
 			}
 		}
-		switch {
-		case flags&cfUnit != 0:
-			if b, err = d.compactBytes(); err != nil {
-				return err
-			}
-			unit = d.intern(b)
-			r.Unit = unit
-		case flags&cfSameUnit != 0:
-			r.Unit = unit
-		default:
-			unit = ""
+		if err := d.compactRepeated(flags&cfUnit != 0, flags&cfSameUnit != 0, &unit); err != nil {
+			return err
 		}
-		switch {
-		case flags&cfQuality != 0:
-			if b, err = d.compactBytes(); err != nil {
-				return err
-			}
-			quality = d.intern(b)
-			r.Quality = quality
-		case flags&cfSameQuality != 0:
-			r.Quality = quality
-		default:
-			quality = ""
+		if err := d.compactRepeated(flags&cfQuality != 0, flags&cfSameQuality != 0, &quality); err != nil {
+			return err
 		}
+		r.Unit, r.Quality = unit, quality
 		if flags&cfTime != 0 {
 			t, err := d.compactTime()
 			if err != nil {
@@ -269,6 +252,23 @@ func (d *decoder) compactMessage(m *Message) error {
 	m.Readings = rs
 	if d.pos != len(d.data) {
 		return d.compactErr("data after the last reading")
+	}
+	return nil
+}
+
+// compactRepeated reads a unit or quality: a string of its own (own), the
+// previous reading's (same) or none. *prev, the previous reading's, becomes
+// this reading's.
+func (d *decoder) compactRepeated(own, same bool, prev *string) error {
+	switch {
+	case own:
+		b, err := d.compactBytes()
+		if err != nil {
+			return err
+		}
+		*prev = d.intern(b)
+	case !same:
+		*prev = ""
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestCompactEntryMatchesJSON(t *testing.T) {
 		{"full", Message{AgentUUID: agent, DeviceName: "plc1", Protocol: "modbus", MsgID: "v2_Ab12Cd34_7", Timestamp: TimestampOf(at),
 			Readings: []Reading{
 				{Name: "a", Value: float(21.5), Unit: "C", Quality: "GOOD", Timestamp: TimestampOf(at)},
-				{Name: "b", Value: float(-0.0), Unit: "C", Quality: "GOOD", Timestamp: TimestampOf(at.Add(time.Millisecond))},
+				{Name: "b", Value: float(math.Copysign(0, -1)), Unit: "C", Quality: "GOOD", Timestamp: TimestampOf(at.Add(time.Millisecond))},
 				{Name: "c", Unit: "bar", Quality: "BAD", AnomalyScore: float(0.75)},
 				{Name: "d", Value: float(math.MaxFloat64), Quality: "BAD", Timestamp: TimestampOf(at.Add(300 * time.Microsecond))},
 				{Name: "é ✓", Value: float(1e-300), Unit: "C"},

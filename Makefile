@@ -96,6 +96,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseLogBatch$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeMatchesStdlib$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzAppendJSONMatchesStdlib$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzCompactMatchesJSON$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeCompact$$' -fuzztime=$(FUZZEXECS) ./core/telemetry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseID$$' -fuzztime=$(FUZZEXECS) ./core/streamstore
 	$(GO) test -run='^$$' -fuzz='^FuzzMatchGlob$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/memory
 	$(GO) test -run='^$$' -fuzz='^FuzzClusterKey$$' -fuzztime=$(FUZZEXECS) ./core/streamstore/redis

@@ -164,6 +164,9 @@ type API struct {
 	DedupTTL     time.Duration `mapstructure:"dedup_ttl"`
 	DedupMode    string        `mapstructure:"dedup_mode"`
 	MaxBodyBytes int           `mapstructure:"max_body_bytes"`
+	// StreamEntryFormat is the form of the ingestion stream entries the
+	// pipeline writes (docs/stream-contract.md).
+	StreamEntryFormat string `mapstructure:"stream_entry_format"`
 	// ClockMaxFuture and ClockMaxPast are the acceptance window of reading
 	// timestamps around their receive time.
 	ClockMaxFuture time.Duration `mapstructure:"clock_max_future"`
@@ -214,6 +217,14 @@ const (
 	// DedupModeSequence remembers each msgId as one bit of a bitmap per
 	// agent, key id and block of sequence numbers.
 	DedupModeSequence = "sequence"
+)
+
+// Values of api.stream_entry_format.
+const (
+	// StreamEntryCompact writes the compact binary form.
+	StreamEntryCompact = "compact"
+	// StreamEntryJSON writes the JSON form.
+	StreamEntryJSON = "json"
 )
 
 // Spool configures the disk spool used while a backend is failing.

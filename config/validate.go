@@ -138,6 +138,7 @@ func (c *Config) validate() problems {
 				p.add("api.dedup_ttl", "must be between 1s and 30d, got %s", d)
 			}
 			p.rule("api.dedup_mode", ValidateDedupMode(c.API.DedupMode))
+			p.oneOf("api.stream_entry_format", c.API.StreamEntryFormat, StreamEntryCompact, StreamEntryJSON)
 			if d := c.API.ClockMaxFuture; d <= 0 {
 				p.add("api.clock_max_future", "must be positive, got %s", d)
 			}

@@ -69,14 +69,7 @@ func (a *ReadingArena) Decode(data string) (Message, error) {
 		return m, fmt.Errorf("%w: %d bytes exceed %d", ErrInvalid, len(data), MaxMessageBytes)
 	}
 	d := decoder{data: unsafe.Slice(unsafe.StringData(data), len(data)), arena: a}
-	d.ws()
-	err := d.message(&m)
-	if err == nil {
-		d.ws()
-		if d.pos != len(d.data) {
-			err = d.syntax("data after the top-level value")
-		}
-	}
+	err := d.entry(&m)
 	if err != nil {
 		return Message{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

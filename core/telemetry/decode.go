@@ -25,6 +25,15 @@ import (
 // number out of float64's range, is an error.
 func decodeMessage(data []byte, m *Message) error {
 	d := decoder{data: data}
+	return d.entry(m)
+}
+
+// entry decodes a whole stream entry value, in either form: compact
+// (CompactPrefix) or JSON.
+func (d *decoder) entry(m *Message) error {
+	if len(d.data) > 0 && d.data[0] == 0 {
+		return d.compactMessage(m)
+	}
 	d.ws()
 	if err := d.message(m); err != nil {
 		return err

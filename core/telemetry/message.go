@@ -19,7 +19,7 @@ import (
 )
 
 // StreamField is the one field of an ingestion stream entry; its value is
-// the JSON of one Message.
+// one Message, as JSON or in the compact form (AppendCompactEntry).
 const StreamField = "data"
 
 // Message is one decoded telemetry message: one device's readings from one

@@ -209,6 +209,9 @@ func FuzzDecodeMatchesStdlib(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if IsCompact(string(data)) {
+			return // the other form (FuzzDecodeCompact)
+		}
 		var want, got Message
 		werr := json.Unmarshal(data, &want)
 		gerr := decodeMessage(data, &got)
@@ -295,6 +298,34 @@ func BenchmarkParseMessage(b *testing.B) {
 			}
 		}
 	})
+	compact, ok := m.AppendCompactEntry(nil)
+	if !ok {
+		b.Fatal("compact form declined")
+	}
+	b.Run("ParseMessage-compact", func(b *testing.B) {
+		b.SetBytes(int64(len(compact)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ParseMessage(compact); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// As ingest decodes: through a worker's arena, from the stream's
+	// strings.
+	for name, form := range map[string]string{"entry": string(entry), "compact": string(compact)} {
+		b.Run("arena-"+name, func(b *testing.B) {
+			a := NewReadingArena(1 << 10)
+			b.SetBytes(int64(len(form)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := a.Decode(form); err != nil {
+					b.Fatal(err)
+				}
+				a.Reset()
+			}
+		})
+	}
 	b.Run("encoding-json", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
@@ -414,6 +445,16 @@ func BenchmarkAppendJSON(b *testing.B) {
 			var err error
 			if buf, err = m.AppendJSON(buf[:0]); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AppendCompactEntry", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			var ok bool
+			if buf, ok = m.AppendCompactEntry(buf[:0]); !ok {
+				b.Fatal("declined")
 			}
 		}
 	})

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -277,8 +276,8 @@ func streamMessages(t *testing.T, store streamstore.Store, stream string) map[st
 			t.Fatalf("range %s: %v", stream, err)
 		}
 		for _, e := range es {
-			var m telemetry.Message
-			if err := json.Unmarshal([]byte(e.Values[telemetry.StreamField]), &m); err != nil {
+			m, err := telemetry.DecodeMessage([]byte(e.Values[telemetry.StreamField]))
+			if err != nil {
 				t.Fatalf("entry %s: %v", e.ID, err)
 			}
 			seen[m.AgentUUID+"/"+m.MsgID+"/"+m.DeviceName]++

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,10 +147,11 @@ func testPipeline(t *testing.T, mode string) {
 			t.Errorf("%s = %g, want %g", name, got, want)
 		}
 	}
-	var m map[string]any
-	_ = json.Unmarshal([]byte(entries[0].Values["data"]), &m)
-	if m["agentUuid"] == "" {
-		t.Errorf("entry = %v", m)
+	// Entries are written in the compact form, which ingest reads.
+	if data := entries[0].Values["data"]; !telemetry.IsCompact(data) {
+		t.Errorf("entry not in the compact form: %q", data)
+	} else if m, err := telemetry.ParseMessage([]byte(data)); err != nil || m.AgentUUID == "" {
+		t.Errorf("entry = %+v, %v", m, err)
 	}
 
 	// The marks the mode promises, and only those.

@@ -49,7 +49,7 @@ func (e *engine) toDLQ(ctx context.Context, stream string, dead []deadLetter) []
 	failedAt := time.Now().UTC().Format(time.RFC3339Nano)
 	batch := make([]map[string]string, len(dead))
 	for i, d := range dead {
-		batch[i] = map[string]string{"originalId": d.id, "stream": stream, "data": d.payload, "reason": d.reason, "failedAt": failedAt}
+		batch[i] = map[string]string{"originalId": d.id, "stream": stream, "data": readable(d.payload), "reason": d.reason, "failedAt": failedAt}
 	}
 	sctx, cancel := sideContext(ctx)
 	defer cancel()
@@ -64,6 +64,25 @@ func (e *engine) toDLQ(ctx context.Context, stream string, dead []deadLetter) []
 	}
 	e.m.dlqTotal.Add(float64(len(ids)))
 	return ids
+}
+
+// readable is a dead letter's data as operators read it: a compact entry
+// (docs/stream-contract.md) becomes the JSON entry of its message, which
+// ingest takes back as well on a replay; one that does not decode stays
+// as it is, the reason says why.
+func readable(data string) string {
+	if !telemetry.IsCompact(data) {
+		return data
+	}
+	m, err := telemetry.DecodeMessage([]byte(data))
+	if err != nil {
+		return data
+	}
+	b, err := m.AppendEntryJSON(nil)
+	if err != nil {
+		return data
+	}
+	return string(b)
 }
 
 // ack acknowledges ids and forgets their excused deliveries.

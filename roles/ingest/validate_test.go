@@ -34,6 +34,18 @@ func TestDecodeEntriesChecksBeforeInsert(t *testing.T) {
 		{"NUL in a reading name", msg("d", `{"name":"a","value":1},{"name":"b\u0000","value":2},{"name":"c","value":3}`), "", 2, "1 of 3 readings invalid, the others were written: reading 1: reading name", 1},
 		{"NUL in unit and quality", msg("d", `{"name":"a","value":1,"unit":"\u0000"},{"name":"b","value":2,"quality":"\u0000"},{"name":"c","value":3}`), "", 1, "2 of 3 readings invalid", 2},
 		{"metric name too long", msg("d", `{"name":"`+long+`","value":1},{"name":"c","value":3}`), "", 1, "metric name of 2050 bytes exceeds 2048", 1},
+		{"malformed compact entry", telemetry.CompactPrefix + "\x05", "malformed compact entry", 0, "", 0},
+	}
+	// The same checks hold for the compact form the Cloud API writes.
+	for _, tc := range tests {
+		m, err := telemetry.DecodeMessage([]byte(tc.data))
+		if err != nil {
+			continue
+		}
+		if data, ok := m.AppendCompactEntry(nil); ok {
+			tc.name, tc.data = "compact "+tc.name, string(data)
+			tests = append(tests, tc)
+		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +138,34 @@ func BenchmarkCheckMessage(b *testing.B) {
 		mm := m
 		if _, err := checkMessage(&mm); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestReadable: dead letters of compact entries are written as JSON that
+// decodes to the same message; anything else is kept as it is.
+func TestReadable(t *testing.T) {
+	v := 1.5
+	m := telemetry.Message{AgentUUID: "0b1e5c52-9f4a-4c1e-8d7e-2f6b8f0c9a11", DeviceName: "d\x00",
+		Timestamp: telemetry.TimestampOf(time.UnixMilli(1763805600000)), Readings: []telemetry.Reading{{Name: "a", Value: &v, Unit: "C"}}}
+	compact, ok := m.AppendCompactEntry(nil)
+	if !ok {
+		t.Fatal("compact form declined")
+	}
+	json, err := m.AppendEntryJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, in, want string }{
+		{"json", `{"x":1}`, `{"x":1}`},
+		{"not json", "abc", "abc"},
+		{"compact", string(compact), string(json)},
+		{"malformed compact", telemetry.CompactPrefix + "\x05", telemetry.CompactPrefix + "\x05"},
+		{"unknown version", "\x00\x09{}", "\x00\x09{}"},
+	}
+	for _, tc := range tests {
+		if got := readable(tc.in); got != tc.want {
+			t.Errorf("%s: readable(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
 		}
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/edgeplat/edgeplat/core/health"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
 	"github.com/edgeplat/edgeplat/core/logging"
-	"github.com/edgeplat/edgeplat/core/metrics"
 	"github.com/edgeplat/edgeplat/core/rt"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
@@ -507,7 +506,7 @@ func (b *bench) runProfile(ctx context.Context, cfg *config.Config, cpuProfile s
 		return res, err
 	}
 	defer rstore.Close()
-	r := &rt.Runtime{Logger: b.log, Metrics: metrics.NewRegistry(), Health: health.New(2 * time.Second)}
+	r := &rt.Runtime{Logger: b.log, Metrics: benchRegistry(), Health: health.New(2 * time.Second)}
 	// Port 0: the kernel picks a free port for /health and /metrics.
 	cfg.Ingest.Bind, cfg.Ingest.Port = "127.0.0.1", 0
 	if cfg.Spool.Enabled {

@@ -28,6 +28,7 @@ tenant and tables and remove them afterwards.`,
 	c.AddCommand(newBenchPipelineCmd())
 	c.AddCommand(newBenchAgentCmd())
 	c.AddCommand(newBenchClusterCmd())
+	c.AddCommand(newBenchPublishCmd())
 	return c
 }
 
@@ -250,6 +251,50 @@ docs/benchmarks.md and docs/scaling.md.`,
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up when the rows are not all committed after this long")
 	f.DurationVar(&o.StallAfter, "stall-after", 60*time.Second, "once everything is published, stop waiting when no row has been committed for this long and report what is missing")
+	return c
+}
+
+func newBenchPublishCmd() *cobra.Command {
+	var o bench.PublishOptions
+	c := &cobra.Command{
+		Use:   "publish",
+		Short: "Publish bench pipeline's load to the broker and nothing else, for measuring another consumer",
+		Long: `Publish the load "edgeplat bench pipeline" publishes, to the broker of
+MQTT_BROKER_URL (--config, the environment), and report how fast the broker
+acknowledged it; nothing consumes it here. It is the load generator for
+comparing another collector with edgeplat on the same messages
+(scripts/bench-vs-telegraf.sh).
+
+On a fresh random tenant, --publishers MQTT clients (one agent each)
+publish --messages messages of --readings readings each at QoS 1 to
+i/{tenant}/a/{agent}/endpoints/modbus, up to 64 unacknowledged per
+publisher, at --rate messages/s in total (0: as fast as the broker
+acknowledges). The readings (devices, metric names, values, times) are the
+ones bench pipeline sends, encoded before the clock starts in --format: an
+edgeplat format, or "influx" for InfluxDB line protocol with one line per
+reading:
+  readings,agent=<agent uuid>,metric=<device>.<metric> value=<float> <time in ns>
+so every (agent, metric, time) key is distinct, as in edgeplat's table.
+
+The report gives the messages the broker acknowledged (PUBACKs), the
+first-publish and last-PUBACK instants as Unix nanoseconds (--json), the
+publish rate and this process's CPU and peak RSS while publishing. A
+message that is not acknowledged within 30 s fails the command. Progress
+goes to stderr, results to stdout. See docs/benchmarks.md.`,
+		Example: `  MQTT_BROKER_URL=tcp://127.0.0.1:18830 edgeplat bench publish --format influx --publishers 4 --messages 6000 --json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, func(ctx context.Context, env bench.Env) error { return bench.RunPublish(ctx, o, env) })
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Publishers, "publishers", 4, "MQTT publishers, one agent each")
+	f.IntVar(&o.Messages, "messages", 2000, "messages per publisher")
+	f.IntVar(&o.Readings, "readings", 50, "readings per message")
+	f.StringVar(&o.Format, "format", bench.FormatInflux, "payload format: influx (line protocol, one line per reading), json, msgpack, json+deflate, msgpack+deflate")
+	f.Float64Var(&o.Rate, "rate", 0, "messages/s over all publishers; 0 publishes as fast as the broker acknowledges")
+	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up when not everything is acknowledged after this long")
 	return c
 }
 

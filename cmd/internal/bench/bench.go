@@ -2,8 +2,10 @@
 // role (bench ingest), MQTT to committed rows through the api and ingest
 // roles (bench pipeline), the same through several serve-api and ingest
 // processes with crashes (bench cluster), and the edge agent's footprint
-// (bench agent). cmd parses the flags and calls RunIngest, RunPipeline,
-// RunCluster or RunAgent; see docs/benchmarks.md and docs/scaling.md.
+// (bench agent), and the pipeline's load alone for measuring another
+// collector on it (bench publish). cmd parses the flags and calls
+// RunIngest, RunPipeline, RunCluster, RunAgent or RunPublish; see
+// docs/benchmarks.md and docs/scaling.md.
 package bench
 
 import (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/influxdata/line-protocol/v2/lineprotocol"
 
 	"github.com/edgeplat/edgeplat/core/codec"
 	redisstore "github.com/edgeplat/edgeplat/core/streamstore/redis"
@@ -57,6 +58,7 @@ func (l *publishLoad) encode(progress io.Writer) error {
 		names[r], units[r] = fmt.Sprintf("%s_%d", k.name, r/len(benchKinds)+1), k.unit
 	}
 	var bytes int64
+	var err error
 	l.payloads = make([][][]byte, l.publishers)
 	for pub := range l.publishers {
 		l.payloads[pub] = make([][]byte, l.messages)
@@ -68,8 +70,10 @@ func (l *publishLoad) encode(progress io.Writer) error {
 				readings[r] = map[string]any{"deviceName": dev, "metric": names[r], "unit": units[r], "quality": "GOOD",
 					"timestamp": ts, "value": float64((pub*7919+i*104729+r*31)%100_000) / 100}
 			}
-			data, err := l.envelope(format, uint64(i+1), ts, readings)
-			if err != nil {
+			var data []byte
+			if l.format == FormatInflux {
+				data = l.lines(pub, dev, ts, readings)
+			} else if data, err = l.envelope(format, uint64(i+1), ts, readings); err != nil {
 				return err
 			}
 			bytes += int64(len(data))
@@ -94,6 +98,38 @@ func (l *publishLoad) envelope(format codec.Format, seq uint64, ts int64, readin
 		return nil, fmt.Errorf("encode bench message: %w", err)
 	}
 	return data, nil
+}
+
+// FormatInflux is the publish format of `bench publish --format influx`:
+// InfluxDB line protocol, one line per reading, for collectors such as
+// Telegraf that take no edgeplat envelope.
+const FormatInflux = "influx"
+
+// lpMeasurement is the measurement of the line protocol load.
+const lpMeasurement = "readings"
+
+// lines renders one message's readings as line protocol, one line each:
+// tags agent (the publisher's agent as a UUID) and metric (device.metric,
+// as edgeplat names the reading's metric_name), the float field value and
+// the reading's time in nanoseconds, the parsers' default precision. The
+// key a row gets is then the one edgeplat keeps: (agent, metric, time).
+func (l *publishLoad) lines(pub int, dev string, ts int64, readings []any) []byte {
+	var enc lineprotocol.Encoder
+	enc.SetPrecision(lineprotocol.Nanosecond)
+	agent := pipelineUUID(l.agents[pub])
+	at := time.UnixMilli(ts)
+	for _, r := range readings {
+		m := r.(map[string]any)
+		enc.StartLine(lpMeasurement)
+		enc.AddTag("agent", agent)
+		enc.AddTag("metric", dev+"."+m["metric"].(string))
+		enc.AddField("value", lineprotocol.MustNewValue(m["value"].(float64)))
+		enc.EndLine(at)
+	}
+	if err := enc.Err(); err != nil {
+		panic("BUG: bench line protocol: " + err.Error())
+	}
+	return enc.Bytes()
 }
 
 func (l *publishLoad) topic(agent string) string {

@@ -64,15 +64,10 @@ func (o PipelineOptions) validate() error {
 	if _, err := codec.ParseFormat(o.Format); err != nil {
 		return fmt.Errorf("--format: %w", err)
 	}
+	if err := validateLoad(o.Publishers, o.Messages, o.Readings, o.Rate); err != nil {
+		return err
+	}
 	switch {
-	case o.Publishers < 1 || o.Publishers > 1000:
-		return fmt.Errorf("--publishers must be 1..1000, got %d", o.Publishers)
-	case o.Messages < 1:
-		return fmt.Errorf("--messages must be at least 1, got %d", o.Messages)
-	case o.Readings < 1 || o.Readings > 10_000:
-		return fmt.Errorf("--readings must be 1..10000, got %d", o.Readings)
-	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
-		return fmt.Errorf("--rate must be 0 or positive, got %v", o.Rate)
 	case o.ProbeEvery < 10*time.Millisecond:
 		return fmt.Errorf("--probe-interval must be at least 10ms, got %s", o.ProbeEvery)
 	case o.Timeout <= 0:
@@ -81,6 +76,21 @@ func (o PipelineOptions) validate() error {
 		return fmt.Errorf("--stall-after must be 0 or positive, got %s", o.StallAfter)
 	case o.Rounds < 1 || o.Rounds > 50:
 		return fmt.Errorf("--rounds must be 1..50, got %d", o.Rounds)
+	}
+	return nil
+}
+
+// validateLoad checks the flags that size a publishLoad.
+func validateLoad(publishers, messages, readings int, rate float64) error {
+	switch {
+	case publishers < 1 || publishers > 1000:
+		return fmt.Errorf("--publishers must be 1..1000, got %d", publishers)
+	case messages < 1:
+		return fmt.Errorf("--messages must be at least 1, got %d", messages)
+	case readings < 1 || readings > 10_000:
+		return fmt.Errorf("--readings must be 1..10000, got %d", readings)
+	case rate < 0 || math.IsNaN(rate) || math.IsInf(rate, 0):
+		return fmt.Errorf("--rate must be 0 or positive, got %v", rate)
 	}
 	return nil
 }

@@ -90,7 +90,15 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		}
 		cmds.StateChanged(from, to)
 	}
-	client, err := mqttx.New(mo)
+	// A replica that stops leaves the shared group when another member
+	// takes its share over (sharedgroup.go); without Redis it never does.
+	var client *mqttx.Client
+	members := newGroupMembers(b.Streams, b.DB, mo.SharedGroup, func() string { return client.ClientID() },
+		func() bool { return client.State() == mqttx.StateConnected }, r.Component("api-mqtt-group"))
+	if members != nil {
+		mo.LeaveShared = members.Leave
+	}
+	client, err = mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
 	}
@@ -288,7 +296,12 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	ro := rollup.OptionsFrom(cfg.API)
 	ro.Logger, ro.Registerer = r.Component("api-rollup"), r.Metrics
 	roll := rollup.New(b.DB, ro)
-	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
+	svcs = append(svcs, pipe, client)
+	if members != nil {
+		// After the client, whose Start resolves the id it records.
+		svcs = append(svcs, members)
+	}
+	svcs = append(svcs, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.

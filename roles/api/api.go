@@ -83,13 +83,6 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The command publisher waits for the connection to come back; the
 	// client tells it, once started (after cmds is set).
 	var cmds *command.Publisher
-	prev := mo.OnStateChange
-	mo.OnStateChange = func(from, to mqttx.State) {
-		if prev != nil {
-			prev(from, to)
-		}
-		cmds.StateChanged(from, to)
-	}
 	// A replica that stops leaves the shared group when another member
 	// takes its share over (sharedgroup.go); without Redis it never does.
 	var client *mqttx.Client
@@ -97,6 +90,16 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		func() bool { return client.State() == mqttx.StateConnected }, r.Component("api-mqtt-group"))
 	if members != nil {
 		mo.LeaveShared = members.Leave
+	}
+	prev := mo.OnStateChange
+	mo.OnStateChange = func(from, to mqttx.State) {
+		if prev != nil {
+			prev(from, to)
+		}
+		cmds.StateChanged(from, to)
+		if members != nil {
+			members.StateChanged(from, to)
+		}
 	}
 	client, err = mqttx.New(mo)
 	if err != nil {

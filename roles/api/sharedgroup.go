@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeplat/edgeplat/core/db"
 	"github.com/edgeplat/edgeplat/core/lifecycle"
+	"github.com/edgeplat/edgeplat/core/mqttx"
 	"github.com/edgeplat/edgeplat/core/streamstore"
 )
 
@@ -70,6 +71,9 @@ type groupMembers struct {
 	log       *slog.Logger
 	every     time.Duration
 	ttl       time.Duration
+	// connect (cap 1) is signalled when the client connects, so the
+	// record is there from then on rather than from the next heartbeat.
+	connect chan struct{}
 
 	key, id string // set at Start
 }
@@ -87,7 +91,7 @@ func newGroupMembers(store streamstore.Store, d *db.DB, group string, clientID f
 		return in.ID, err
 	}
 	return &groupMembers{redis: s.Scripter(), scope: scope, group: group, clientID: clientID, connected: connected, log: log,
-		every: groupHeartbeat, ttl: groupTTL}
+		every: groupHeartbeat, ttl: groupTTL, connect: make(chan struct{}, 1)}
 }
 
 func (g *groupMembers) Name() string { return "api-mqtt-group" }
@@ -121,6 +125,18 @@ func (g *groupMembers) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-g.connect:
+		}
+	}
+}
+
+// StateChanged is told the MQTT client's state changes (OnStateChange);
+// it must not block.
+func (g *groupMembers) StateChanged(_, to mqttx.State) {
+	if to == mqttx.StateConnected {
+		select {
+		case g.connect <- struct{}{}:
+		default:
 		}
 	}
 }

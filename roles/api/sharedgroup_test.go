@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/edgeplat/edgeplat/config"
 	"github.com/edgeplat/edgeplat/core/codec"
@@ -129,7 +131,7 @@ func TestGroupMembersWithoutRedis(t *testing.T) {
 // leavingReplica runs a pipeline and a persistent MQTT client in group,
 // with the membership record that decides whether it leaves the group when
 // it stops; stop stops it as a signal would.
-func leavingReplica(t *testing.T, brokerURL string, store streamstore.Store, scope, tenant, clientID, group string) (r *rt.Runtime, stop func()) {
+func leavingReplica(t *testing.T, brokerURL string, store streamstore.Store, rdb *goredis.Client, scope, tenant, clientID, group string) (r *rt.Runtime, stop func()) {
 	t.Helper()
 	cfg, err := config.Load(config.LoadOptions{Role: config.RoleAPI})
 	if err != nil {
@@ -147,7 +149,7 @@ func leavingReplica(t *testing.T, brokerURL string, store streamstore.Store, sco
 	mo := mqttx.DefaultOptions()
 	mo.BrokerURL, mo.Registerer, mo.Name = brokerURL, r.Metrics, "api-mqtt"
 	mo.ClientID, mo.SharedGroup, mo.LeaveShared = clientID, group, members.Leave
-	mo.LeaveQuiet = 300 * time.Millisecond
+	mo.LeaveQuiet, mo.OnStateChange = 300*time.Millisecond, members.StateChanged
 	if client, err = mqttx.New(mo); err != nil {
 		t.Fatal(err)
 	}
@@ -171,11 +173,46 @@ func leavingReplica(t *testing.T, brokerURL string, store streamstore.Store, sco
 	}
 	t.Cleanup(stop)
 	coretest.Eventually(t, 10*time.Second, "replica to connect", func() bool { return client.Check(ctx) == nil })
-	// Recorded as a member before the test relies on it.
-	if err := members.beat(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Recorded as a member, on connecting, before the test relies on it.
+	coretest.Eventually(t, 10*time.Second, "replica recorded as a member", func() bool {
+		return rdb.ZScore(ctx, members.key, clientID).Err() == nil
+	})
 	return r, stop
+}
+
+// TestGroupMembersBeatOnConnect: the record appears when the client
+// connects, not only at the next heartbeat, and not while it is
+// disconnected.
+func TestGroupMembersBeatOnConnect(t *testing.T) {
+	store, rdb := redisTestStore(t)
+	var connected atomic.Bool
+	var asked atomic.Int64
+	g := testMembers(t, store, randomID(t), "g", "a")
+	t.Cleanup(func() { _, _ = store.Delete(context.Background(), g.key) })
+	g.connected = func() bool {
+		c := connected.Load()
+		asked.Add(1) // after the read: once asked, the answer is given
+		return c
+	}
+	g.every = time.Hour
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// Run's first round found the client disconnected; the next heartbeat
+	// is an hour away.
+	coretest.Eventually(t, 10*time.Second, "the first round", func() bool { return asked.Load() > 0 })
+	g.StateChanged(mqttx.StateConnecting, mqttx.StateReconnecting) // no kick
+	connected.Store(true)
+	g.StateChanged(mqttx.StateConnecting, mqttx.StateConnected)
+	coretest.Eventually(t, 10*time.Second, "the record after connecting", func() bool {
+		return rdb.ZScore(ctx, g.key, "a").Err() == nil
+	})
 }
 
 // TestReplicaLeavesSharedGroupIntegration runs two serve-api pipelines in
@@ -186,13 +223,13 @@ func leavingReplica(t *testing.T, brokerURL string, store streamstore.Store, sco
 // published meanwhile for its return.
 func TestReplicaLeavesSharedGroupIntegration(t *testing.T) {
 	broker := coretest.PrivateMosquitto(t)
-	store, _ := redisTestStore(t)
+	store, rdb := redisTestStore(t)
 	scope, tenant, agent, group := randomID(t), randomID(t), randomID(t), "leave-"+randomID(t)[:8]
 	t.Cleanup(func() {
 		_, _ = store.Delete(context.Background(), telemetry.IngestionStream(tenant), groupKeyPrefix+"{"+scope+":"+group+"}")
 	})
-	ra, stopA := leavingReplica(t, broker.URL(), store, scope, tenant, "api-a-"+agent[:8], group)
-	rb, stopB := leavingReplica(t, broker.URL(), store, scope, tenant, "api-b-"+agent[:8], group)
+	ra, stopA := leavingReplica(t, broker.URL(), store, rdb, scope, tenant, "api-a-"+agent[:8], group)
+	rb, stopB := leavingReplica(t, broker.URL(), store, rdb, scope, tenant, "api-b-"+agent[:8], group)
 
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(broker.URL()).SetClientID("agent-" + agent))
 	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
@@ -237,6 +274,6 @@ func TestReplicaLeavesSharedGroupIntegration(t *testing.T) {
 	// B is the last member: it keeps its session, which queues for it.
 	stopB()
 	publish(50)
-	rb2, _ := leavingReplica(t, broker.URL(), store, scope, tenant, "api-b-"+agent[:8], group)
+	rb2, _ := leavingReplica(t, broker.URL(), store, rdb, scope, tenant, "api-b-"+agent[:8], group)
 	coretest.Eventually(t, 30*time.Second, "the queued 50 messages on the last member's return", func() bool { return decoded(rb2) >= 50 })
 }

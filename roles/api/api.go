@@ -299,12 +299,7 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	ro := rollup.OptionsFrom(cfg.API)
 	ro.Logger, ro.Registerer = r.Component("api-rollup"), r.Metrics
 	roll := rollup.New(b.DB, ro)
-	svcs = append(svcs, pipe, client)
-	if members != nil {
-		// After the client, whose Start resolves the id it records.
-		svcs = append(svcs, members)
-	}
-	svcs = append(svcs, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
+	svcs = append(svcs, pipe, client, cmds, jobs.NewScheduler(jd, 0), exp.Service(), prune, ret, roll)
 	if cfg.API.DeliveryReceipts {
 		// After the publisher, so it stops first and its last receipts
 		// still find the publisher running.
@@ -315,6 +310,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		}
 		pipe.receipts = tracker
 		svcs = append(svcs, tracker)
+	}
+	if members != nil {
+		// After the client, whose Start resolves the id it records, so
+		// it stops first: a replica that stops is no member to count on.
+		svcs = append(svcs, members)
 	}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the

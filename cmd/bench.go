@@ -200,7 +200,8 @@ For each run:
   3. encode --rate x --duration messages of --readings readings (known
      msgIds, every (agent, device, time) distinct) for --publishers agents
      of a fresh tenant, and publish them at QoS 1 at --rate messages/s;
-  4. with --kill, SIGKILL the first serve-api and the first ingest process
+  4. with --kill, SIGKILL (--kill-signal TERM: SIGTERM, a graceful stop)
+     the first serve-api and the first ingest process
      at --kill-at of --duration and, with --restart (the default), start
      them again --restart-after later (the serve-api with the same client
      id, so the broker delivers what it queued for its session);
@@ -241,6 +242,7 @@ docs/benchmarks.md and docs/scaling.md.`,
 	f.StringVar(&o.Format, "format", string(codec.FormatMsgpackDeflate), "payload format: json, msgpack, json+deflate, msgpack+deflate")
 	f.BoolVar(&o.Kill, "kill", false, "SIGKILL one serve-api and one ingest process mid-run")
 	f.Float64Var(&o.KillAt, "kill-at", 0.5, "when to kill, as a fraction of --duration")
+	f.StringVar(&o.KillSignal, "kill-signal", "KILL", "with --kill, how: KILL (a crash) or TERM (a graceful stop, as a scale-down)")
 	f.BoolVar(&o.Restart, "restart", true, "with --kill, start the killed processes again")
 	f.DurationVar(&o.RestartAfter, "restart-after", 2*time.Second, "with --kill, how long the killed processes stay down")
 	f.BoolVar(&o.Compare, "compare", false, "run 1+1 first, then --api+--ingest, and report both")

@@ -71,6 +71,7 @@ func TestBenchClusterBadInput(t *testing.T) {
 		{"no serve-api", []string{"--api", "0"}, "--api must be 1..16, got 0"},
 		{"no rate", []string{"--rate", "0"}, "--rate must be positive, got 0"},
 		{"kill at the end", []string{"--kill-at", "1"}, "--kill-at must be between 0 and 1"},
+		{"kill with SIGHUP", []string{"--kill-signal", "HUP"}, `--kill-signal must be KILL or TERM, got "HUP"`},
 		{"bad format", []string{"--format", "xml"}, "--format: "},
 		{"bad flag value", []string{"--ingest", "two"}, `invalid argument "two" for "--ingest" flag`},
 	} {

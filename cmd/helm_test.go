@@ -106,8 +106,8 @@ func byKind(docs []manifest) map[string]manifest {
 }
 
 // TestHelmChartIntegration runs helm lint and helm template on
-// dist/helm/edgeplat and checks what Kubernetes would get: both roles as
-// Deployments with /health probes, non-root and read-only, every secret
+// dist/helm/edgeplat and checks what Kubernetes would get: serve-api as a
+// StatefulSet and ingest as a Deployment, both with /health probes, non-root and read-only, every secret
 // setting read from a Secret (never inlined), only environment variables
 // the role reads, and an HPA on the lag metric ingest exports.
 func TestHelmChartIntegration(t *testing.T) {
@@ -120,8 +120,8 @@ func TestHelmChartIntegration(t *testing.T) {
 
 	docs := mustTemplate(t, bin)
 	objs := byKind(docs)
-	const api, ingest, secret = "Deployment/rel-edgeplat-api", "Deployment/rel-edgeplat-ingest", "Secret/rel-edgeplat"
-	for _, want := range []string{api, ingest, secret, "Service/rel-edgeplat-api", "Service/rel-edgeplat-ingest",
+	const api, ingest, secret = "StatefulSet/rel-edgeplat-api", "Deployment/rel-edgeplat-ingest", "Secret/rel-edgeplat"
+	for _, want := range []string{api, ingest, secret, "Service/rel-edgeplat-api", "Service/rel-edgeplat-api-headless", "Service/rel-edgeplat-ingest",
 		"PodDisruptionBudget/rel-edgeplat-api", "PodDisruptionBudget/rel-edgeplat-ingest",
 		"HorizontalPodAutoscaler/rel-edgeplat-ingest", "ServiceAccount/rel-edgeplat"} {
 		if objs[want] == nil {
@@ -237,6 +237,27 @@ func TestHelmChartIntegration(t *testing.T) {
 	if dig(objs[api], "spec", "replicas") != 2 {
 		t.Errorf("api replicas = %v, want 2", dig(objs[api], "spec", "replicas"))
 	}
+	// serve-api's pods keep their names, so their MQTT client ids and
+	// broker sessions, through a headless governing Service, and have the
+	// time to leave the shared group when they stop.
+	headless := objs["Service/rel-edgeplat-api-headless"]
+	if dig(objs[api], "spec", "serviceName") != nameOf(headless) || dig(headless, "spec", "clusterIP") != "None" {
+		t.Errorf("api serviceName = %v, headless Service spec = %v", dig(objs[api], "spec", "serviceName"), dig(headless, "spec"))
+	}
+	if g, _ := dig(objs[api], "spec", "template", "spec", "terminationGracePeriodSeconds").(int); g <= 10 {
+		t.Errorf("api terminationGracePeriodSeconds = %v, want more than lifecycle.shutdown_grace (10 s)",
+			dig(objs[api], "spec", "template", "spec", "terminationGracePeriodSeconds"))
+	}
+	podLabels, _ := dig(objs[api], "spec", "template", "metadata", "labels").(map[string]any)
+	sel, _ := dig(headless, "spec", "selector").(map[string]any)
+	if len(sel) == 0 {
+		t.Error("headless Service has no selector")
+	}
+	for k, v := range sel {
+		if podLabels[k] != v {
+			t.Errorf("headless Service selector %s=%v does not match the api pods' labels %v", k, v, podLabels)
+		}
+	}
 
 	// A generated JWT key is long enough for jwt.secret's validation.
 	if jwt, _ := base64.StdEncoding.DecodeString(str(dig(objs[secret], "data", "jwt-secret"))); len(jwt) < 32 {
@@ -294,7 +315,7 @@ func TestHelmChartSecretsIntegration(t *testing.T) {
 
 	// Each role validates the environment the chart gives it, secrets
 	// resolved from the rendered Secret, and warns about nothing.
-	for _, tt := range []struct{ obj, role string }{{"Deployment/rel-edgeplat-api", config.RoleAPI}, {"Deployment/rel-edgeplat-ingest", config.RoleIngest}} {
+	for _, tt := range []struct{ obj, role string }{{"StatefulSet/rel-edgeplat-api", config.RoleAPI}, {"Deployment/rel-edgeplat-ingest", config.RoleIngest}} {
 		t.Run(tt.role, func(t *testing.T) {
 			clearEnv(t)
 			c := dig(objs[tt.obj], "spec", "template", "spec", "containers", 0)
@@ -321,7 +342,7 @@ func TestHelmChartSecretsIntegration(t *testing.T) {
 		if kindOf(d) == "Secret" {
 			t.Errorf("existingSecret set, yet the chart renders Secret %s", nameOf(d))
 		}
-		if kindOf(d) != "Deployment" {
+		if kindOf(d) != "Deployment" && kindOf(d) != "StatefulSet" {
 			continue
 		}
 		for _, e := range asList(dig(d, "spec", "template", "spec", "containers", 0, "env")) {

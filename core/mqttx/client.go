@@ -114,6 +114,10 @@ func New(opts Options) (*Client, error) {
 // Name implements lifecycle.Service.
 func (c *Client) Name() string { return c.opts.Name }
 
+// ClientID is the client id: Options.ClientID, or what ResolveClientID
+// made of it once Start has run.
+func (c *Client) ClientID() string { return c.opts.ClientID }
+
 // QoS is the configured QoS (mqtt.qos) for callers' publishes and
 // subscriptions.
 func (c *Client) QoS() byte { return c.opts.QoS }
@@ -152,8 +156,10 @@ func (c *Client) Start(ctx context.Context) error {
 }
 
 // Run implements lifecycle.Service: it drives the state machine until ctx
-// ends. When it returns, message handling and the queue flush have stopped;
-// an established connection stays open for Stop to drain and close.
+// ends. When it returns, message handling and the queue flush have stopped
+// (unless the client may leave its shared group: then they go on until
+// Stop has decided); an established connection stays open for Stop to
+// drain and close.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started || c.stopped || c.ran {
@@ -206,10 +212,13 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 
 	// Stop handling messages and flushing; leave the connection to Stop.
+	// A member that may leave its shared group keeps handling: the broker
+	// goes on sending it its share until Stop unsubscribes, and what it
+	// sent or queued until then is this member's to handle (leave.go).
 	c.mu.Lock()
 	cn := c.cur
 	c.mu.Unlock()
-	if cn != nil {
+	if cn != nil && !c.mayLeave() {
 		cn.halt()
 		c.markQueued()
 	}
@@ -241,7 +250,8 @@ func (c *Client) serve(ctx context.Context, cn *conn) {
 }
 
 // Stop implements lifecycle.Service, called once Run has returned (or
-// never ran): it sends what is queued while ctx and the connection allow,
+// never ran): it leaves the shared group when Options.LeaveShared says so
+// (leave.go), sends what is queued while ctx and the connection allow,
 // disconnects cleanly and fails what remains in the queue with ErrStopped.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
@@ -257,12 +267,16 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.cur = nil
 	c.mu.Unlock()
 	if cn != nil {
-		cn.halt() // Run halted it already; harmless
+		removeSession := c.mayLeave() && c.leave(ctx, cn)
+		cn.halt() // Run halted it already, unless it left that to leave; harmless
 		if err := c.flush(ctx, cn, true); err != nil {
 			// What is left is counted and logged below; not a failure to stop.
 			c.log.Warn("mqtt could not send the queue before stopping", "err", err)
 		}
 		cn.close(c.quiesce(ctx))
+		if removeSession {
+			c.removeSession(ctx)
+		}
 	}
 
 	c.mu.Lock()

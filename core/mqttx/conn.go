@@ -45,6 +45,12 @@ type conn struct {
 	work    []chan paho.Message
 	wg      sync.WaitGroup // workers and flusher
 	unacked atomic.Int64
+	// got counts the messages dispatched, inHand those dispatched and not
+	// settled yet, lastAt (Unix ns) when the last one came: what a member
+	// leaving its shared group watches for the flow to go quiet.
+	got    atomic.Int64
+	inHand atomic.Int64
+	lastAt atomic.Int64
 	// redeliver fires RedeliverAfter after the first message left
 	// unacknowledged; redelivering is set by whichever trigger ends the
 	// connection for redelivery first.
@@ -65,7 +71,10 @@ type conn struct {
 // persistent session may deliver messages right after the CONNACK), connects,
 // and makes every subscription. On error nothing is left running.
 func (c *Client) dial(ctx context.Context) (*conn, error) {
-	hctx, cancel := context.WithCancel(ctx)
+	// Detached from Run's ctx: halt ends the handlers, which Run does as
+	// its ctx ends, unless the client may leave its shared group and
+	// handles on until Stop has drained (leave.go).
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cn := &conn{
 		c: c, ctx: hctx, cancel: cancel,
 		closing:    make(chan struct{}),
@@ -310,6 +319,9 @@ func (cn *conn) close(quiesce time.Duration) {
 // buffer is full it blocks, which is the back-pressure to the broker.
 func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 	cn.c.m.received.Inc()
+	cn.got.Add(1)
+	cn.inHand.Add(1)
+	cn.lastAt.Store(time.Now().UnixNano())
 	ch := cn.work[0]
 	if n := len(cn.work); n > 1 {
 		h := fnv.New32a()
@@ -330,6 +342,7 @@ func (cn *conn) dispatch(_ paho.Client, pm paho.Message) {
 		case ch <- pm:
 			return
 		case <-cn.closing:
+			cn.inHand.Add(-1)
 			return
 		case <-slow.C:
 			if ok, held := cn.c.behindLog.Allow(""); ok {
@@ -368,6 +381,7 @@ func (cn *conn) worker(ch <-chan paho.Message) {
 				}
 			}
 			cn.c.handleAll(cn, batch)
+			cn.inHand.Add(-int64(len(batch)))
 			clear(batch) // let the payloads go
 		}
 	}

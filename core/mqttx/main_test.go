@@ -138,6 +138,13 @@ func newClient(t *testing.T, o Options) *Client {
 // and calls Stop, once.
 func start(t *testing.T, c *Client) (stop func()) {
 	t.Helper()
+	return runFor(t, c, 5*time.Second)
+}
+
+// runFor is start with stopTimeout for Stop, which a member leaving its
+// shared group spends draining.
+func runFor(t *testing.T, c *Client, stopTimeout time.Duration) (stop func()) {
+	t.Helper()
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +163,7 @@ func start(t *testing.T, c *Client) (stop func()) {
 			case <-time.After(waitFor):
 				t.Errorf("Run did not return")
 			}
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+			sctx, scancel := context.WithTimeout(context.Background(), stopTimeout)
 			defer scancel()
 			if err := c.Stop(sctx); err != nil {
 				t.Errorf("Stop: %v", err)

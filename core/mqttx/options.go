@@ -38,6 +38,7 @@ const (
 	DefaultHandlerBatch               = 64
 	DefaultReconnectAfterUnacked      = 10
 	DefaultRedeliverAfter             = 5 * time.Second
+	DefaultLeaveQuiet                 = time.Second
 	DefaultName                       = "mqtt-client"
 )
 
@@ -90,6 +91,18 @@ type Options struct {
 	// SharedGroup, when set, makes every subscription a shared one,
 	// $share/<group>/<filter>, so replicas split the messages.
 	SharedGroup string
+	// LeaveShared, with SharedGroup set, is asked by Stop whether this
+	// member leaves the group for good: true unsubscribes the shared
+	// filters, handles what the broker had already sent or queued for the
+	// session until the flow is quiet, disconnects and removes the
+	// persistent session. nil or false keeps the session and its share,
+	// queued for the same client id's return. See docs/mqtt-client.md,
+	// section Leaving a shared group.
+	LeaveShared func(ctx context.Context) bool
+	// LeaveQuiet is how long no message may arrive, with every handler
+	// done, before a leaving member takes its session's queue for drained;
+	// 1 s.
+	LeaveQuiet time.Duration
 	// Will is published by the broker if the connection drops uncleanly.
 	Will *Will
 
@@ -261,6 +274,9 @@ func (o *Options) normalise() (*url.URL, error) {
 	if o.HandlerBatch == 0 {
 		o.HandlerBatch = DefaultHandlerBatch
 	}
+	if o.LeaveQuiet == 0 {
+		o.LeaveQuiet = DefaultLeaveQuiet
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -306,7 +322,8 @@ func (o *Options) normalise() (*url.URL, error) {
 		name string
 		v    time.Duration
 	}{{"keepalive", o.KeepAlive}, {"connect timeout", o.ConnectTimeout}, {"write timeout", o.WriteTimeout},
-		{"ack timeout", o.AckTimeout}, {"backoff base", o.BackoffBase}, {"backoff max", o.BackoffMax}} {
+		{"ack timeout", o.AckTimeout}, {"backoff base", o.BackoffBase}, {"backoff max", o.BackoffMax},
+		{"leave quiet", o.LeaveQuiet}} {
 		if d.v < 0 {
 			bad("mqtt: %s must be positive, got %s", d.name, d.v)
 		}

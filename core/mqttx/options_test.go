@@ -49,6 +49,7 @@ func TestNewValidates(t *testing.T) {
 		{"negative queue", func(o *Options) { o.QueueCapacity = -1 }, "queue capacity must be >= 1"},
 		{"negative unacked", func(o *Options) { o.ReconnectAfterUnacked = -1 }, "reconnect after unacked"},
 		{"negative redeliver after", func(o *Options) { o.RedeliverAfter = -time.Second }, "redeliver after"},
+		{"negative leave quiet", func(o *Options) { o.LeaveQuiet = -time.Second }, "leave quiet must be positive"},
 		{"several problems at once", func(o *Options) { o.QoS = 7; o.ClientID = "" }, "client id is required for a persistent session\nmqtt: qos must be 0..2, got 7"},
 	}
 	for _, tt := range tests {

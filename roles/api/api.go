@@ -83,14 +83,25 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 	// The command publisher waits for the connection to come back; the
 	// client tells it, once started (after cmds is set).
 	var cmds *command.Publisher
+	// A replica that stops leaves the shared group when another member
+	// takes its share over (sharedgroup.go); without Redis it never does.
+	var client *mqttx.Client
+	members := newGroupMembers(b.Streams, b.DB, mo.SharedGroup, func() string { return client.ClientID() },
+		func() bool { return client.State() == mqttx.StateConnected }, r.Component("api-mqtt-group"))
+	if members != nil {
+		mo.LeaveShared = members.Leave
+	}
 	prev := mo.OnStateChange
 	mo.OnStateChange = func(from, to mqttx.State) {
 		if prev != nil {
 			prev(from, to)
 		}
 		cmds.StateChanged(from, to)
+		if members != nil {
+			members.StateChanged(from, to)
+		}
 	}
-	client, err := mqttx.New(mo)
+	client, err = mqttx.New(mo)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt client (mqtt.*, MQTT_*): %w", err)
 	}
@@ -299,6 +310,11 @@ func New(cfg *config.Config, r *rt.Runtime, b rt.Backends, opts Options) ([]life
 		}
 		pipe.receipts = tracker
 		svcs = append(svcs, tracker)
+	}
+	if members != nil {
+		// After the client, whose Start resolves the id it records, so
+		// it stops first: a replica that stops is no member to count on.
+		svcs = append(svcs, members)
 	}
 	if ownBrokerAuth {
 		// First, so it stops last: the callbacks' refusals up to the

@@ -36,8 +36,12 @@ type ClusterOptions struct {
 	// fraction of Duration) and, with Restart, starts them again
 	// RestartAfter later (the serve-api with the same client id, so its
 	// broker session resumes).
-	Kill         bool
-	KillAt       float64
+	Kill   bool
+	KillAt float64
+	// KillSignal is how Kill ends them: "KILL" (a crash) or "TERM" (a
+	// graceful stop, such as a scale-down: a serve-api that is not the
+	// last of its group leaves it, docs/scaling.md).
+	KillSignal   string
 	Restart      bool
 	RestartAfter time.Duration
 	// Compare runs 1+1 and then API+Ingest in one invocation.
@@ -72,6 +76,8 @@ func (o ClusterOptions) validate() error {
 		return fmt.Errorf("--readings must be 1..10000, got %d", o.Readings)
 	case o.KillAt <= 0 || o.KillAt >= 1:
 		return fmt.Errorf("--kill-at must be between 0 and 1 (a fraction of --duration), got %v", o.KillAt)
+	case o.killSignal() == "":
+		return fmt.Errorf("--kill-signal must be KILL or TERM, got %q", o.KillSignal)
 	case o.RestartAfter < 0:
 		return fmt.Errorf("--restart-after must be 0 or positive, got %s", o.RestartAfter)
 	case o.ReclaimIdle < 100*time.Millisecond:
@@ -84,6 +90,18 @@ func (o ClusterOptions) validate() error {
 		return fmt.Errorf("--rate %v for --duration %s is fewer messages than --publishers %d", o.Rate, o.Duration, o.Publishers)
 	}
 	return nil
+}
+
+// killSignal is --kill-signal as "KILL" or "TERM" (any case, SIG
+// prefixed or not; empty is KILL), or "" when it is neither.
+func (o ClusterOptions) killSignal() string {
+	switch s := strings.TrimPrefix(strings.ToUpper(o.KillSignal), "SIG"); s {
+	case "", "KILL":
+		return "KILL"
+	case "TERM":
+		return s
+	}
+	return ""
 }
 
 // messagesPerPublisher spreads rate x duration over the publishers.
@@ -105,6 +123,7 @@ type ClusterReport struct {
 	Tenant             string  `json:"tenant"`
 	CPUs               int     `json:"cpus"`
 	Killed             bool    `json:"killed"`
+	KillSignal         string  `json:"killSignal,omitempty"`
 	Restarted          bool    `json:"restarted"`
 
 	Messages  int   `json:"messages"`  // sent
@@ -242,6 +261,9 @@ func (c *clusterRun) run(ctx context.Context) (rep ClusterReport, err error) {
 	rep = ClusterReport{API: c.apis, Ingest: c.ingests, Publishers: c.o.Publishers, ReadingsPerMessage: c.o.Readings, Format: c.o.Format,
 		TargetRate: c.o.Rate, Broker: c.mqtt.BrokerURL, Database: c.dbName, Tenant: c.load.tenant, CPUs: c.b.host.CPUs,
 		Messages: c.load.total(), Killed: c.o.Kill, Restarted: c.o.Kill && c.o.Restart}
+	if c.o.Kill {
+		rep.KillSignal = c.o.killSignal()
+	}
 	fmt.Fprintf(c.progress, "cluster %d+%d: database %s, tenant %s, shared group %s\n", c.apis, c.ingests, c.dbName, c.load.tenant, c.group)
 	if err := c.load.encode(c.progress); err != nil {
 		return rep, err
@@ -564,6 +586,9 @@ func writeClusterTable(w io.Writer, reps []ClusterReport) {
 	kill := "no kill"
 	if r0.Killed {
 		kill = "one serve-api and one ingest SIGKILLed mid-run"
+		if r0.KillSignal == "TERM" {
+			kill = "one serve-api and one ingest stopped with SIGTERM mid-run"
+		}
 		if r0.Restarted {
 			kill += " and restarted"
 		}

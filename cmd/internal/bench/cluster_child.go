@@ -273,9 +273,15 @@ func (c *clusterRun) childCPU() (api, ingest float64) {
 	return api, ingest
 }
 
-// kill SIGKILLs the first live serve-api and ingest processes, as a crash
-// of their host would end them.
+// kill ends the first live serve-api and ingest processes with
+// --kill-signal: SIGKILL, as a crash of their host would, or SIGTERM, as
+// a scale-down does, waiting for the graceful stop within the shutdown
+// grace period (then SIGKILL).
 func (c *clusterRun) kill() {
+	sig, name := syscall.SIGKILL, "SIGKILL"
+	if c.o.killSignal() == "TERM" {
+		sig, name = syscall.SIGTERM, "SIGTERM"
+	}
 	for _, role := range []string{"serve-api", "ingest"} {
 		live := c.alive(role)
 		if len(live) == 0 {
@@ -285,9 +291,18 @@ func (c *clusterRun) kill() {
 		c.mu.Lock()
 		ch.killed = true
 		c.mu.Unlock()
-		_ = ch.cmd.Process.Signal(syscall.SIGKILL)
-		<-ch.exited
-		fmt.Fprintf(c.progress, "%s %d (pid %d) killed with SIGKILL\n", ch.role, ch.index, ch.cmd.Process.Pid)
+		t0 := time.Now()
+		_ = ch.cmd.Process.Signal(sig)
+		grace := c.cfg.Lifecycle.ShutdownGrace + 5*time.Second
+		select {
+		case <-ch.exited:
+		case <-time.After(grace):
+			_ = ch.cmd.Process.Kill()
+			<-ch.exited
+			fmt.Fprintf(c.progress, "%s %d ignored %s for %s and was killed\n", ch.role, ch.index, name, grace)
+		}
+		fmt.Fprintf(c.progress, "%s %d (pid %d) ended with %s in %s\n", ch.role, ch.index, ch.cmd.Process.Pid, name,
+			time.Since(t0).Round(time.Millisecond))
 	}
 }
 

@@ -47,6 +47,7 @@ func TestClusterOptionsValidate(t *testing.T) {
 		{func(o *ClusterOptions) { o.Ingest = 17 }, "--ingest"},
 		{func(o *ClusterOptions) { o.Rate = 0 }, "--rate"},
 		{func(o *ClusterOptions) { o.KillAt = 1 }, "--kill-at"},
+		{func(o *ClusterOptions) { o.KillSignal = "HUP" }, "--kill-signal must be KILL or TERM"},
 		{func(o *ClusterOptions) { o.Format = "xml" }, "--format"},
 		{func(o *ClusterOptions) { o.ReclaimIdle = 0 }, "--reclaim-idle"},
 		{func(o *ClusterOptions) { o.Rate, o.Duration = 1, time.Second }, "fewer messages than --publishers"},
@@ -55,6 +56,15 @@ func TestClusterOptionsValidate(t *testing.T) {
 		tc.edit(&o)
 		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("validate = %v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+func TestClusterKillSignal(t *testing.T) {
+	for in, want := range map[string]string{"": "KILL", "KILL": "KILL", "kill": "KILL", "SIGKILL": "KILL",
+		"TERM": "TERM", "sigterm": "TERM", "HUP": "", "SIGINT": ""} {
+		if got := (ClusterOptions{KillSignal: in}).killSignal(); got != want {
+			t.Errorf("killSignal(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

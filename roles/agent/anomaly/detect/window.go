@@ -605,7 +605,26 @@ const (
 // scaleFloor is the smallest scale a score divides by, for values of
 // magnitude mag on a series of resolution q (0 when unknown).
 func scaleFloor(q, mag float64) float64 {
-	return max(q/3, relFloor*math.Abs(mag), absFloor)
+	// Comparisons rather than the built-in max, whose care for NaN and
+	// signed zeros cost more than the rest of the function: q is never
+	// NaN, a NaN mag gives NaN as max would, and no term is -0.
+	f := q / 3
+	if m := relFloor * math.Abs(mag); m > f || m != m {
+		f = m
+	}
+	if f < absFloor {
+		f = absFloor
+	}
+	return f
+}
+
+// atLeast is max(x, floor) for a floor that is a number above zero, as
+// scaleFloor returns: a NaN x stays NaN.
+func atLeast(x, floor float64) float64 {
+	if x > floor || x != x {
+		return x
+	}
+	return floor
 }
 
 // score is the method score of a distance d from a center estimated from
@@ -672,6 +691,9 @@ func (c *scorer) score(d, scale float64, n int) float64 {
 
 // stat is the t statistic of distance d, with what turns it into a z.
 func (c *scorer) stat(d, scale float64, n int) tStat {
+	if d == 0 {
+		return tStat{}
+	}
 	var f scoreFactors
 	if n > 0 && n < scorerTable {
 		f = c.f[n]
@@ -679,7 +701,7 @@ func (c *scorer) stat(d, scale float64, n int) tStat {
 		nu := c.dof(n)
 		f = scoreFactors{spread: math.Sqrt(1 + c.inflate/float64(n)), nu: nu, wallace: (8*nu + 1) / (8*nu + 3)}
 	}
-	if d == 0 || f.nu <= 0 {
+	if f.nu <= 0 {
 		return tStat{}
 	}
 	return tStat{t: d / (scale * f.spread), nu: f.nu, wallace: f.wallace, scored: true}
@@ -715,6 +737,11 @@ func (s tStat) bound() float64 {
 // bound reaches the threshold or that largest z, is computed: on a
 // normal reading one logarithm instead of three.
 func resolve(stats *[3]tStat, threshold float64) (mask int, strongest float64) {
+	if !stats[0].scored && !stats[1].scored && !stats[2].scored {
+		// A reading at its baseline's center, as every reading of a
+		// register that does not change is.
+		return 0, 0
+	}
 	b := [3]float64{stats[0].bound(), stats[1].bound(), stats[2].bound()}
 	top := 0
 	if b[1] > b[top] {

@@ -27,13 +27,7 @@ func BenchmarkObserveBatch(b *testing.B) {
 		return batch.Batch{Messages: []batch.Message{{Received: at, Readings: rs}}}
 	}
 	b.Run("bench", func(b *testing.B) {
-		s, err := New(Options{Store: func() (Store, error) { return &memStore{}, nil }, Events: &events{}, Location: time.UTC})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Start(b.Context()); err != nil {
-			b.Fatal(err)
-		}
+		s := newService(b, &memStore{}, &events{})
 		// The agent's readings of one device share their metric and
 		// device strings from poll to poll (the data point names).
 		const devices = 10

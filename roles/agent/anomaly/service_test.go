@@ -61,7 +61,7 @@ func (e *events) list() []control.Event {
 	return append([]control.Event(nil), e.got...)
 }
 
-func newService(t *testing.T, st *memStore, ev *events) *Service {
+func newService(t testing.TB, st *memStore, ev *events) *Service {
 	t.Helper()
 	s, err := New(Options{Store: func() (Store, error) { return st, nil }, Events: ev, Location: time.UTC})
 	if err != nil {

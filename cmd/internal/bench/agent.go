@@ -370,6 +370,10 @@ func startBenchAgent(ctx context.Context, keep bool, progress io.Writer) (*bench
 	// mapped by two processes (this one and the agent) are counted in both
 	// resident sets and are not released by the agent's start-up page
 	// release, which a device, running the agent alone, does not see.
+	// The copy is synced to disk before it runs: a device's binary was
+	// installed long before, and the page release cannot drop pages not
+	// yet written back (for about 30 s after the copy), which the agent
+	// then maps again 64 KiB at a time.
 	bin := filepath.Join(dir, "edgeplat-agent")
 	if err := copyFile(exe, bin); err != nil {
 		_ = os.RemoveAll(dir)
@@ -415,6 +419,10 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
 		_ = out.Close()
 		return err
 	}

@@ -52,9 +52,16 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) Scored {
 	sc := s.scratch.Get().(*scratch)
 	done := Scored{s: s, sc: sc}
 	obs, idx := sc.obs[:0], sc.idx[:0]
+	// idx maps observations to readings only once a reading was left
+	// out: until then they are the same.
+	sparse := false
 	i := 0
-	for _, m := range b.Messages {
-		for _, r := range m.Readings {
+	for mi := range b.Messages {
+		m := &b.Messages[mi]
+		// By pointer: a Reading is 168 bytes, copied twice per reading
+		// when ranged over by value and passed on.
+		for ri := range m.Readings {
+			r := &m.Readings[ri]
 			if v, ok := numeric(r); ok {
 				at := r.Timestamp
 				if at.IsZero() {
@@ -63,8 +70,16 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) Scored {
 				if at.IsZero() {
 					at = time.Now()
 				}
+				if !sparse && len(obs) != i {
+					sparse = true
+					for k := range len(obs) {
+						idx = append(idx, k)
+					}
+				}
 				obs = append(obs, detect.Observation{Metric: r.Metric, Device: deviceOf(r, endpoint), Value: v, At: at})
-				idx = append(idx, i)
+				if sparse {
+					idx = append(idx, i)
+				}
 			}
 			i++
 		}
@@ -82,7 +97,9 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) Scored {
 		s.cat.see(endpoint, obs)
 	}
 	for k := range rs {
-		rs[k].Index = idx[rs[k].Index]
+		if sparse {
+			rs[k].Index = idx[rs[k].Index]
+		}
 		if rs[k].Alert != nil {
 			s.raise(*rs[k].Alert)
 		}
@@ -98,7 +115,7 @@ func (s *Service) ObserveBatch(endpoint string, b *batch.Batch) Scored {
 
 // deviceOf names a reading's series device: the id the protocol gives,
 // else its device name, else the endpoint.
-func deviceOf(r adapters.Reading, endpoint string) string {
+func deviceOf(r *adapters.Reading, endpoint string) string {
 	switch {
 	case r.DeviceID != "":
 		return r.DeviceID
@@ -110,7 +127,7 @@ func deviceOf(r adapters.Reading, endpoint string) string {
 
 // numeric returns the value of a GOOD reading that is a finite number;
 // booleans, strings and composite values are not scored.
-func numeric(r adapters.Reading) (float64, bool) {
+func numeric(r *adapters.Reading) (float64, bool) {
 	if r.Quality == adapters.Bad {
 		return 0, false
 	}

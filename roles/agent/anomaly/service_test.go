@@ -3,8 +3,10 @@ package anomaly
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,7 +61,7 @@ func (e *events) list() []control.Event {
 	return append([]control.Event(nil), e.got...)
 }
 
-func newService(t *testing.T, st *memStore, ev *events) *Service {
+func newService(t testing.TB, st *memStore, ev *events) *Service {
 	t.Helper()
 	s, err := New(Options{Store: func() (Store, error) { return st, nil }, Events: ev, Location: time.UTC})
 	if err != nil {
@@ -144,6 +146,78 @@ func TestObserveBatch(t *testing.T) {
 	if err := json.Unmarshal(got[0].Data, &a); err != nil || got[0].Kind != control.EventAnomalyAlert ||
 		got[0].Severity != a.Severity || a.Metric != "temp" || !strings.HasSuffix(got[0].ID, "-"+a.ID) {
 		t.Fatalf("event %+v (%v)", got[0], err)
+	}
+}
+
+// TestObserveBatchIndices checks that every result names its reading,
+// across messages, whether every reading is scored or some are left out
+// early, late or not at all.
+func TestObserveBatchIndices(t *testing.T) {
+	tests := []struct {
+		name string
+		// values of the readings, one message per inner slice; nil is a
+		// failed read and a string a value that is not scored.
+		msgs [][]any
+	}{
+		{"every reading scored", [][]any{{1.0, 2.0, 3.0}, {4.0, 5.0}}},
+		{"left out first", [][]any{{nil, 2.0, 3.0}, {4.0, "on"}}},
+		{"left out late", [][]any{{1.0, 2.0, 3.0}, {4.0, nil, 6.0, 7.0}}},
+		{"left out in the last message", [][]any{{1.0, 2.0}, {3.0, "x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newService(t, &memStore{}, &events{})
+			mk := func(i int) batch.Batch {
+				at := t0.Add(time.Duration(i) * time.Second)
+				b := batch.Batch{Endpoint: "ep"}
+				k := 0
+				for _, vals := range tt.msgs {
+					m := batch.Message{Received: at}
+					for _, v := range vals {
+						r := adapters.Reading{DeviceID: "dev", Metric: fmt.Sprintf("m%d", k), Value: v, Quality: adapters.Good, Timestamp: at}
+						if v == nil {
+							r.Quality = adapters.Bad
+						} else if f, ok := v.(float64); ok {
+							// A value of its own per reading, so a result
+							// pointing at another reading shows.
+							r.Value = f * 1000
+						}
+						m.Readings = append(m.Readings, r)
+						k++
+					}
+					b.Messages = append(b.Messages, m)
+				}
+				return b
+			}
+			var b batch.Batch
+			for i := range detect.WarmupBatches + 5 {
+				b = mk(i)
+				s.ObserveBatch("ep", &b).Release()
+			}
+			b = mk(detect.WarmupBatches + 5)
+			sc := s.ObserveBatch("ep", &b)
+			defer sc.Release()
+			var flat []adapters.Reading
+			for _, m := range b.Messages {
+				flat = append(flat, m.Readings...)
+			}
+			var want []int
+			for i, r := range flat {
+				if _, ok := r.Value.(float64); ok && r.Quality != adapters.Bad {
+					want = append(want, i)
+				}
+			}
+			var got []int
+			for _, r := range b.Anomaly {
+				got = append(got, r.Index)
+				if v, _ := flat[r.Index].Value.(float64); math.Abs(r.PredictedNext-v) > 1e-9*v {
+					t.Errorf("result %d forecasts %v, its reading is %v", r.Index, r.PredictedNext, v)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("result indices %v, want %v", got, want)
+			}
+		})
 	}
 }
 

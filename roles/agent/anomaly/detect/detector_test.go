@@ -626,3 +626,28 @@ func TestObserveAppendSeriesCountsNewSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestInstantSince checks that the answer since remembers for a poll is
+// the one working it out every time gives, whatever order the series'
+// last times come in.
+func TestInstantSince(t *testing.T) {
+	now := time.Now() // with a monotonic reading
+	lasts := []time.Time{
+		{}, t0.Add(-time.Second), t0, t0.Add(-time.Second), t0.Add(time.Second),
+		t0.Add(-time.Second).In(time.FixedZone("x", 3600)), now.Add(-1500 * time.Millisecond), now, {},
+		now.Add(-1500 * time.Millisecond).Round(0),
+	}
+	for _, at := range []time.Time{t0, now} {
+		ts := instant{at: at}
+		for i, last := range lasts {
+			after, dt := ts.since(last)
+			wantAfter, wantDT := at.After(last), 0.0
+			if wantAfter && !last.IsZero() {
+				wantDT = at.Sub(last).Seconds()
+			}
+			if after != wantAfter || dt != wantDT {
+				t.Errorf("at %v, last[%d] %v: %v %v, want %v %v", at, i, last, after, dt, wantAfter, wantDT)
+			}
+		}
+	}
+}

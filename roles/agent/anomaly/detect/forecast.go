@@ -90,8 +90,17 @@ func (h *holt) confidence(spread, rms float64) float64 {
 		}
 		return 0
 	}
-	// The built-in max and min are math.Max and math.Min without the call.
-	return max(0, min(1, 1-rms/(2*spread)))
+	// Comparisons rather than the built-in max and min, whose care for
+	// NaN and signed zeros costs more: a NaN stays NaN as it would with
+	// them, and 1 - y is never -0.
+	c := 1 - rms/(2*spread)
+	if c > 1 {
+		c = 1
+	}
+	if c < 0 {
+		c = 0
+	}
+	return c
 }
 
 // rms is the root mean square one-step error, which strength and

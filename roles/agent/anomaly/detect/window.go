@@ -1,10 +1,12 @@
 package detect
 
 import (
+	"bytes"
 	"cmp"
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 )
 
 // ring is a fixed-capacity window of the most recent samples, stored as
@@ -244,11 +246,76 @@ func (r *ring) summary(scratch *[]float64) *summary {
 // window is small enough to keep one. Only summary calls it: updateOrder
 // relies on stale counting the pushes since the order was last updated.
 func (r *ring) fresh(scratch *[]float64) summary {
+	if len(r.buf) > 0 && constant(r.buf) {
+		// A register that never changes (a setpoint, a status word, the
+		// changes of a steady counter) needs no order maintenance and no
+		// pass over its samples: its statistics are known.
+		if r.size <= maxOrdered {
+			r.ageOrder()
+		}
+		return constantSummary(r.buf[0], len(r.buf))
+	}
 	if r.size > maxOrdered || len(r.buf) == 0 {
 		return summarize(r.buf, scratch)
 	}
 	r.updateOrder()
 	return r.orderedSummary()
+}
+
+// constant reports whether the samples, at least one, all have the same
+// bits.
+func constant(buf []float32) bool {
+	// Every sample has the bits of the one before it: the window's bytes
+	// equal themselves shifted by a sample, which one vectorised
+	// comparison tells, instead of a loop over the samples.
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))
+	return bytes.Equal(b[4:], b[:len(b)-4])
+}
+
+// constantSummary is summarize's result, to the bit, for n samples of v:
+// the sum of n copies of a float32 is exact in float64 (n < 2^29), so the
+// mean is v, and every distance is zero. Only the signs of zeros need
+// care: the sums start from +0, and an even n's median and MAD are
+// midpoints, lo + (hi-lo)/2, which turn -0 into +0.
+func constantSummary(v float32, n int) summary {
+	x := float64(v)
+	mean := x
+	if x == 0 {
+		mean = 0
+	}
+	med := x
+	if n%2 == 0 {
+		med = x + (x-x)/2
+	}
+	return summary{mean: mean, median: med, n: n}
+}
+
+// identity holds every index of an ordered window in its own place, the
+// source ageOrder copies from.
+var identity = func() (a [maxOrdered]uint8) {
+	for i := range a {
+		a[i] = uint8(i)
+	}
+	return a
+}()
+
+// ageOrder sets order to the samples oldest first, which is their order
+// by value when they are all equal.
+func (r *ring) ageOrder() {
+	n := len(r.buf)
+	ord := r.order
+	if cap(ord) < n {
+		ord = make([]uint8, n, cap(r.buf))
+	}
+	ord = ord[:n]
+	// A full window's oldest sample is at next.
+	start := 0
+	if n == int(r.size) {
+		start = int(r.next)
+	}
+	copy(ord, identity[start:n])
+	copy(ord[n-start:], identity[:start])
+	r.order = ord
 }
 
 // orderedSummary is summarize of the window read through its order: the
@@ -538,7 +605,26 @@ const (
 // scaleFloor is the smallest scale a score divides by, for values of
 // magnitude mag on a series of resolution q (0 when unknown).
 func scaleFloor(q, mag float64) float64 {
-	return max(q/3, relFloor*math.Abs(mag), absFloor)
+	// Comparisons rather than the built-in max, whose care for NaN and
+	// signed zeros cost more than the rest of the function: q is never
+	// NaN, a NaN mag gives NaN as max would, and no term is -0.
+	f := q / 3
+	if m := relFloor * math.Abs(mag); m > f || m != m {
+		f = m
+	}
+	if f < absFloor {
+		f = absFloor
+	}
+	return f
+}
+
+// atLeast is max(x, floor) for a floor that is a number above zero, as
+// scaleFloor returns: a NaN x stays NaN.
+func atLeast(x, floor float64) float64 {
+	if x > floor || x != x {
+		return x
+	}
+	return floor
 }
 
 // score is the method score of a distance d from a center estimated from
@@ -605,6 +691,9 @@ func (c *scorer) score(d, scale float64, n int) float64 {
 
 // stat is the t statistic of distance d, with what turns it into a z.
 func (c *scorer) stat(d, scale float64, n int) tStat {
+	if d == 0 {
+		return tStat{}
+	}
 	var f scoreFactors
 	if n > 0 && n < scorerTable {
 		f = c.f[n]
@@ -612,7 +701,7 @@ func (c *scorer) stat(d, scale float64, n int) tStat {
 		nu := c.dof(n)
 		f = scoreFactors{spread: math.Sqrt(1 + c.inflate/float64(n)), nu: nu, wallace: (8*nu + 1) / (8*nu + 3)}
 	}
-	if d == 0 || f.nu <= 0 {
+	if f.nu <= 0 {
 		return tStat{}
 	}
 	return tStat{t: d / (scale * f.spread), nu: f.nu, wallace: f.wallace, scored: true}
@@ -648,6 +737,11 @@ func (s tStat) bound() float64 {
 // bound reaches the threshold or that largest z, is computed: on a
 // normal reading one logarithm instead of three.
 func resolve(stats *[3]tStat, threshold float64) (mask int, strongest float64) {
+	if !stats[0].scored && !stats[1].scored && !stats[2].scored {
+		// A reading at its baseline's center, as every reading of a
+		// register that does not change is.
+		return 0, 0
+	}
 	b := [3]float64{stats[0].bound(), stats[1].bound(), stats[2].bound()}
 	top := 0
 	if b[1] > b[top] {

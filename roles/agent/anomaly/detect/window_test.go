@@ -257,3 +257,43 @@ func TestResolveMatchesEveryZ(t *testing.T) {
 		t.Errorf("a NaN statistic gave strongest %v, want NaN as max gives", got)
 	}
 }
+
+// TestConstantWindow checks that a window whose samples are all equal is
+// summarised as summarize and the ordered summary would, to the bit
+// (signs of zeros included), and that its order is the oldest first.
+func TestConstantWindow(t *testing.T) {
+	values := []float32{0, float32(math.Copysign(0, -1)), 1.5, -3, 1e-45, -1e-45, math.MaxFloat32, -math.MaxFloat32, 1013, 0.1}
+	bits := func(s summary) [5]uint64 {
+		return [5]uint64{math.Float64bits(s.mean), math.Float64bits(s.std), math.Float64bits(s.median), math.Float64bits(s.mad), math.Float64bits(s.robust)}
+	}
+	var scratch []float64
+	for _, size := range []int{1, 2, 3, 60, 119, 120, maxOrdered, MaxWindowSize} {
+		for _, v := range values {
+			for _, pushes := range []int{size / 2, size, size + size/3 + 1} {
+				if pushes == 0 {
+					continue
+				}
+				w := &ring{size: int16(size)}
+				for range pushes {
+					w.push(float64(v))
+				}
+				got := w.fresh(&scratch)
+				want := summarize(w.buf, &scratch)
+				if bits(got) != bits(want) || got.n != want.n {
+					t.Errorf("size %d, %d pushes of %g: %+v, want %+v", size, pushes, v, got, want)
+				}
+				if size > maxOrdered {
+					continue
+				}
+				o := &ring{buf: w.buf, next: w.next, size: w.size}
+				o.buildOrder()
+				if ordered := o.orderedSummary(); bits(got) != bits(ordered) {
+					t.Errorf("size %d, %d pushes of %g: %+v, ordered summary %+v", size, pushes, v, got, ordered)
+				}
+				if !slices.Equal(w.order, o.order) {
+					t.Errorf("size %d, %d pushes of %g: order %v, want %v", size, pushes, v, w.order, o.order)
+				}
+			}
+		}
+	}
+}

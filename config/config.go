@@ -77,6 +77,7 @@ type DB struct {
 	SSL                string `mapstructure:"ssl"`
 	PoolSize           int    `mapstructure:"pool_size"`
 	StatementTimeoutMS int    `mapstructure:"statement_timeout_ms"`
+	JIT                bool   `mapstructure:"jit"`
 	SQLitePath         string `mapstructure:"sqlite_path"`
 }
 

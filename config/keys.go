@@ -84,6 +84,7 @@ var Keys = []Key{
 	{Name: "db.ssl", Env: "DB_SSL", Kind: String, Default: "disable", Doc: "PostgreSQL TLS mode: disable, prefer, require, verify-ca or verify-full (true means require, false disable)."},
 	{Name: "db.pool_size", Env: "DB_POOL_SIZE", Kind: Int, Default: 20, RoleDefaults: map[string]any{RoleIngest: 50}, Doc: "Maximum open database connections (API 20, ingest 50; the ingestion profile sets its own)."},
 	{Name: "db.statement_timeout_ms", Env: "DB_STATEMENT_TIMEOUT_MS", Kind: Int, Default: 45000, Doc: "Statement timeout in milliseconds; 0 disables."},
+	{Name: "db.jit", Env: "DB_JIT", Kind: Bool, Default: false, Doc: "PostgreSQL JIT compilation of this process's statements; false turns it off for its connections, true leaves the server's setting. Off by default: the planner estimates the readings reads far above what they cost, and compiling took longer than running them (docs/database.md)."},
 	{Name: "db.sqlite_path", Kind: String, Default: "edgeplat.db", Doc: "SQLite file when db.driver is sqlite; all-in-one puts it under --data-dir."},
 
 	// streamstore

@@ -36,6 +36,11 @@ func TestDBSettingsReachTheDriver(t *testing.T) {
 		{"db.statement_timeout_ms", func(c *config.DB) { c.StatementTimeoutMS = 1500 }, func(t *testing.T, d *DB) {
 			eq(t, d.pg.ConnConfig.RuntimeParams["statement_timeout"], "1500")
 		}},
+		{"db.jit", func(c *config.DB) { c.JIT = true }, func(t *testing.T, d *DB) {
+			if v, set := d.pg.ConnConfig.RuntimeParams["jit"]; set {
+				t.Errorf("DB_JIT=true still sets jit=%s; the server's setting should apply", v)
+			}
+		}},
 		{"db.driver", func(c *config.DB) { c.Driver, c.SQLitePath = "sqlite", filepath.Join(t.TempDir(), "e.db") }, func(t *testing.T, d *DB) {
 			eq(t, d.Dialect().Engine, SQLite)
 		}},
@@ -93,5 +98,39 @@ func TestSQLitePathIsTheFile(t *testing.T) {
 	defer d.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("db.sqlite_path %s: %v", path, err)
+	}
+}
+
+// TestJITIntegration: connections run with JIT off unless db.jit is true,
+// which leaves the server's setting (on, PostgreSQL's default, here).
+func TestJITIntegration(t *testing.T) {
+	for _, tt := range []struct {
+		jit  bool
+		want string
+	}{{false, "off"}, {true, "on"}} {
+		cfg := coretest.Postgres(t)
+		cfg.JIT = tt.jit
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		d, err := Open(ctx, cfg, nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		var got string
+		if err := d.SQL().QueryRowContext(ctx, "SHOW jit").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		var server string
+		if err := d.SQL().QueryRowContext(ctx, "SELECT boot_val FROM pg_settings WHERE name = 'jit'").Scan(&server); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		cancel()
+		if tt.jit && server != "on" {
+			t.Skipf("this server's JIT default is %s", server)
+		}
+		if got != tt.want {
+			t.Errorf("db.jit %v: SHOW jit = %s, want %s", tt.jit, got, tt.want)
+		}
 	}
 }
